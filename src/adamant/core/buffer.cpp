@@ -1,0 +1,59 @@
+#include "adamant/core/buffer.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "adamant/core/cuda_runtime.h"
+#include "adamant/core/error.h"
+
+namespace adamant {
+
+Buffer::Buffer(std::size_t bytes, Device device) : bytes_(bytes), device_(device) {
+  if (bytes == 0) return;
+  if (device.is_cpu()) {
+    const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    data_ = std::aligned_alloc(kAlignment, rounded);
+    if (data_ == nullptr) fail("out of host memory allocating {} bytes", bytes);
+    std::memset(data_, 0, rounded);
+  } else {
+    data_ = cuda::malloc_zeroed(bytes, device.index);
+  }
+}
+
+Buffer::~Buffer() { release(); }
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)), device_(other.device_) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+void Buffer::release() noexcept {
+  if (data_ == nullptr) return;
+  if (device_.is_cpu()) {
+    std::free(data_);
+  } else {
+    cuda::free(data_, device_.index);
+  }
+  data_ = nullptr;
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+  } else {
+    cuda::copy(dst, src, bytes);
+  }
+}
+
+}  // namespace adamant

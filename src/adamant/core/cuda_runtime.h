@@ -1,0 +1,14 @@
+#pragma once
+// The few CUDA runtime calls that core/ needs, behind plain C++ so that the
+// library compiles without CUDA headers. In a CPU-only build they throw.
+#include <cstddef>
+
+namespace adamant::cuda {
+
+void* malloc_zeroed(std::size_t bytes, int device);
+void free(void* ptr, int device) noexcept;
+void copy(void* dst, const void* src, std::size_t bytes);  // cudaMemcpyDefault, synchronous
+void set_device(int device);
+int device_count();  // 0 in a CPU-only build or with no GPU visible
+
+}  // namespace adamant::cuda

@@ -1,0 +1,42 @@
+#include <cuda_runtime.h>
+
+#include "adamant/core/cuda_check.h"
+#include "adamant/core/cuda_runtime.h"
+#include "adamant/core/device.h"
+
+namespace adamant::cuda {
+
+void* malloc_zeroed(std::size_t bytes, int device) {
+  set_device(device);
+  void* ptr = nullptr;
+  ADAMANT_CUDA_CHECK(cudaMalloc(&ptr, bytes));
+  ADAMANT_CUDA_CHECK(cudaMemset(ptr, 0, bytes));
+  return ptr;
+}
+
+void free(void* ptr, int device) noexcept {
+  cudaSetDevice(device);
+  cudaFree(ptr);
+}
+
+void copy(void* dst, const void* src, std::size_t bytes) {
+  ADAMANT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+
+void set_device(int device) { ADAMANT_CUDA_CHECK(cudaSetDevice(device)); }
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+}  // namespace adamant::cuda
+
+namespace adamant {
+bool cuda_available() { return cuda::device_count() > 0; }
+int cuda_device_count() { return cuda::device_count(); }
+}  // namespace adamant
