@@ -1,0 +1,197 @@
+#include "adamant/core/archive.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+
+#include "adamant/core/error.h"
+
+namespace adamant {
+
+namespace {
+
+constexpr char kMagic[8] = {'A', 'D', 'M', 'A', 'R', 'C', 'H', '1'};
+constexpr char kEndMagic[8] = {'A', 'D', 'M', 'A', 'R', 'E', 'N', 'D'};
+constexpr std::uint64_t kBlobAlignment = 64;
+constexpr std::size_t kFooterBytes = 8 + 4 + 8;
+
+std::array<std::uint32_t, 256> make_crc32c_table() {
+  std::array<std::uint32_t, 256> table{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1u) ? (c >> 1) ^ 0x82f63b78u : c >> 1;  // Castagnoli, reflected
+    table[i] = c;
+  }
+  return table;
+}
+
+DType dtype_from_name(const std::string& name, const std::filesystem::path& path) {
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u16, DType::u8}) {
+    if (dtype_name(t) == name) return t;
+  }
+  fail("checkpoint file {} names an unknown data type '{}'; it was written by a newer Adamant or is damaged",
+       path.string(), name);
+}
+
+}  // namespace
+
+std::uint32_t crc32c(const void* data, std::size_t bytes, std::uint32_t crc) {
+  static const std::array<std::uint32_t, 256> table = make_crc32c_table();
+  const auto* p = static_cast<const std::uint8_t*>(data);
+  crc = ~crc;
+  for (std::size_t i = 0; i < bytes; ++i) crc = table[(crc ^ p[i]) & 0xffu] ^ (crc >> 8);
+  return ~crc;
+}
+
+ArchiveWriter::ArchiveWriter(std::filesystem::path path) : path_(std::move(path)) {
+  if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path());
+  temp_path_ = path_;
+  temp_path_ += ".tmp." + std::to_string(::getpid());
+  file_ = std::fopen(temp_path_.c_str(), "wb");
+  ADAMANT_CHECK(file_ != nullptr, "cannot create checkpoint file {}: {}", temp_path_.string(), std::strerror(errno));
+  write_bytes(kMagic, sizeof(kMagic));
+}
+
+ArchiveWriter::~ArchiveWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+  if (!committed_) {
+    std::error_code ignored;
+    std::filesystem::remove(temp_path_, ignored);
+  }
+}
+
+void ArchiveWriter::write_bytes(const void* data, std::size_t bytes) {
+  if (bytes != 0 && std::fwrite(data, 1, bytes, file_) != bytes) {
+    fail("writing checkpoint file {} failed ({}); is the disk full?", temp_path_.string(), std::strerror(errno));
+  }
+  position_ += bytes;
+}
+
+void ArchiveWriter::add(const std::string& name, const void* data, DType dtype, std::vector<std::int64_t> shape) {
+  ADAMANT_CHECK(!committed_, "ArchiveWriter::add after commit");
+  for (const auto& e : entries_) ADAMANT_CHECK(e.name != name, "checkpoint {}: tensor '{}' added twice", path_.string(), name);
+  std::uint64_t numel = 1;
+  for (auto d : shape) numel *= static_cast<std::uint64_t>(d);
+  const std::uint64_t bytes = numel * dtype_size(dtype);
+  static constexpr std::array<char, kBlobAlignment> kZeros{};
+  write_bytes(kZeros.data(), (kBlobAlignment - position_ % kBlobAlignment) % kBlobAlignment);
+  entries_.push_back({name, dtype, std::move(shape), position_, bytes, crc32c(data, bytes)});
+  write_bytes(data, bytes);
+}
+
+void ArchiveWriter::commit() {
+  ADAMANT_CHECK(!committed_, "ArchiveWriter::commit called twice");
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& e : entries_) {
+    tensors.push_back({{"name", e.name}, {"dtype", std::string(dtype_name(e.dtype))}, {"shape", e.shape},
+                       {"offset", e.offset}, {"bytes", e.bytes}, {"crc32c", e.crc}});
+  }
+  const std::string header = nlohmann::json{{"format", 1}, {"meta", meta_}, {"tensors", tensors}}.dump();
+  const std::uint64_t header_bytes = header.size();
+  const std::uint32_t header_crc = crc32c(header.data(), header.size());
+  write_bytes(header.data(), header.size());
+  write_bytes(&header_bytes, sizeof(header_bytes));
+  write_bytes(&header_crc, sizeof(header_crc));
+  write_bytes(kEndMagic, sizeof(kEndMagic));
+  ADAMANT_CHECK(std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0, "flushing checkpoint file {} failed: {}",
+                temp_path_.string(), std::strerror(errno));
+  std::fclose(file_);
+  file_ = nullptr;
+  std::error_code error;
+  std::filesystem::rename(temp_path_, path_, error);
+  ADAMANT_CHECK(!error, "renaming {} to {} failed: {}", temp_path_.string(), path_.string(), error.message());
+  committed_ = true;
+  const auto folder = path_.has_parent_path() ? path_.parent_path() : std::filesystem::path(".");
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+ArchiveReader::ArchiveReader(std::filesystem::path path) : path_(std::move(path)) {
+  const std::string file = path_.string();
+  file_ = std::fopen(path_.c_str(), "rb");
+  ADAMANT_CHECK(file_ != nullptr, "cannot open checkpoint file {}: {}", file, std::strerror(errno));
+  const auto size = std::filesystem::file_size(path_);
+  const auto damaged = [&](const char* what) {
+    fail("checkpoint file {} is damaged ({}); it may have been truncated or overwritten: use another checkpoint", file,
+         what);
+  };
+  char magic[8];
+  if (size < sizeof(kMagic) + kFooterBytes || std::fread(magic, 1, 8, file_) != 8 ||
+      std::memcmp(magic, kMagic, 8) != 0) {
+    damaged("not an Adamant checkpoint: bad leading magic");
+  }
+  std::array<char, kFooterBytes> footer{};
+  std::fseek(file_, static_cast<long>(size - kFooterBytes), SEEK_SET);
+  if (std::fread(footer.data(), 1, footer.size(), file_) != footer.size() ||
+      std::memcmp(footer.data() + 12, kEndMagic, 8) != 0) {
+    damaged("bad trailing magic");
+  }
+  std::uint64_t header_bytes = 0;
+  std::uint32_t header_crc = 0;
+  std::memcpy(&header_bytes, footer.data(), 8);
+  std::memcpy(&header_crc, footer.data() + 8, 4);
+  if (header_bytes > size - kFooterBytes - sizeof(kMagic)) damaged("header size out of range");
+  std::string header(header_bytes, '\0');
+  std::fseek(file_, static_cast<long>(size - kFooterBytes - header_bytes), SEEK_SET);
+  if (std::fread(header.data(), 1, header_bytes, file_) != header_bytes) damaged("short header");
+  if (crc32c(header.data(), header.size()) != header_crc) damaged("header checksum mismatch");
+  const auto json = nlohmann::json::parse(header, nullptr, false);
+  if (json.is_discarded() || !json.contains("tensors")) damaged("header is not valid JSON");
+  meta_ = json.value("meta", nlohmann::json::object());
+  const std::uint64_t data_end = size - kFooterBytes - header_bytes;
+  for (const auto& t : json["tensors"]) {
+    ArchiveEntry e;
+    e.name = t.at("name").get<std::string>();
+    e.dtype = dtype_from_name(t.at("dtype").get<std::string>(), path_);
+    e.shape = t.at("shape").get<std::vector<std::int64_t>>();
+    e.offset = t.at("offset").get<std::uint64_t>();
+    e.bytes = t.at("bytes").get<std::uint64_t>();
+    e.crc = t.at("crc32c").get<std::uint32_t>();
+    if (e.offset + e.bytes > data_end) damaged("a tensor lies outside the file");
+    entries_.push_back(std::move(e));
+  }
+}
+
+ArchiveReader::~ArchiveReader() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+bool ArchiveReader::has(const std::string& name) const {
+  for (const auto& e : entries_) {
+    if (e.name == name) return true;
+  }
+  return false;
+}
+
+const ArchiveEntry& ArchiveReader::entry(const std::string& name) const {
+  for (const auto& e : entries_) {
+    if (e.name == name) return e;
+  }
+  fail("checkpoint file {} has no tensor '{}'; it was written for another model or configuration", path_.string(),
+       name);
+}
+
+void ArchiveReader::read(const std::string& name, void* dst, std::size_t bytes) const {
+  const ArchiveEntry& e = entry(name);
+  ADAMANT_CHECK(e.bytes == bytes, "checkpoint file {}: tensor '{}' holds {} bytes, expected {}; it was written for "
+                "another model or configuration", path_.string(), name, e.bytes, bytes);
+  std::fseek(file_, static_cast<long>(e.offset), SEEK_SET);
+  ADAMANT_CHECK(std::fread(dst, 1, bytes, file_) == bytes, "checkpoint file {}: short read of tensor '{}'",
+                path_.string(), name);
+  const std::uint32_t crc = crc32c(dst, bytes);
+  ADAMANT_CHECK(crc == e.crc, "checkpoint file {} is damaged: checksum mismatch in tensor '{}' (stored {:08x}, read "
+                "{:08x}); use another checkpoint", path_.string(), name, e.crc, crc);
+}
+
+std::vector<std::uint8_t> ArchiveReader::read_all(const std::string& name) const {
+  std::vector<std::uint8_t> out(entry(name).bytes);
+  read(name, out.data(), out.size());
+  return out;
+}
+
+}  // namespace adamant
