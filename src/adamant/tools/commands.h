@@ -1,0 +1,11 @@
+#pragma once
+// Each subcommand registers itself on the CLI app; its callback runs the command.
+#include <CLI/CLI.hpp>
+
+namespace adamant::tools {
+
+void add_train_command(CLI::App& app);
+void add_preprocess_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
+
+}  // namespace adamant::tools

@@ -1,0 +1,27 @@
+// The `adamant` command: train, preprocess, generate, bench.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "adamant/core/error.h"
+#include "adamant/tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Adamant: GPT-3 training with a ZeRO-2 distributed fused Adam optimizer"};
+  app.require_subcommand(1);
+  adamant::tools::add_train_command(app);
+  adamant::tools::add_preprocess_command(app);
+  adamant::tools::add_generate_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const adamant::Error& e) {
+    std::fprintf(stderr, "adamant: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "adamant: internal error: %s\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,41 @@
+#pragma once
+// What a run reports: one JSON object per line in <run>/metrics.jsonl and a
+// progress line on stdout (rank 0 only).
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace adamant::train {
+
+struct StepMetrics {
+  std::int64_t step = 0;
+  std::int64_t max_steps = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  double loss_scale = 1;
+  bool skipped = false;
+  double tokens_per_second = 0;
+  double step_seconds = 0;
+  std::int64_t consumed_samples = 0;
+};
+
+class MetricsLog {
+ public:
+  explicit MetricsLog(const std::filesystem::path& file);  // appends
+  void step(const StepMetrics& m);
+  void validation(std::int64_t step, double val_loss);
+  void event(const std::string& name, std::int64_t step, const std::string& detail);
+
+ private:
+  std::ofstream out_;
+};
+
+// Formats the progress line: step, loss, lr, grad norm, tokens/s, ETA.
+std::string format_progress(const StepMetrics& m, double eta_seconds);
+std::string format_duration(double seconds);
+
+}  // namespace adamant::train
