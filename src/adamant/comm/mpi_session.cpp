@@ -1,0 +1,97 @@
+#include "adamant/comm/mpi_session.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+#include "adamant/comm/mpi_check.h"
+#include "adamant/core/error.h"
+
+namespace adamant::comm {
+
+namespace {
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
+    default:
+      return "an unknown thread level";
+  }
+}
+
+std::optional<int> integer_from_environment(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return std::nullopt;
+  const std::string_view view(text);
+  int value = 0;
+  const auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), value);
+  if (error != std::errc() || end != view.data() + view.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+NodeLocalRank query_node_local_rank(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
+  NodeLocalRank result;
+  const int rank_code = MPI_Comm_rank(node, &result.rank);
+  const int size_code = MPI_Comm_size(node, &result.size);
+  MPI_Comm_free(&node);
+  check_mpi(rank_code, "MPI_Comm_rank");
+  check_mpi(size_code, "MPI_Comm_size");
+  return result;
+}
+
+MpiSession::MpiSession(int required_thread_level) : MpiSession(nullptr, nullptr, required_thread_level) {}
+
+MpiSession::MpiSession(int* argc, char*** argv, int required_thread_level) {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  ADAMANT_CHECK(finalized == 0, "MpiSession: MPI was already finalised in this process and cannot start again");
+  if (initialized != 0) {
+    check_mpi(MPI_Query_thread(&thread_level_), "MPI_Query_thread");
+  } else {
+    check_mpi(MPI_Init_thread(argc, argv, required_thread_level, &thread_level_), "MPI_Init_thread");
+    owns_mpi_ = true;
+  }
+  try {
+    ADAMANT_CHECK(thread_level_ >= required_thread_level,
+                  "MpiSession: MPI provides {} but {} is required; use an MPI library built with thread support",
+                  thread_level_name(thread_level_), thread_level_name(required_thread_level));
+    check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world_size_), "MPI_Comm_size");
+    // Open MPI's launcher exports the node-local rank to every rank; under other
+    // launchers no rank has it, so all of them take the collective query together.
+    const auto env_rank = integer_from_environment("OMPI_COMM_WORLD_LOCAL_RANK");
+    const auto env_size = integer_from_environment("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (env_rank && env_size) {
+      local_rank_ = *env_rank;
+      local_size_ = *env_size;
+    } else {
+      const NodeLocalRank node = query_node_local_rank(MPI_COMM_WORLD);
+      local_rank_ = node.rank;
+      local_size_ = node.size;
+    }
+  } catch (...) {
+    if (owns_mpi_) MPI_Finalize();
+    throw;
+  }
+}
+
+MpiSession::~MpiSession() {
+  if (owns_mpi_ && mpi_is_active()) MPI_Finalize();
+}
+
+}  // namespace adamant::comm
