@@ -1,0 +1,55 @@
+#include <algorithm>
+
+#include "adamant/kernels/cpu/model_kernels_cpu.h"
+
+namespace adamant::kernels::cpu {
+
+namespace {
+
+// Column sums of x [rows, cols], each column summed in row order by one thread.
+template <typename T>
+void column_sums(const T* x, T* sums, std::int64_t rows, std::int64_t cols) {
+  constexpr std::int64_t kColumnBlock = 64;
+  const std::int64_t blocks = (cols + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMinWork)
+  for (std::int64_t block = 0; block < blocks; ++block) {
+    const std::int64_t c0 = block * kColumnBlock;
+    const std::int64_t c1 = std::min(cols, c0 + kColumnBlock);
+    std::fill(sums + c0, sums + c1, T(0));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* row = x + r * cols;
+      for (std::int64_t c = c0; c < c1; ++c) sums[c] += row[c];
+    }
+  }
+}
+
+}  // namespace
+
+void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape) {
+  with_float_type(out, [&]<typename T>() {
+    const T* bias_data = bias.ptr<T>();
+    T* out_data = out.ptr<T>();
+    // Start from the bias and let the GEMM accumulate onto it: one pass fewer.
+#pragma omp parallel for schedule(static) if (shape.rows * shape.out_features >= kParallelMinWork)
+    for (std::int64_t r = 0; r < shape.rows; ++r) {
+      std::copy(bias_data, bias_data + shape.out_features, out_data + r * shape.out_features);
+    }
+    gemm<T>(Transpose::no, Transpose::yes, shape.rows, shape.out_features, shape.in_features, T(1), in.ptr<T>(),
+            weight.ptr<T>(), T(1), out_data);
+  });
+}
+
+void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
+                     Tensor d_bias, const LinearShape& shape) {
+  with_float_type(d_out, [&]<typename T>() {
+    if (d_in.data != nullptr) {
+      gemm<T>(Transpose::no, Transpose::no, shape.rows, shape.in_features, shape.out_features, T(1), d_out.ptr<T>(),
+              weight.ptr<T>(), T(0), d_in.ptr<T>());
+    }
+    gemm<T>(Transpose::yes, Transpose::no, shape.out_features, shape.in_features, shape.rows, T(1), d_out.ptr<T>(),
+            in.ptr<T>(), T(0), d_weight.ptr<T>());
+    column_sums<T>(d_out.ptr<T>(), d_bias.ptr<T>(), shape.rows, shape.out_features);
+  });
+}
+
+}  // namespace adamant::kernels::cpu

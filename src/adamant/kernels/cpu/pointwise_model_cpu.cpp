@@ -1,0 +1,77 @@
+// Element-wise model kernels: GELU, dropout, residual add.
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "adamant/kernels/cpu/model_kernels_cpu.h"
+
+namespace adamant::kernels::cpu {
+
+void gelu_forward(const Tensor& x, Tensor out, std::int64_t n) {
+  with_float_type(x, [&]<typename T>() {
+    const T* x_data = x.ptr<T>();
+    T* out_data = out.ptr<T>();
+    const T inv_sqrt2 = static_cast<T>(1.0 / std::numbers::sqrt2);
+#pragma omp parallel for schedule(static) if (n >= kParallelMinWork)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T v = x_data[i];
+      out_data[i] = T(0.5) * v * (T(1) + std::erf(v * inv_sqrt2));
+    }
+  });
+}
+
+void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n) {
+  with_float_type(x, [&]<typename T>() {
+    const T* dy = d_out.ptr<T>();
+    const T* x_data = x.ptr<T>();
+    T* dx = d_x.ptr<T>();
+    const T inv_sqrt2 = static_cast<T>(1.0 / std::numbers::sqrt2);
+    const T inv_sqrt_2pi = static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+#pragma omp parallel for schedule(static) if (n >= kParallelMinWork)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T v = x_data[i];
+      // d/dx [x * Phi(x)] = Phi(x) + x * phi(x)
+      const T cdf = T(0.5) * (T(1) + std::erf(v * inv_sqrt2));
+      const T pdf = inv_sqrt_2pi * std::exp(T(-0.5) * v * v);
+      dx[i] = dy[i] * (cdf + v * pdf);
+    }
+  });
+}
+
+void dropout(const Tensor& in, Tensor out, std::int64_t batch, std::int64_t sample_numel, const DropoutArgs& args) {
+  with_float_type(in, [&]<typename T>() {
+    const T* src = in.ptr<T>();
+    T* dst = out.ptr<T>();
+    const std::int64_t total = batch * sample_numel;
+    if (args.probability <= 0.0f) {
+      if (src != dst) std::copy(src, src + total, dst);
+      return;
+    }
+    const T keep_scale = T(1) / (T(1) - static_cast<T>(args.probability));
+    const std::int64_t groups = (sample_numel + 3) / 4;
+#pragma omp parallel for collapse(2) schedule(static) if (total >= kParallelMinWork)
+    for (std::int64_t b = 0; b < batch; ++b) {
+      for (std::int64_t group = 0; group < groups; ++group) {
+        const PhiloxCounter bits = dropout_bits(args, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(group));
+        const std::int64_t first = group * 4;
+        const std::int64_t last = std::min(sample_numel, first + 4);
+        for (std::int64_t e = first; e < last; ++e) {
+          const std::int64_t i = b * sample_numel + e;
+          dst[i] = dropout_keeps(bits[e - first], args.probability) ? src[i] * keep_scale : T(0);
+        }
+      }
+    }
+  });
+}
+
+void residual_add(const Tensor& a, const Tensor& b, Tensor out, std::int64_t n) {
+  with_float_type(a, [&]<typename T>() {
+    const T* a_data = a.ptr<T>();
+    const T* b_data = b.ptr<T>();
+    T* out_data = out.ptr<T>();
+#pragma omp parallel for schedule(static) if (n >= kParallelMinWork)
+    for (std::int64_t i = 0; i < n; ++i) out_data[i] = a_data[i] + b_data[i];
+  });
+}
+
+}  // namespace adamant::kernels::cpu

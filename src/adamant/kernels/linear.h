@@ -1,0 +1,25 @@
+#pragma once
+// A fully connected layer with bias, Megatron's weight layout [out_features, in_features].
+#include <cstdint>
+
+#include "adamant/core/stream.h"
+#include "adamant/core/tensor.h"
+
+namespace adamant::kernels {
+
+struct LinearShape {
+  std::int64_t rows = 0;  // tokens
+  std::int64_t in_features = 0;
+  std::int64_t out_features = 0;
+};
+
+// out[rows, out] = in[rows, in] * weight^T + bias.
+void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
+                    const Stream& stream);
+
+// d_in = d_out * weight, d_weight = d_out^T * in, d_bias = column sums of d_out; all
+// three overwritten. An empty d_in (data == nullptr) skips that product.
+void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
+                     Tensor d_bias, const LinearShape& shape, const Stream& stream);
+
+}  // namespace adamant::kernels

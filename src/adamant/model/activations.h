@@ -1,0 +1,45 @@
+#pragma once
+// Where every activation of one micro-batch lives: named regions of a single
+// buffer planned once for the largest micro-batch (llm.c style), so forward and
+// backward never allocate. Regions are sized for micro_batch_size full sequences;
+// a smaller batch or a shorter sequence uses the front of each region.
+#include <cstddef>
+#include <vector>
+
+#include "adamant/model/gpt_config.h"
+
+namespace adamant::model {
+
+struct Region {
+  std::size_t offset = 0;  // elements from the start of the activation buffer
+  std::size_t numel = 0;
+};
+
+// Kept from forward for backward, per layer.
+struct LayerActivations {
+  Region ln1, ln1_mean, ln1_rstd;  // input layernorm output and statistics
+  Region qkv;                      // fused projection [tokens, 3 * hidden]
+  Region probs;                    // attention probabilities [batch, heads, seq, seq]
+  Region attention;                // attention output before its projection [tokens, hidden]
+  Region residual_attention;       // stream after the attention block
+  Region ln2, ln2_mean, ln2_rstd;  // post-attention layernorm
+  Region fc, fc_gelu;              // MLP pre- and post-activation [tokens, ffn]
+  Region residual_mlp;             // layer output
+};
+
+struct ActivationLayout {
+  Region embedded;  // embedding output (after dropout)
+  std::vector<LayerActivations> layers;
+  Region final_ln, final_ln_mean, final_ln_rstd;
+  Region losses;        // per token
+  Region logits_chunk;  // [classifier_chunk_rows, padded vocab]
+  Region branch;        // a block's output before the residual add
+  // Backward scratch, reused by every layer.
+  Region d_residual, d_branch, d_ln, d_attention, d_qkv, d_fc, d_probs;
+  std::size_t classifier_chunk_rows = 0;
+  std::size_t total_numel = 0;
+
+  static ActivationLayout plan(const GptConfig& config, int micro_batch_size);
+};
+
+}  // namespace adamant::model

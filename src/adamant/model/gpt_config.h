@@ -1,0 +1,30 @@
+#pragma once
+// Sizes and regularisation of the GPT-3 model, with NeMo's meaning of each field
+// (megatron_gpt_config.yaml). validate() names the NeMo key of any bad value.
+#include <cstdint>
+
+namespace adamant::model {
+
+struct GptConfig {
+  int num_layers = 0;                      // model.num_layers
+  int hidden_size = 0;                     // model.hidden_size
+  int num_attention_heads = 0;             // model.num_attention_heads
+  int ffn_hidden_size = 0;                 // model.ffn_hidden_size (NeMo's usual value: 4 * hidden_size)
+  int seq_length = 0;                      // model.encoder_seq_length
+  int vocab_size = 0;                      // of the tokenizer, unpadded (GPT-2 BPE: 50257)
+  int make_vocab_size_divisible_by = 128;  // model.make_vocab_size_divisible_by
+  int tensor_parallel_size = 1;            // model.tensor_model_parallel_size
+  float init_method_std = 0.02f;           // model.init_method_std
+  float hidden_dropout = 0.0f;             // model.hidden_dropout
+  float attention_dropout = 0.0f;          // model.attention_dropout
+  float layernorm_epsilon = 1e-5f;         // model.layernorm_epsilon
+
+  // The vocabulary rounded up to a multiple of make_vocab_size_divisible_by * tensor_parallel_size
+  // (Megatron's padding; 50257 -> 50304 with the defaults).
+  int padded_vocab_size() const;
+  int head_dim() const { return hidden_size / num_attention_heads; }
+  // Throws adamant::Error naming the NeMo key and the fix for any impossible value.
+  void validate() const;
+};
+
+}  // namespace adamant::model

@@ -1,0 +1,243 @@
+#include "adamant/model/gpt_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "adamant/core/error.h"
+#include "adamant/core/half.h"
+#include "adamant/core/rng.h"
+#include "adamant/kernels/gemm.h"
+
+namespace adamant::model {
+
+namespace {
+
+// Smaller loops stay on one thread: waking the team costs more than it saves.
+constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 15;
+
+template <typename Fn>
+void with_compute_type(DType dtype, Fn&& fn) {
+  if (dtype == DType::f64) {
+    fn.template operator()<double>();
+  } else {
+    fn.template operator()<float>();
+  }
+}
+
+// Philox stream of one parameter's initial values: a hash of its name (so a layer's
+// weights do not depend on how many layers follow), top bit set to stay apart from
+// the dropout streams.
+std::uint64_t init_stream(std::string_view name) {
+  std::uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
+  for (const char c : name) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3ull;
+  }
+  return hash | (std::uint64_t{1} << 63);
+}
+
+bool is_output_projection(std::string_view name) {
+  return name.ends_with("self_attention.dense.weight") || name.ends_with("mlp.dense_4h_to_h.weight");
+}
+
+}  // namespace
+
+GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device, std::uint64_t seed)
+    : config_(config),
+      params_(build_param_list(config)),
+      index_(index_params(config, params_)),
+      weight_dtype_(weight_dtype),
+      compute_dtype_(weight_dtype == DType::f64 ? DType::f64 : DType::f32),
+      micro_batch_size_(micro_batch_size),
+      device_(device),
+      seed_(seed) {
+  ADAMANT_CHECK(weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16 ||
+                    weight_dtype == DType::f64,
+                "GptModel: weights of {}; use fp32, bf16, fp16 (or fp64 for reference checks)",
+                dtype_name(weight_dtype));
+  ADAMANT_CHECK(micro_batch_size >= 1, "model.micro_batch_size is {}; use 1 or more", micro_batch_size);
+  ADAMANT_CHECK(device.is_cpu(), "GptModel on {}: the CUDA model kernels are not implemented yet; run on the CPU",
+                device.str());
+  ADAMANT_CHECK(config.tensor_parallel_size == 1,
+                "model.tensor_model_parallel_size is {}, but GptModel computes the whole model on one rank; set it "
+                "to 1",
+                config.tensor_parallel_size);
+  layout_ = ActivationLayout::plan(config_, micro_batch_size_);
+  const std::size_t compute_size = dtype_size(compute_dtype_);
+  weights_ = Buffer(params_.total_numel * dtype_size(weight_dtype_), device_);
+  if (weight_dtype_ == DType::bf16 || weight_dtype_ == DType::f16) {
+    working_weights_ = Buffer(params_.total_numel * compute_size, device_);
+  }
+  grads_ = Buffer(params_.total_numel * compute_size, device_);
+  micro_grads_ = Buffer(params_.total_numel * compute_size, device_);
+  activations_ = Buffer(layout_.total_numel * compute_size, device_);
+  init_weights();
+}
+
+Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_, device_, params_.total_numel); }
+
+Tensor GptModel::grads() { return Tensor::flat(grads_.data(), compute_dtype_, device_, params_.total_numel); }
+
+void GptModel::zero_grads() { std::memset(grads_.data(), 0, params_.total_numel * dtype_size(compute_dtype_)); }
+
+void GptModel::init_weights() {
+  const double base_std = config_.init_method_std;
+  const double output_std = base_std / std::sqrt(2.0 * config_.num_layers);
+  for (const ParamSpec& spec : params_.params) {
+    const bool is_layernorm = spec.name.find("layernorm") != std::string::npos;
+    const bool is_bias = spec.name.ends_with(".bias");
+    const bool random = !is_layernorm && !is_bias;
+    const double constant = (is_layernorm && !is_bias) ? 1.0 : 0.0;
+    const double std = is_output_projection(spec.name) ? output_std : base_std;
+    const std::uint64_t stream = init_stream(spec.name);
+    const auto numel = static_cast<std::int64_t>(spec.numel);
+    auto value = [&](std::int64_t i) {
+      return random ? std * normal_at(seed_, static_cast<std::uint64_t>(i), stream) : constant;
+    };
+    char* base = static_cast<char*>(weights_.data()) + spec.offset * dtype_size(weight_dtype_);
+    switch (weight_dtype_) {
+      case DType::f64: {
+        auto* out = reinterpret_cast<double*>(base);
+#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
+        for (std::int64_t i = 0; i < numel; ++i) out[i] = value(i);
+        break;
+      }
+      case DType::f32: {
+        auto* out = reinterpret_cast<float*>(base);
+#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
+        for (std::int64_t i = 0; i < numel; ++i) out[i] = static_cast<float>(value(i));
+        break;
+      }
+      default: {  // 16-bit: round the fp32 value to nearest even, as a cast of fp32 weights would
+        auto* out = reinterpret_cast<std::uint16_t*>(base);
+        const bool bf16 = weight_dtype_ == DType::bf16;
+#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
+        for (std::int64_t i = 0; i < numel; ++i) {
+          const auto f = static_cast<float>(value(i));
+          out[i] = bf16 ? f32_to_bf16(f) : f32_to_f16(f);
+        }
+        break;
+      }
+    }
+  }
+}
+
+void GptModel::refresh_working_weights() {
+  if (working_weights_.empty()) return;
+  const auto* src = static_cast<const std::uint16_t*>(weights_.data());
+  auto* dst = static_cast<float*>(working_weights_.data());
+  const auto numel = static_cast<std::int64_t>(params_.total_numel);
+  if (weight_dtype_ == DType::bf16) {
+#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
+    for (std::int64_t i = 0; i < numel; ++i) dst[i] = bf16_to_f32(src[i]);
+  } else {
+#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
+    for (std::int64_t i = 0; i < numel; ++i) dst[i] = f16_to_f32(src[i]);
+  }
+}
+
+Tensor GptModel::act(const Region& region, std::size_t count) {
+  ADAMANT_CHECK(count <= region.numel, "GptModel: activation view of {} elements in a region of {}", count,
+                region.numel);
+  char* base = static_cast<char*>(activations_.data()) + region.offset * dtype_size(compute_dtype_);
+  return Tensor::flat(base, compute_dtype_, device_, count);
+}
+
+Tensor GptModel::weight(std::size_t param) {
+  const ParamSpec& spec = params_[param];
+  void* base = working_weights_.empty() ? weights_.data() : working_weights_.data();
+  return Tensor::flat(static_cast<char*>(base) + spec.offset * dtype_size(compute_dtype_), compute_dtype_, device_,
+                      spec.numel);
+}
+
+Tensor GptModel::micro_grad(std::size_t param) {
+  const ParamSpec& spec = params_[param];
+  return Tensor::flat(static_cast<char*>(micro_grads_.data()) + spec.offset * dtype_size(compute_dtype_),
+                      compute_dtype_, device_, spec.numel);
+}
+
+void GptModel::finish_grad(std::size_t param, const GradReadyFn& on_grad_ready) {
+  const ParamSpec& spec = params_[param];
+  with_compute_type(compute_dtype_, [&]<typename T>() {
+    const T* micro = static_cast<const T*>(micro_grads_.data()) + spec.offset;
+    T* total = static_cast<T*>(grads_.data()) + spec.offset;
+    const auto numel = static_cast<std::int64_t>(spec.numel);
+#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
+    for (std::int64_t i = 0; i < numel; ++i) total[i] += micro[i];
+  });
+  if (on_grad_ready) on_grad_ready(param);
+}
+
+kernels::DropoutArgs GptModel::dropout_at(const Pass& pass, float probability, std::uint32_t site) const {
+  kernels::DropoutArgs args;
+  args.probability = pass.training ? probability : 0.0f;
+  args.seed = seed_;
+  args.first_sample_index = pass.first_sample;
+  args.site = site;
+  return args;
+}
+
+void GptModel::check_batch(const MicroBatch& batch, const char* what) const {
+  ADAMANT_CHECK(batch.batch_size >= 1 && batch.batch_size <= micro_batch_size_,
+                "{}: micro-batch of {} samples; the model was built for 1..{} (model.micro_batch_size)", what,
+                batch.batch_size, micro_batch_size_);
+  const std::size_t expected = static_cast<std::size_t>(batch.batch_size) * config_.seq_length;
+  ADAMANT_CHECK(batch.tokens.size() == expected && batch.targets.size() == expected,
+                "{}: {} tokens and {} targets for {} samples of model.encoder_seq_length {} (expected {} each)", what,
+                batch.tokens.size(), batch.targets.size(), batch.batch_size, config_.seq_length, expected);
+  for (std::size_t i = 0; i < expected; ++i) {
+    ADAMANT_CHECK(batch.tokens[i] >= 0 && batch.tokens[i] < config_.vocab_size && batch.targets[i] >= 0 &&
+                      batch.targets[i] < config_.vocab_size,
+                  "{}: token {} / target {} at position {} is outside the tokenizer's vocabulary [0, {})", what,
+                  batch.tokens[i], batch.targets[i], i, config_.vocab_size);
+  }
+}
+
+double GptModel::forward_backward(const MicroBatch& batch, float loss_scale, const GradReadyFn& on_grad_ready) {
+  check_batch(batch, "forward_backward");
+  refresh_working_weights();
+  const Pass pass{batch.batch_size, config_.seq_length, batch.tokens.data(), batch.first_sample_index, true};
+  forward(pass);
+  const double tokens = static_cast<double>(pass.batch) * pass.seq;
+  const double loss = classifier(pass, batch.targets.data(), loss_scale / tokens, true);
+  backward(pass, on_grad_ready);
+  return loss;
+}
+
+double GptModel::forward_loss(const MicroBatch& batch) {
+  check_batch(batch, "forward_loss");
+  refresh_working_weights();
+  const Pass pass{batch.batch_size, config_.seq_length, batch.tokens.data(), batch.first_sample_index, false};
+  forward(pass);
+  return classifier(pass, batch.targets.data(), 0.0, false);
+}
+
+void GptModel::next_token_logits(std::span<const std::int32_t> tokens, std::span<float> logits) {
+  const int count = static_cast<int>(tokens.size());
+  ADAMANT_CHECK(count >= 1 && count <= config_.seq_length,
+                "next_token_logits: {} tokens; give 1..{} (model.encoder_seq_length)", tokens.size(),
+                config_.seq_length);
+  const int vocab = config_.padded_vocab_size();
+  ADAMANT_CHECK(static_cast<int>(logits.size()) == vocab, "next_token_logits: room for {} logits, need {}",
+                logits.size(), vocab);
+  for (const std::int32_t id : tokens) {
+    ADAMANT_CHECK(id >= 0 && id < config_.vocab_size, "next_token_logits: token {} outside the vocabulary [0, {})", id,
+                  config_.vocab_size);
+  }
+  refresh_working_weights();
+  const Pass pass{1, count, tokens.data(), 0, false};
+  forward(pass);
+  const std::size_t hidden = static_cast<std::size_t>(config_.hidden_size);
+  const Tensor last = act(layout_.final_ln, count * hidden).slice((count - 1) * hidden, hidden);
+  Tensor out = act(layout_.logits_chunk, static_cast<std::size_t>(vocab));
+  kernels::gemm(kernels::Transpose::no, kernels::Transpose::yes, 1, vocab, config_.hidden_size, 1.0, last,
+                weight(index_.word_embedding), 0.0, out, stream_);
+  with_compute_type(compute_dtype_, [&]<typename T>() {
+    const T* values = out.ptr<T>();
+    for (int v = 0; v < vocab; ++v) logits[v] = static_cast<float>(values[v]);
+  });
+}
+
+}  // namespace adamant::model

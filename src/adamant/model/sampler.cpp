@@ -1,0 +1,84 @@
+#include "adamant/model/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "adamant/core/error.h"
+#include "adamant/core/rng.h"
+
+namespace adamant::model {
+
+namespace {
+
+constexpr std::uint64_t kSamplingStream = 0x53414d504c455253ull;  // "SAMPLERS": apart from init and dropout
+
+std::int32_t argmax(std::span<const float> logits, int vocab_size) {
+  int best = 0;
+  for (int v = 1; v < vocab_size; ++v) {
+    if (logits[v] > logits[best]) best = v;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::int32_t sample_token(std::span<const float> logits, int vocab_size, float temperature, int top_k, double uniform,
+                          std::vector<std::int32_t>& scratch) {
+  ADAMANT_CHECK(vocab_size >= 1 && static_cast<std::size_t>(vocab_size) <= logits.size(),
+                "sample_token: vocab_size {} for {} logits", vocab_size, logits.size());
+  ADAMANT_CHECK(top_k >= 0, "sampling: top_k is {}; use 0 (off) or a positive count", top_k);
+  if (temperature <= 0.0f || top_k == 1) return argmax(logits, vocab_size);
+
+  // Candidates: every id, or the top_k largest (ties broken towards the lower id).
+  scratch.resize(static_cast<std::size_t>(vocab_size));
+  std::iota(scratch.begin(), scratch.end(), 0);
+  auto larger = [&](std::int32_t a, std::int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  std::size_t candidates = scratch.size();
+  if (top_k > 0 && static_cast<std::size_t>(top_k) < scratch.size()) {
+    candidates = static_cast<std::size_t>(top_k);
+    std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(candidates) - 1, scratch.end(),
+                     larger);
+  }
+  std::sort(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(candidates), larger);
+
+  const double max_logit = logits[scratch[0]];
+  double total = 0.0;
+  for (std::size_t i = 0; i < candidates; ++i) total += std::exp((logits[scratch[i]] - max_logit) / temperature);
+  const double target = uniform * total;
+  double cumulative = 0.0;
+  for (std::size_t i = 0; i < candidates; ++i) {
+    cumulative += std::exp((logits[scratch[i]] - max_logit) / temperature);
+    if (cumulative >= target) return scratch[i];
+  }
+  return scratch[0];  // only when rounding left target a hair above the total; never a zero-probability id
+}
+
+std::vector<std::int32_t> generate(GptModel& model, std::span<const std::int32_t> prompt, int max_new_tokens,
+                                   float temperature, int top_k, std::uint64_t seed, int vocab_size) {
+  const GptConfig& config = model.config();
+  ADAMANT_CHECK(!prompt.empty(), "generate: the prompt is empty; give at least one token");
+  ADAMANT_CHECK(max_new_tokens >= 0, "generate: max_new_tokens is {}", max_new_tokens);
+  ADAMANT_CHECK(vocab_size >= 1 && vocab_size <= config.padded_vocab_size(),
+                "generate: vocab_size {} outside 1..{} (the padded vocabulary)", vocab_size,
+                config.padded_vocab_size());
+  std::vector<std::int32_t> context(prompt.begin(), prompt.end());
+  std::vector<float> logits(static_cast<std::size_t>(config.padded_vocab_size()));
+  std::vector<std::int32_t> scratch;
+  std::vector<std::int32_t> generated;
+  generated.reserve(static_cast<std::size_t>(max_new_tokens));
+  for (int step = 0; step < max_new_tokens; ++step) {
+    const std::size_t window = std::min(context.size(), static_cast<std::size_t>(config.seq_length));
+    model.next_token_logits(std::span<const std::int32_t>(context).last(window), logits);
+    const PhiloxCounter bits = philox_draw(seed, static_cast<std::uint64_t>(step), kSamplingStream);
+    const std::int32_t token =
+        sample_token(logits, vocab_size, temperature, top_k, uniform_double_open(bits[0], bits[1]), scratch);
+    context.push_back(token);
+    generated.push_back(token);
+  }
+  return generated;
+}
+
+}  // namespace adamant::model

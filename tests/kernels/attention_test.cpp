@@ -1,0 +1,110 @@
+#include "adamant/kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include "model_kernels_test_util.h"
+
+namespace adamant::kernels {
+namespace {
+
+using testing::random_normal;
+using testing::view;
+
+// Straightforward causal attention on qkv [B, T, 3, H, D], with an explicit mask
+// matrix for dropout (keep factor 0 or 1/(1-p) per probability).
+std::vector<double> naive_attention(const std::vector<double>& qkv, const AttentionShape& s, const DropoutArgs& drop) {
+  const int64_t C = s.heads * s.head_dim;
+  std::vector<double> out(s.batch * s.seq * C, 0.0);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      for (int64_t i = 0; i < s.seq; ++i) {
+        std::vector<double> scores(s.seq, -INFINITY);
+        double max_score = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < s.head_dim; ++d) {
+            dot += qkv[(b * s.seq + i) * 3 * C + h * s.head_dim + d] *
+                   qkv[(b * s.seq + j) * 3 * C + C + h * s.head_dim + d];
+          }
+          scores[j] = dot / std::sqrt(static_cast<double>(s.head_dim));
+          max_score = std::max(max_score, scores[j]);
+        }
+        double total = 0;
+        for (int64_t j = 0; j <= i; ++j) total += std::exp(scores[j] - max_score);
+        for (int64_t j = 0; j <= i; ++j) {
+          double p = std::exp(scores[j] - max_score) / total;
+          if (drop.probability > 0) {
+            const std::uint64_t element = static_cast<std::uint64_t>((h * s.seq + i) * s.seq + j);
+            const bool keep = dropout_keeps(dropout_bits(drop, b, element / 4)[element % 4], drop.probability);
+            p = keep ? p / (1.0 - drop.probability) : 0.0;
+          }
+          for (int64_t d = 0; d < s.head_dim; ++d) {
+            out[(b * s.seq + i) * C + h * s.head_dim + d] +=
+                p * qkv[(b * s.seq + j) * 3 * C + 2 * C + h * s.head_dim + d];
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(Attention, ForwardMatchesNaiveReference) {
+  Stream stream;
+  const AttentionShape shape{2, 7, 3, 4};
+  auto qkv = random_normal(2 * 7 * 3 * 12, 1);
+  std::vector<double> probs(2 * 3 * 7 * 7, 5.0), out(2 * 7 * 12);
+  for (const float p : {0.0f, 0.4f}) {
+    const DropoutArgs drop{p, 1234, 17, 5};
+    attention_forward(view(qkv), view(probs), view(out), shape, drop, stream);
+    const auto expected = naive_attention(qkv, shape, drop);
+    for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], expected[i], 1e-12) << "p=" << p << " " << i;
+  }
+  // Probabilities: rows sum to one, the future is masked.
+  for (int row = 0; row < 2 * 3 * 7; ++row) {
+    const int i = row % 7;
+    double sum = 0;
+    for (int j = 0; j < 7; ++j) {
+      if (j > i) {
+        EXPECT_EQ(probs[row * 7 + j], 0.0);
+      }
+      sum += probs[row * 7 + j];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-12);
+  }
+}
+
+TEST(Attention, FloatMatchesDouble) {
+  Stream stream;
+  const AttentionShape shape{1, 9, 2, 8};
+  auto qkv = random_normal(9 * 3 * 16, 2);
+  std::vector<double> probs(2 * 81), out(9 * 16);
+  auto qkv32 = testing::to_float(qkv);
+  std::vector<float> probs32(2 * 81), out32(9 * 16);
+  attention_forward(view(qkv), view(probs), view(out), shape, {}, stream);
+  attention_forward(view(qkv32), view(probs32), view(out32), shape, {}, stream);
+  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out32[i], out[i], 1e-5);
+}
+
+TEST(Attention, BackwardMatchesFiniteDifferences) {
+  Stream stream;
+  const AttentionShape shape{2, 5, 2, 3};
+  for (const float p : {0.0f, 0.3f}) {
+    const DropoutArgs drop{p, 99, 3, 1};
+    auto qkv = random_normal(2 * 5 * 3 * 6, 3);
+    const auto probe = random_normal(2 * 5 * 6, 4);
+    std::vector<double> probs(2 * 2 * 25), out(2 * 5 * 6);
+    auto loss = [&] {
+      attention_forward(view(qkv), view(probs), view(out), shape, drop, stream);
+      return testing::dot(out, probe);
+    };
+    loss();
+    auto d_out = probe;
+    std::vector<double> d_probs(probs.size()), d_qkv(qkv.size(), 99.0);
+    attention_backward(view(d_out), view(qkv), view(probs), view(d_probs), view(d_qkv), shape, drop, stream);
+    testing::expect_gradient(qkv, d_qkv, loss, p > 0 ? "d_qkv with dropout" : "d_qkv");
+  }
+}
+
+}  // namespace
+}  // namespace adamant::kernels

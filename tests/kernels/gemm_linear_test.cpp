@@ -1,0 +1,99 @@
+#include <gtest/gtest.h>
+
+#include "adamant/kernels/cpu/model_kernels_cpu.h"
+#include "adamant/kernels/gemm.h"
+#include "adamant/kernels/linear.h"
+#include "model_kernels_test_util.h"
+
+namespace adamant::kernels {
+namespace {
+
+using testing::random_normal;
+using testing::view;
+
+// c = alpha * op(a) op(b) + beta * c by the definition, in fp64.
+std::vector<double> naive_gemm(bool ta, bool tb, int m, int n, int k, double alpha, const std::vector<double>& a,
+                               const std::vector<double>& b, double beta, std::vector<double> c) {
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int p = 0; p < k; ++p) sum += (ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
+      c[i * n + j] = alpha * sum + beta * c[i * n + j];
+    }
+  }
+  return c;
+}
+
+TEST(Gemm, AllTransposesMatchTheDefinition) {
+  Stream stream;
+  const int m = 37, n = 29, k = 71;  // odd sizes cross the blocking boundaries
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      const auto a = random_normal(m * k, 1), b = random_normal(k * n, 2), c0 = random_normal(m * n, 3);
+      const Transpose op_a = ta ? Transpose::yes : Transpose::no, op_b = tb ? Transpose::yes : Transpose::no;
+      for (const double beta : {0.0, 1.0, -0.5}) {
+        const auto expected = naive_gemm(ta, tb, m, n, k, 0.75, a, b, beta, c0);
+        auto a64 = a, b64 = b, c64 = c0;
+        gemm(op_a, op_b, m, n, k, 0.75, view(a64), view(b64), beta, view(c64), stream);
+        auto c_blocked = c0;
+        cpu::gemm_blocked<double>(op_a, op_b, m, n, k, 0.75, a.data(), b.data(), beta, c_blocked.data());
+        auto a32 = testing::to_float(a), b32 = testing::to_float(b), c32 = testing::to_float(c0);
+        gemm(op_a, op_b, m, n, k, 0.75, view(a32), view(b32), beta, view(c32), stream);
+        for (int i = 0; i < m * n; ++i) {
+          ASSERT_NEAR(c64[i], expected[i], 1e-12) << ta << tb << beta << " at " << i;
+          ASSERT_NEAR(c_blocked[i], expected[i], 1e-12) << ta << tb << beta << " at " << i;
+          ASSERT_NEAR(c32[i], expected[i], 1e-4) << ta << tb << beta << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Gemm, BetaZeroIgnoresNaNInOutput) {
+  Stream stream;
+  std::vector<double> a{1, 2}, b{3, 4}, c(4, std::nan(""));
+  gemm(Transpose::no, Transpose::no, 2, 2, 1, 1.0, view(a), view(b), 0.0, view(c), stream);
+  EXPECT_EQ(c, (std::vector<double>{3, 4, 6, 8}));
+}
+
+TEST(Gemm, RejectsMismatchedOperands) {
+  Stream stream;
+  std::vector<double> a(6), b(6), c(4);
+  std::vector<float> c32(4);
+  EXPECT_THROW(gemm(Transpose::no, Transpose::no, 2, 2, 3, 1.0, view(a), view(b), 0.0, view(c32), stream), Error);
+  EXPECT_THROW(gemm(Transpose::no, Transpose::no, 2, 2, 4, 1.0, view(a), view(b), 0.0, view(c), stream), Error);
+}
+
+TEST(Linear, ForwardMatchesDefinitionAndBackwardMatchesFiniteDifferences) {
+  Stream stream;
+  const LinearShape shape{5, 7, 3};
+  auto in = random_normal(5 * 7, 11), weight = random_normal(3 * 7, 12), bias = random_normal(3, 13);
+  const auto probe = random_normal(5 * 3, 14);  // loss = sum(out * probe)
+  std::vector<double> out(5 * 3);
+  auto loss = [&] {
+    linear_forward(view(in), view(weight), view(bias), view(out), shape, stream);
+    return testing::dot(out, probe);
+  };
+  loss();
+  for (int r = 0; r < 5; ++r) {
+    for (int o = 0; o < 3; ++o) {
+      double expected = bias[o];
+      for (int i = 0; i < 7; ++i) expected += in[r * 7 + i] * weight[o * 7 + i];
+      EXPECT_NEAR(out[r * 3 + o], expected, 1e-12);
+    }
+  }
+  auto d_out = probe;
+  std::vector<double> d_in(in.size(), 99.0), d_weight(weight.size(), 99.0), d_bias(bias.size(), 99.0);
+  linear_backward(view(d_out), view(in), view(weight), view(d_in), view(d_weight), view(d_bias), shape, stream);
+  testing::expect_gradient(in, d_in, loss, "d_in");
+  testing::expect_gradient(weight, d_weight, loss, "d_weight");
+  testing::expect_gradient(bias, d_bias, loss, "d_bias");
+  // An empty d_in skips that product and leaves the parameter gradients alike.
+  std::vector<double> d_weight2(weight.size()), d_bias2(bias.size());
+  linear_backward(view(d_out), view(in), view(weight), Tensor{}, view(d_weight2), view(d_bias2), shape, stream);
+  EXPECT_EQ(d_weight2, d_weight);
+  EXPECT_EQ(d_bias2, d_bias);
+}
+
+}  // namespace
+}  // namespace adamant::kernels

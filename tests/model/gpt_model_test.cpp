@@ -1,0 +1,185 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "adamant/core/half.h"
+#include "model_test_util.h"
+
+namespace adamant::model {
+namespace {
+
+using testing::copy_of;
+using testing::random_batch;
+using testing::tiny_config;
+
+TEST(GptModel, LossAtInitIsLogOfPaddedVocabulary) {
+  GptConfig config;
+  config.num_layers = 2;
+  config.hidden_size = 64;
+  config.num_attention_heads = 4;
+  config.ffn_hidden_size = 256;
+  config.seq_length = 32;
+  config.vocab_size = 50257;
+  GptModel model(config, DType::f32, 2, Device::cpu(), 1234);
+  ASSERT_EQ(config.padded_vocab_size(), 50304);
+  const auto batch = random_batch(config, 2, 1);
+  const double loss = model.forward_backward(batch.view(0), 1.0f);
+  EXPECT_NEAR(loss, std::log(50304.0), 0.02 * std::log(50304.0));
+  EXPECT_EQ(model.forward_loss(batch.view(0)), loss);  // no dropout: the same forward
+}
+
+TEST(GptModel, HalfPrecisionWeightsComputeInFp32) {
+  GptConfig config = tiny_config();
+  config.init_method_std = 0.3f;  // a loss far from ln(vocab), so rounding shows
+  const auto batch = random_batch(config, 2, 2);
+  GptModel reference(config, DType::f32, 2, Device::cpu(), 9);
+  reference.zero_grads();
+  const double loss32 = reference.forward_backward(batch.view(0), 1.0f);
+  const auto grads32 = copy_of<float>(reference.grads());
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    GptModel half(config, dtype, 2, Device::cpu(), 9);
+    half.zero_grads();
+    const double loss16 = half.forward_backward(batch.view(0), 1.0f);
+    EXPECT_NEAR(loss16, loss32, 0.01 * loss32) << dtype_name(dtype);
+    const auto grads16 = copy_of<float>(half.grads());
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < grads16.size(); ++i) {
+      diff += (grads16[i] - grads32[i]) * (grads16[i] - grads32[i]);
+      norm += grads32[i] * grads32[i];
+    }
+    EXPECT_LT(std::sqrt(diff / norm), 0.05) << dtype_name(dtype);
+    // Exactly an fp32 model holding the rounded weights: the working copy is fp32.
+    GptModel widened(config, DType::f32, 2, Device::cpu(), 0);
+    const auto bits = half.weights().span<std::uint16_t>();
+    auto wide = widened.weights().span<float>();
+    for (std::size_t i = 0; i < bits.size(); ++i)
+      wide[i] = dtype == DType::bf16 ? bf16_to_f32(bits[i]) : f16_to_f32(bits[i]);
+    widened.zero_grads();
+    EXPECT_EQ(widened.forward_backward(batch.view(0), 1.0f), loss16);
+    EXPECT_EQ(copy_of<float>(widened.grads()), grads16);
+  }
+}
+
+TEST(GptModel, GradientsAccumulateBitwiseOverMicroBatches) {
+  const GptConfig config = tiny_config();
+  const auto first = random_batch(config, 2, 3), second = random_batch(config, 1, 4);
+  GptModel model(config, DType::f32, 2, Device::cpu(), 5);
+  model.zero_grads();
+  model.forward_backward(first.view(0), 2.0f);
+  const auto g1 = copy_of<float>(model.grads());
+  model.zero_grads();
+  model.forward_backward(second.view(2), 2.0f);
+  const auto g2 = copy_of<float>(model.grads());
+  model.zero_grads();
+  model.forward_backward(first.view(0), 2.0f);
+  model.forward_backward(second.view(2), 2.0f);
+  const auto together = copy_of<float>(model.grads());
+  for (std::size_t i = 0; i < together.size(); ++i) ASSERT_EQ(together[i], g1[i] + g2[i]) << i;
+  // Run to run, bitwise.
+  GptModel again(config, DType::f32, 2, Device::cpu(), 5);
+  again.zero_grads();
+  again.forward_backward(first.view(0), 2.0f);
+  EXPECT_EQ(copy_of<float>(again.grads()), g1);
+}
+
+TEST(GptModel, MicroBatchGradientDoesNotDependOnModelCapacity) {
+  // Vocabulary 50304 and 256 tokens: the classifier takes the sample in two chunks.
+  GptConfig config = tiny_config();
+  config.seq_length = 256;
+  config.vocab_size = 50257;
+  config.make_vocab_size_divisible_by = 128;
+  const auto sample = random_batch(config, 1, 15);
+  std::vector<float> reference;
+  for (const int capacity : {1, 3}) {
+    GptModel model(config, DType::f32, capacity, Device::cpu(), 16);
+    model.zero_grads();
+    model.forward_backward(sample.view(0), 1.0f);
+    if (reference.empty()) {
+      reference = copy_of<float>(model.grads());
+    } else {
+      EXPECT_EQ(copy_of<float>(model.grads()), reference);
+    }
+  }
+}
+
+TEST(GptModel, GradReadyOncePerParameterInLayoutOrderWithFinalValues) {
+  const GptConfig config = tiny_config();
+  GptModel model(config, DType::f32, 2, Device::cpu(), 6);
+  const ParamList& params = model.params();
+  model.zero_grads();
+  for (int micro = 0; micro < 2; ++micro) {
+    const auto batch = random_batch(config, 2, 10 + micro);
+    std::vector<std::size_t> order;
+    std::vector<std::vector<float>> seen(params.size());
+    model.forward_backward(batch.view(0), 1.0f, [&](std::size_t p) {
+      order.push_back(p);
+      const auto grads = model.grads().span<float>().subspan(params[p].offset, params[p].numel);
+      seen[p].assign(grads.begin(), grads.end());
+    });
+    ASSERT_EQ(order.size(), params.size());
+    for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], i);  // layout order = readiness order
+    EXPECT_EQ(params[order.back()].name, "embedding.word_embeddings.weight");
+    const auto final_grads = model.grads().span<float>();
+    for (std::size_t p = 0; p < params.size(); ++p) {
+      EXPECT_TRUE(std::equal(seen[p].begin(), seen[p].end(), final_grads.begin() + params[p].offset))
+          << params[p].name << " changed after its ready call";
+    }
+  }
+}
+
+TEST(GptModel, DropoutMaskFollowsTheSampleNotTheBatch) {
+  GptConfig config = tiny_config();
+  config.hidden_dropout = 0.1f;
+  config.attention_dropout = 0.2f;
+  const auto batch = random_batch(config, 2, 7);
+  GptModel model(config, DType::f64, 2, Device::cpu(), 8);
+  model.zero_grads();
+  const double pair_loss = model.forward_backward(batch.view(40), 1.0f);
+  const auto pair_grads = copy_of<double>(model.grads());
+  // The same samples one at a time, each with its own global index.
+  model.zero_grads();
+  const double loss_a = model.forward_backward(batch.view(40, 0, 1), 0.5f);
+  const double loss_b = model.forward_backward(batch.view(41, 1, 1), 0.5f);
+  const auto split_grads = copy_of<double>(model.grads());
+  EXPECT_NEAR(pair_loss, (loss_a + loss_b) / 2, 1e-12);
+  for (std::size_t i = 0; i < pair_grads.size(); ++i) {
+    ASSERT_NEAR(pair_grads[i], split_grads[i], 1e-12 + 1e-9 * std::abs(pair_grads[i])) << i;
+  }
+  // Dropout is active, repeatable, and changes with the sample index.
+  const double eval_a = model.forward_loss(batch.view(40, 0, 1));
+  EXPECT_NE(loss_a, eval_a);
+  EXPECT_EQ(model.forward_backward(batch.view(40, 0, 1), 0.5f), loss_a);
+  EXPECT_NE(model.forward_backward(batch.view(41, 0, 1), 0.5f), loss_a);
+}
+
+TEST(GptModel, NextTokenLogitsAgreeWithTheLoss) {
+  const GptConfig config = tiny_config();
+  GptModel model(config, DType::f64, 1, Device::cpu(), 13);
+  const auto batch = random_batch(config, 1, 14);
+  std::vector<float> logits(static_cast<std::size_t>(config.padded_vocab_size()));
+  // The mean over positions of -log softmax(logits of prefix i)[target i] is the loss,
+  // which also shows the model is causal.
+  double total = 0;
+  for (int i = 0; i < config.seq_length; ++i) {
+    model.next_token_logits(std::span(batch.tokens).first(static_cast<std::size_t>(i) + 1), logits);
+    double max_logit = logits[0], sum = 0;
+    for (float v : logits) max_logit = std::max<double>(max_logit, v);
+    for (float v : logits) sum += std::exp(v - max_logit);
+    total += std::log(sum) + max_logit - logits[batch.targets[i]];
+  }
+  EXPECT_NEAR(total / config.seq_length, model.forward_loss(batch.view(0)), 1e-6);  // logits come back as fp32
+}
+
+TEST(GptModel, RejectsBadInputWithClearErrors) {
+  const GptConfig config = tiny_config();
+  GptModel model(config, DType::f32, 1, Device::cpu(), 1);
+  auto batch = random_batch(config, 2, 1);
+  EXPECT_THROW(model.forward_loss(batch.view(0)), Error);  // 2 samples > micro_batch_size 1
+  batch.tokens[3] = config.vocab_size;                     // a padding id is not a token
+  EXPECT_THROW(model.forward_loss(batch.view(0, 0, 1)), Error);
+  EXPECT_THROW(GptModel(config, DType::f32, 1, Device::cuda(0), 1), Error);
+  EXPECT_THROW(GptModel(config, DType::i32, 1, Device::cpu(), 1), Error);
+}
+
+}  // namespace
+}  // namespace adamant::model

@@ -1,0 +1,54 @@
+#pragma once
+// Tiny configurations and synthetic batches for the model tests.
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "adamant/model/gpt_model.h"
+
+namespace adamant::model::testing {
+
+// 2 layers, hidden 16, 2 heads, seq 8, vocab 60 -> padded to 64 (multiple of 8).
+inline GptConfig tiny_config() {
+  GptConfig config;
+  config.num_layers = 2;
+  config.hidden_size = 16;
+  config.num_attention_heads = 2;
+  config.ffn_hidden_size = 64;
+  config.seq_length = 8;
+  config.vocab_size = 60;
+  config.make_vocab_size_divisible_by = 8;
+  return config;
+}
+
+struct SyntheticBatch {
+  std::vector<std::int32_t> tokens, targets;
+  int batch_size = 0;
+
+  MicroBatch view(std::uint64_t first_sample_index, int first = 0, int count = -1) const {
+    const int samples = count < 0 ? batch_size - first : count;
+    const std::size_t seq = tokens.size() / static_cast<std::size_t>(batch_size);
+    const std::size_t begin = static_cast<std::size_t>(first) * seq, size = static_cast<std::size_t>(samples) * seq;
+    return {std::span(tokens).subspan(begin, size), std::span(targets).subspan(begin, size), samples,
+            first_sample_index};
+  }
+};
+
+inline SyntheticBatch random_batch(const GptConfig& config, int batch_size, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<std::int32_t> id(0, config.vocab_size - 1);
+  SyntheticBatch batch;
+  batch.batch_size = batch_size;
+  const std::size_t n = static_cast<std::size_t>(batch_size) * config.seq_length;
+  for (std::size_t i = 0; i < n; ++i) batch.tokens.push_back(id(rng));
+  for (std::size_t i = 0; i < n; ++i) batch.targets.push_back(id(rng));
+  return batch;
+}
+
+template <typename T>
+std::vector<T> copy_of(const Tensor& t) {
+  const auto values = t.span<T>();
+  return {values.begin(), values.end()};
+}
+
+}  // namespace adamant::model::testing
