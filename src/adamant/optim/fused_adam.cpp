@@ -1,0 +1,181 @@
+#include "adamant/optim/fused_adam.h"
+
+#include <algorithm>
+
+#include "adamant/core/error.h"
+#include "adamant/kernels/adam.h"
+#include "adamant/kernels/elementwise.h"
+#include "adamant/kernels/reduce.h"
+#include "adamant/optim/model_buffers.h"
+#include "adamant/optim/step_scale.h"
+
+namespace adamant::optim {
+
+namespace {
+
+DynamicLossScaler make_loss_scaler(const OptimizerOptions& o) {
+  if (o.model_dtype != DType::f16) return {};
+  return DynamicLossScaler(o.initial_loss_scale, o.loss_scale_growth_interval, o.hysteresis);
+}
+
+}  // namespace
+
+FusedAdam::FusedAdam(const OptimizerOptions& options, const ParamList& params, comm::Communicator& data_parallel,
+                     const Stream& compute_stream)
+    : options_(options),
+      params_(params),
+      comm_(data_parallel),
+      stream_(compute_stream),
+      plan_(params_, BucketPlan::capacity_for(options.bucket_cap_mb, sizeof(float)), 1),
+      readiness_(plan_, params_),
+      loss_scaler_(make_loss_scaler(options)),
+      grad_sync_(plan_.buckets().size()),
+      grad_sync_issued_(plan_.buckets().size(), 0) {
+  for (const ParamSpec& spec : params_.params) {
+    if (spec.numel == 0) continue;
+    segments_host_.insert(segments_host_.end(),
+                          {static_cast<std::int64_t>(spec.offset), static_cast<std::int64_t>(spec.offset + spec.numel),
+                           spec.weight_decay ? 1 : 0});
+  }
+}
+
+std::size_t FusedAdam::state_bytes() const {
+  const std::size_t per_element = (keeps_main_weights() ? 4 : 0) + 4 + 4;
+  return per_element * plan_.padded_numel();
+}
+
+void FusedAdam::check_attached(const char* what) const {
+  ADAMANT_CHECK(attached_, "fused_adam: {} before attach(); attach the model's weight and grad buffers first", what);
+}
+
+void FusedAdam::attach(Tensor model_weights, Tensor model_grads) {
+  ADAMANT_CHECK(!attached_, "fused_adam: attach() called twice");
+  check_model_buffers(model_weights, model_grads, plan_.padded_numel(), options_.model_dtype, comm_.device());
+  weights_ = model_weights;
+  grads_ = model_grads;
+  const Device device = comm_.device();
+  const std::size_t n = plan_.padded_numel();
+  if (keeps_main_weights()) {
+    main_buffer_ = Buffer(n * sizeof(float), device);
+    main_ = Tensor::of(main_buffer_, DType::f32);
+    kernels::cast(weights_, main_, stream_);
+  } else {
+    main_ = weights_;
+  }
+  exp_avg_buffer_ = Buffer(n * sizeof(float), device);
+  exp_avg_sq_buffer_ = Buffer(n * sizeof(float), device);
+  segments_buffer_ = Buffer(segments_host_.size() * sizeof(std::int64_t), device);
+  norm_buffer_ = Buffer(sizeof(float), device);
+  exp_avg_ = Tensor::of(exp_avg_buffer_, DType::f32);
+  exp_avg_sq_ = Tensor::of(exp_avg_sq_buffer_, DType::f32);
+  segments_ = Tensor::flat(segments_buffer_.data(), DType::i64, device, segments_host_.size());
+  norm_ = Tensor::of(norm_buffer_, DType::f32);
+  copy_bytes(segments_.data, device, segments_host_.data(), Device::cpu(), segments_.bytes());
+  attached_ = true;
+}
+
+void FusedAdam::issue_grad_sync(std::size_t bucket_index) {
+  const Bucket& bucket = plan_.buckets()[bucket_index];
+  comm_.order_after(stream_);
+  grad_sync_[bucket_index] = comm_.all_reduce_async(grads_.slice(bucket.offset, bucket.numel), comm::ReduceOp::sum);
+  grad_sync_issued_[bucket_index] = 1;
+}
+
+void FusedAdam::on_grad_ready(std::size_t index) {
+  check_attached("on_grad_ready");
+  readiness_.mark_ready(index);
+  if (comm_.size() == 1 || !options_.overlap_grad_sync) return;
+  if (plan_.first_bucket(index) > plan_.last_bucket(index)) return;
+  for (std::size_t b = plan_.first_bucket(index); b <= plan_.last_bucket(index); ++b) {
+    if (readiness_.complete(b) && grad_sync_issued_[b] == 0) issue_grad_sync(b);
+  }
+}
+
+StepResult FusedAdam::step(double lr, double grad_scale) {
+  check_attached("step");
+  if (comm_.size() > 1) {
+    // Buckets whose readiness was never reported (or overlap off) are issued now, in bucket order.
+    for (std::size_t b = 0; b < grad_sync_.size(); ++b) {
+      if (grad_sync_issued_[b] == 0) issue_grad_sync(b);
+    }
+    for (auto& handle : grad_sync_) handle.wait(stream_);
+    std::fill(grad_sync_issued_.begin(), grad_sync_issued_.end(), 0);
+  }
+  kernels::squared_norm(grads_, segments_, norm_, false, stream_);
+  float squared_norm = 0;
+  stream_.synchronize();  // the one host synchronisation of a step: skip and clip need the norm
+  copy_bytes(&squared_norm, Device::cpu(), norm_.data, norm_.device, sizeof(float));
+
+  const double sync_scale = options_.average_grad_sync ? 1.0 : static_cast<double>(comm_.size());
+  const StepScale scale =
+      resolve_step_scale(squared_norm, grad_scale * sync_scale, loss_scaler_.scale(), options_.gradient_clip_val);
+  loss_scaler_.update(!scale.finite);
+  if (scale.finite) {
+    ++step_count_;
+    kernels::AdamArgs args;
+    args.lr = static_cast<float>(lr);
+    args.beta1 = static_cast<float>(options_.beta1);
+    args.beta2 = static_cast<float>(options_.beta2);
+    args.eps = static_cast<float>(options_.eps);
+    args.weight_decay = static_cast<float>(options_.weight_decay);
+    args.adamw = options_.adam_w_mode;
+    args.step = step_count_;
+    args.grad_scale = scale.adam_grad_scale;
+    kernels::adam_step(args, segments_, grads_, main_, exp_avg_, exp_avg_sq_,
+                       keeps_main_weights() ? weights_ : Tensor(), stream_);
+  }
+  kernels::fill_zero(grads_, stream_);
+  readiness_.reset();
+  return {scale.grad_norm, !scale.finite, loss_scaler_.scale()};
+}
+
+std::vector<StatePiece> FusedAdam::state_pieces() const {
+  std::vector<StatePiece> pieces;
+  for (std::size_t p = 0; p < params_.size(); ++p) {
+    if (params_[p].numel > 0) pieces.push_back({p, 0, params_[p].offset, params_[p].numel});
+  }
+  return pieces;
+}
+
+void FusedAdam::save(const std::filesystem::path& dir) const {
+  check_attached("save");
+  stream_.synchronize();
+  if (comm_.rank() == 0) {  // every rank holds the same state
+    const std::size_t n = plan_.padded_numel();
+    std::vector<float> main(n), m(n), v(n);
+    copy_bytes(main.data(), Device::cpu(), main_.data, main_.device, n * sizeof(float));
+    copy_bytes(m.data(), Device::cpu(), exp_avg_.data, exp_avg_.device, n * sizeof(float));
+    copy_bytes(v.data(), Device::cpu(), exp_avg_sq_.data, exp_avg_sq_.device, n * sizeof(float));
+    OptimizerCheckpointInfo info;
+    info.optimizer = "fused_adam";
+    info.step = step_count_;
+    info.loss_scaler = loss_scaler_.state();
+    info.dp_size = comm_.size();
+    info.rank = 0;
+    info.file_count = 1;
+    info.bucket_cap_mb = options_.bucket_cap_mb;
+    write_optimizer_shard(dir, params_, info, state_pieces(), main, m, v);
+  }
+  comm_.barrier();  // the checkpoint is complete when save() returns on any rank
+}
+
+void FusedAdam::load(const std::filesystem::path& dir) {
+  check_attached("load");
+  stream_.synchronize();
+  const std::size_t n = plan_.padded_numel();
+  std::vector<float> main(n, 0.0f), m(n, 0.0f), v(n, 0.0f);
+  const OptimizerCheckpointInfo info = read_optimizer_state(dir, params_, state_pieces(), main, m, v);
+  copy_bytes(main_.data, main_.device, main.data(), Device::cpu(), n * sizeof(float));
+  copy_bytes(exp_avg_.data, exp_avg_.device, m.data(), Device::cpu(), n * sizeof(float));
+  copy_bytes(exp_avg_sq_.data, exp_avg_sq_.device, v.data(), Device::cpu(), n * sizeof(float));
+  if (keeps_main_weights()) {
+    std::vector<std::uint8_t> model(n * dtype_size(options_.model_dtype));
+    round_main_to_model(main.data(), model.data(), options_.model_dtype, n);
+    copy_bytes(weights_.data, weights_.device, model.data(), Device::cpu(), model.size());
+  }
+  step_count_ = info.step;
+  loss_scaler_.load_state(info.loss_scaler);
+  comm_.barrier();
+}
+
+}  // namespace adamant::optim

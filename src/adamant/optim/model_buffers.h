@@ -1,0 +1,18 @@
+#pragma once
+// Checks on the flat model buffers handed to Optimizer::attach, shared by both optimizers.
+#include <cstddef>
+
+#include "adamant/core/device.h"
+#include "adamant/core/dtype.h"
+#include "adamant/core/tensor.h"
+
+namespace adamant::optim {
+
+// weights: padded_numel elements of model_dtype; grads: padded_numel fp32; both on `device`.
+void check_model_buffers(const Tensor& weights, const Tensor& grads, std::size_t padded_numel, DType model_dtype,
+                         Device device);
+
+// The model-dtype value the optimizer writes for main weight `main` (the rounding of adam.h).
+void round_main_to_model(const float* main, void* model, DType model_dtype, std::size_t count);
+
+}  // namespace adamant::optim

@@ -1,0 +1,91 @@
+#pragma once
+// The optimizer interface the trainer drives: FusedAdam (whole model on every
+// rank, DDP-style all-reduce) and DistributedFusedAdam (ZeRO-2 sharding).
+//
+// Who divides by what (average_grad_sync): the model accumulates the gradients of
+// its micro-batches into one fp32 buffer (a sum); the gradient sync sums them over
+// the data-parallel ranks; the trainer passes grad_scale = 1 / (micro-batches per
+// rank * dp size) to step(). The optimizer folds grad_scale, 1 / loss_scale and the
+// clipping factor into the single factor the Adam kernel multiplies every gradient
+// by. Nobody divides anywhere else, so the sync itself is a plain sum (exact for
+// two ranks) and a power-of-two grad_scale is exact too.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "adamant/comm/communicator.h"
+#include "adamant/core/dtype.h"
+#include "adamant/core/param_spec.h"
+#include "adamant/core/stream.h"
+#include "adamant/core/tensor.h"
+
+namespace adamant::optim {
+
+struct OptimizerOptions {
+  std::string name;  // model.optim.name: "fused_adam" | "distributed_fused_adam"
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
+  bool adam_w_mode = true;
+  double gradient_clip_val = 0.0;  // trainer.gradient_clip_val; 0 = off; clip by global L2 norm
+  // f32: not O2, the model weights are the main weights. bf16 or f16: O2, fp32 main weights.
+  DType model_dtype = DType::bf16;
+  bool megatron_amp_O2 = true;
+  double bucket_cap_mb = 100;
+  bool overlap_grad_sync = true;
+  bool overlap_param_sync = false;
+  DType grad_sync_dtype = DType::f32;   // distributed_fused_adam: fp32 or bf16
+  bool store_param_remainders = false;  // distributed_fused_adam with bf16 weights
+  // true: the synced gradient is the mean over ranks (grad_scale carries 1/dp, see above).
+  // false: the sum over ranks of each rank's mean (the optimizer multiplies grad_scale by dp).
+  bool average_grad_sync = true;
+  // fp16 dynamic loss scaling (used when model_dtype == f16)
+  double initial_loss_scale = 4294967296.0;
+  int loss_scale_growth_interval = 1000;
+  int hysteresis = 2;
+};
+
+struct StepResult {
+  double grad_norm;   // L2 norm of the unscaled, averaged gradient, before clipping (inf/NaN when skipped)
+  bool skipped;       // non-finite gradient: no update on any rank
+  double loss_scale;  // the loss scale after this step's update (what loss_scale() returns now)
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer();
+
+  // Flat element count the model must allocate for weights and grads (>= params.total_numel: padding at the end).
+  virtual std::size_t padded_numel() const = 0;
+  // Called once, after the model allocated its flat buffers of padded_numel elements: weights (model_dtype) and
+  // grads (fp32), on the communicator's device, padding zeroed. Copies the weights into the fp32 main weights and
+  // allocates every buffer the steps need.
+  virtual void attach(Tensor model_weights, Tensor model_grads) = 0;
+  virtual double loss_scale() const = 0;  // multiply the loss gradient by this (1 unless fp16)
+  // During backward of the LAST micro-batch of a step: the gradient of param `index` is final in model_grads.
+  virtual void on_grad_ready(std::size_t index) = 0;
+  // Before the first forward of a step: waits for the previous step's parameter all-gathers.
+  virtual void wait_for_params() = 0;
+  // After the last micro-batch's backward: finishes the gradient sync, global grad norm, clipping and unscaling
+  // folded into one scale, Adam, parameter sync; zeroes model_grads for the next step.
+  // grad_scale multiplies the summed gradients: the trainer passes 1/(micro-batches per rank * dp size).
+  virtual StepResult step(double lr, double grad_scale) = 0;
+  // Optimizer state held by this rank: fp32 main weights (or u16 remainders; none when the fp32 model weights
+  // are the main weights), exp_avg and exp_avg_sq, padding included.
+  virtual std::size_t state_bytes() const = 0;
+  virtual std::int64_t step_count() const = 0;
+  // Every rank writes dir/optim_rank_<r>.adm (fused_adam: rank 0 only); load() reads any earlier layout (other dp
+  // size, bucket size, fused_adam <-> distributed_fused_adam), reshards it and rewrites the model weights from the
+  // restored main weights. Both are collective over the data-parallel group and need attach() first.
+  virtual void save(const std::filesystem::path& dir) const = 0;
+  virtual void load(const std::filesystem::path& dir) = 0;
+};
+
+// Checks the options (Error naming the NeMo key and the fix) and builds the optimizer.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options, const ParamList& params,
+                                          comm::Communicator& data_parallel, const Stream& compute_stream);
+
+// The same checks alone, for config validation before any allocation.
+void validate_options(const OptimizerOptions& options);
+
+}  // namespace adamant::optim

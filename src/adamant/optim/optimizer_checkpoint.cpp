@@ -1,0 +1,181 @@
+#include "adamant/optim/optimizer_checkpoint.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "adamant/core/archive.h"
+#include "adamant/core/error.h"
+
+namespace adamant::optim {
+
+namespace {
+
+constexpr const char* kMainWeights = "main_weights";
+constexpr const char* kExpAvg = "exp_avg";
+constexpr const char* kExpAvgSq = "exp_avg_sq";
+
+OptimizerCheckpointInfo info_from_meta(const nlohmann::json& meta, const std::filesystem::path& file) {
+  for (const char* key : {"format_version", "optimizer", "step", "loss_scaler", "dp_size", "rank", "file_count",
+                          "bucket_cap_mb", "params", "pieces"}) {
+    ADAMANT_CHECK(meta.contains(key), "{} is not an Adamant optimizer checkpoint: its meta has no '{}'", file.string(),
+                  key);
+  }
+  const int version = meta.at("format_version").get<int>();
+  ADAMANT_CHECK(version == kOptimizerCheckpointVersion,
+                "{} has optimizer checkpoint format {}, this Adamant reads format {}; use a matching Adamant",
+                file.string(), version, kOptimizerCheckpointVersion);
+  OptimizerCheckpointInfo info;
+  info.optimizer = meta.at("optimizer").get<std::string>();
+  info.step = meta.at("step").get<std::int64_t>();
+  info.loss_scaler = meta.at("loss_scaler");
+  info.dp_size = meta.at("dp_size").get<int>();
+  info.rank = meta.at("rank").get<int>();
+  info.file_count = meta.at("file_count").get<int>();
+  info.bucket_cap_mb = meta.at("bucket_cap_mb").get<double>();
+  return info;
+}
+
+void check_same_model(const nlohmann::json& meta, const ParamList& params, const std::filesystem::path& dir) {
+  const auto& saved = meta.at("params");
+  ADAMANT_CHECK(saved.size() == params.size(),
+                "checkpoint {} was written for another model: it has {} parameters, this model has {}", dir.string(),
+                saved.size(), params.size());
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    const auto name = saved[p].at("name").get<std::string>();
+    const auto shape = saved[p].at("shape").get<std::vector<std::int64_t>>();
+    ADAMANT_CHECK(name == params[p].name,
+                  "checkpoint {} was written for another model: parameter {} is '{}' there, '{}' here", dir.string(), p,
+                  name, params[p].name);
+    ADAMANT_CHECK(shape == params[p].shape && saved[p].at("numel").get<std::size_t>() == params[p].numel,
+                  "checkpoint {} was written for another model: parameter {} has shape [{}] there, [{}] here",
+                  dir.string(), name, fmt::join(shape, ", "), fmt::join(params[p].shape, ", "));
+  }
+}
+
+std::vector<StatePiece> pieces_from_meta(const nlohmann::json& meta, const ParamList& params, std::size_t state_numel,
+                                         const std::filesystem::path& file) {
+  std::vector<StatePiece> pieces;
+  for (const auto& entry : meta.at("pieces")) {
+    const auto values = entry.get<std::vector<std::size_t>>();
+    ADAMANT_CHECK(values.size() == 4, "{}: a state piece must have 4 numbers", file.string());
+    const StatePiece piece{values[0], values[1], values[2], values[3]};
+    ADAMANT_CHECK(piece.param < params.size() && piece.param_offset + piece.numel <= params[piece.param].numel &&
+                      piece.state_offset + piece.numel <= state_numel,
+                  "{} is damaged: state piece [{}, {}, {}, {}] lies outside its parameter or state", file.string(),
+                  piece.param, piece.param_offset, piece.state_offset, piece.numel);
+    pieces.push_back(piece);
+  }
+  return pieces;
+}
+
+}  // namespace
+
+std::filesystem::path optimizer_shard_file(const std::filesystem::path& dir, int rank) {
+  return dir / fmt::format("optim_rank_{}.adm", rank);
+}
+
+void write_optimizer_shard(const std::filesystem::path& dir, const ParamList& params,
+                           const OptimizerCheckpointInfo& info, std::span<const StatePiece> pieces,
+                           std::span<const float> main_weights, std::span<const float> exp_avg,
+                           std::span<const float> exp_avg_sq) {
+  ADAMANT_CHECK(main_weights.size() == exp_avg.size() && exp_avg.size() == exp_avg_sq.size(),
+                "write_optimizer_shard: state arrays of different sizes");
+  ArchiveWriter writer(optimizer_shard_file(dir, info.rank));
+  nlohmann::json& meta = writer.meta();
+  meta["format_version"] = kOptimizerCheckpointVersion;
+  meta["optimizer"] = info.optimizer;
+  meta["step"] = info.step;
+  meta["loss_scaler"] = info.loss_scaler;
+  meta["dp_size"] = info.dp_size;
+  meta["rank"] = info.rank;
+  meta["file_count"] = info.file_count;
+  meta["bucket_cap_mb"] = info.bucket_cap_mb;
+  nlohmann::json param_list = nlohmann::json::array();
+  for (const ParamSpec& spec : params.params) {
+    param_list.push_back({{"name", spec.name}, {"shape", spec.shape}, {"numel", spec.numel}});
+  }
+  meta["params"] = std::move(param_list);
+  nlohmann::json piece_list = nlohmann::json::array();
+  for (const StatePiece& piece : pieces) {
+    piece_list.push_back({piece.param, piece.param_offset, piece.state_offset, piece.numel});
+  }
+  meta["pieces"] = std::move(piece_list);
+  const std::vector<std::int64_t> shape = {static_cast<std::int64_t>(main_weights.size())};
+  writer.add(kMainWeights, main_weights.data(), DType::f32, shape);
+  writer.add(kExpAvg, exp_avg.data(), DType::f32, shape);
+  writer.add(kExpAvgSq, exp_avg_sq.data(), DType::f32, shape);
+  writer.commit();
+}
+
+OptimizerCheckpointInfo read_optimizer_state(const std::filesystem::path& dir, const ParamList& params,
+                                             std::span<const StatePiece> pieces, std::span<float> main_weights,
+                                             std::span<float> exp_avg, std::span<float> exp_avg_sq) {
+  const auto first_file = optimizer_shard_file(dir, 0);
+  ADAMANT_CHECK(std::filesystem::exists(first_file),
+                "no optimizer checkpoint in {}: {} is missing; pass the folder that Optimizer::save wrote",
+                dir.string(), first_file.filename().string());
+  // My pieces by parameter, so each old piece finds its overlaps directly.
+  std::vector<std::vector<const StatePiece*>> mine(params.size());
+  std::size_t wanted = 0;
+  for (const StatePiece& piece : pieces) {
+    ADAMANT_CHECK(piece.param < params.size() && piece.state_offset + piece.numel <= main_weights.size() &&
+                      main_weights.size() == exp_avg.size() && exp_avg.size() == exp_avg_sq.size(),
+                  "read_optimizer_state: a piece lies outside the state arrays");
+    mine[piece.param].push_back(&piece);
+    wanted += piece.numel;
+  }
+
+  OptimizerCheckpointInfo info;
+  std::size_t copied = 0;
+  std::vector<float> old_main, old_m, old_v;
+  for (int file_index = 0; file_index < info.file_count || file_index == 0; ++file_index) {
+    const auto file = optimizer_shard_file(dir, file_index);
+    ADAMANT_CHECK(std::filesystem::exists(file), "optimizer checkpoint {} is incomplete: {} is missing", dir.string(),
+                  file.filename().string());
+    const ArchiveReader reader(file);
+    const OptimizerCheckpointInfo file_info = info_from_meta(reader.meta(), file);
+    if (file_index == 0) {
+      info = file_info;
+      check_same_model(reader.meta(), params, dir);
+    }
+    ADAMANT_CHECK(
+        file_info.file_count == info.file_count && file_info.step == info.step && file_info.rank == file_index,
+        "optimizer checkpoint {} mixes files of different saves ({} is rank {} of {} at step {}, {} is "
+        "rank 0 of {} at step {}); save again",
+        dir.string(), file.filename().string(), file_info.rank, file_info.file_count, file_info.step,
+        first_file.filename().string(), info.file_count, info.step);
+    const std::size_t old_numel = reader.entry(kMainWeights).bytes / sizeof(float);
+    const auto old_pieces = pieces_from_meta(reader.meta(), params, old_numel, file);
+    const bool overlaps_mine = std::any_of(old_pieces.begin(), old_pieces.end(),
+                                           [&](const StatePiece& old) { return !mine[old.param].empty(); });
+    if (!overlaps_mine) continue;
+    old_main.resize(old_numel);
+    old_m.resize(old_numel);
+    old_v.resize(old_numel);
+    reader.read(kMainWeights, old_main.data(), old_numel * sizeof(float));
+    reader.read(kExpAvg, old_m.data(), old_numel * sizeof(float));
+    reader.read(kExpAvgSq, old_v.data(), old_numel * sizeof(float));
+    for (const StatePiece& old : old_pieces) {
+      for (const StatePiece* target : mine[old.param]) {
+        const std::size_t begin = std::max(old.param_offset, target->param_offset);
+        const std::size_t end = std::min(old.param_offset + old.numel, target->param_offset + target->numel);
+        if (begin >= end) continue;
+        const std::size_t from = old.state_offset + (begin - old.param_offset);
+        const std::size_t to = target->state_offset + (begin - target->param_offset);
+        const std::size_t count = end - begin;
+        std::copy_n(old_main.begin() + from, count, main_weights.begin() + to);
+        std::copy_n(old_m.begin() + from, count, exp_avg.begin() + to);
+        std::copy_n(old_v.begin() + from, count, exp_avg_sq.begin() + to);
+        copied += count;
+      }
+    }
+  }
+  ADAMANT_CHECK(copied == wanted,
+                "optimizer checkpoint {} covers {} of the {} state elements this rank needs (pieces overlap or are "
+                "missing); the checkpoint is damaged",
+                dir.string(), copied, wanted);
+  return info;
+}
+
+}  // namespace adamant::optim

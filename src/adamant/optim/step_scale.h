@@ -1,0 +1,20 @@
+#pragma once
+// Folds averaging, the fp16 unscale and gradient clipping into the one factor the
+// Adam kernel multiplies every synced gradient by (DESIGN.md "Step").
+namespace adamant::optim {
+
+struct StepScale {
+  double grad_norm = 0;          // L2 norm of the unscaled, averaged gradient, before clipping
+  bool finite = true;            // false: the step must be skipped
+  float adam_grad_scale = 1.0f;  // AdamArgs::grad_scale
+};
+
+// Gradient clipping as NeMo/Apex: multiply by clip_val / (norm + 1e-6) when that is below 1.
+inline constexpr double kClipEpsilon = 1e-6;
+
+// squared_norm_of_sum: squared L2 norm of the synced gradient (a sum over micro-batches and ranks, still
+// multiplied by the loss scale). grad_scale: the factor that turns that sum into the mean gradient.
+// clip_val: 0 disables clipping.
+StepScale resolve_step_scale(double squared_norm_of_sum, double grad_scale, double loss_scale, double clip_val);
+
+}  // namespace adamant::optim
