@@ -21,6 +21,9 @@ void free(void* ptr, int device) noexcept {
 
 void copy(void* dst, const void* src, std::size_t bytes) {
   ADAMANT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  // From pageable host memory cudaMemcpy may return before the data has landed;
+  // non-blocking streams are not ordered after it, so wait here: copy() is synchronous.
+  ADAMANT_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 void set_device(int device) { ADAMANT_CUDA_CHECK(cudaSetDevice(device)); }

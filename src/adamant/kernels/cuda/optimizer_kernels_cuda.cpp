@@ -1,0 +1,227 @@
+// The CUDA entry points of optimizer_kernels_cuda.h: turn Tensors into the plain
+// launch arguments of launchers.h, make the data's GPU current, and turn launch
+// failures into adamant::Error. The dispatchers in kernels/*.cpp have already
+// checked sizes, dtypes and devices.
+#include "adamant/kernels/cuda/optimizer_kernels_cuda.h"
+
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "adamant/core/cuda_check.h"
+#include "adamant/kernels/cuda/launchers.h"
+
+namespace adamant::kernels::cuda {
+
+namespace {
+
+// Makes the data's GPU current for the launch and restores the caller's afterwards.
+class CurrentDeviceGuard {
+ public:
+  explicit CurrentDeviceGuard(Device device) {
+    ADAMANT_CHECK(device.is_cuda(), "CUDA kernel called on {} data", device.str());
+    ADAMANT_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device.index) ADAMANT_CUDA_CHECK(cudaSetDevice(device.index));
+    current_ = device.index;
+  }
+  ~CurrentDeviceGuard() {
+    if (previous_ != current_) cudaSetDevice(previous_);
+  }
+  CurrentDeviceGuard(const CurrentDeviceGuard&) = delete;
+  CurrentDeviceGuard& operator=(const CurrentDeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  int current_ = 0;
+};
+
+cudaStream_t stream_of(const Stream& stream) { return static_cast<cudaStream_t>(stream.handle()); }
+
+// True when `tensor` allows 4-element vector accesses (or is absent).
+bool vector_aligned(const Tensor& tensor) {
+  return tensor.data == nullptr || reinterpret_cast<std::uintptr_t>(tensor.data) % (4 * dtype_size(tensor.dtype)) == 0;
+}
+
+launchers::LaunchShape shape_for(Device device, std::initializer_list<const Tensor*> operands) {
+  launchers::LaunchShape shape{};
+  ADAMANT_CUDA_CHECK(cudaDeviceGetAttribute(&shape.multiprocessors, cudaDevAttrMultiProcessorCount, device.index));
+  shape.vectorized = true;
+  for (const Tensor* t : operands) shape.vectorized = shape.vectorized && vector_aligned(*t);
+  return shape;
+}
+
+void check_status(cudaError_t status, const char* kernel) {
+  if (status != cudaSuccess) {
+    fail("CUDA kernel {} failed to launch: {} (error {})", kernel, cudaGetErrorString(status),
+         static_cast<int>(status));
+  }
+}
+
+int segment_count(const Tensor& segments, const char* kernel) {
+  const std::size_t count = segments.numel() / 3;
+  ADAMANT_CHECK(count <= static_cast<std::size_t>(INT_MAX), "{}: {} segments, at most {}", kernel, count, INT_MAX);
+  ADAMANT_CHECK(count == 0 || segments.device.is_cuda(), "{}: the segment table is on {}; it must be in GPU memory",
+                kernel, segments.device.str());
+  return static_cast<int>(count);
+}
+
+launchers::AdamConstants constants_of(const AdamArgs& args) {
+  ADAMANT_CHECK(args.step >= 1, "adam: step {} (the bias corrections need a 1-based step count)", args.step);
+  launchers::AdamConstants c{};
+  c.lr = args.lr;
+  c.beta1 = args.beta1;
+  c.beta2 = args.beta2;
+  c.one_minus_beta1 = 1.0f - args.beta1;
+  c.one_minus_beta2 = 1.0f - args.beta2;
+  c.eps = args.eps;
+  c.weight_decay = args.weight_decay;
+  // As the CPU reference: powers in double, rounded once to fp32.
+  c.bias_correction1 =
+      static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta1), static_cast<double>(args.step)));
+  c.bias_correction2 =
+      static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta2), static_cast<double>(args.step)));
+  c.grad_scale = args.grad_scale;
+  c.adamw = args.adamw;
+  return c;
+}
+
+launchers::AdamOperands operands_of(const Tensor& segments, const Tensor& grad, const Tensor& exp_avg,
+                                    const Tensor& exp_avg_sq, const Tensor& model_param) {
+  launchers::AdamOperands ops{};
+  ops.segments = static_cast<const std::int64_t*>(segments.data);
+  ops.num_segments = segment_count(segments, "adam");
+  ops.numel = static_cast<std::int64_t>(grad.numel());
+  ops.grad = grad.data;
+  ops.exp_avg = static_cast<float*>(exp_avg.data);
+  ops.exp_avg_sq = static_cast<float*>(exp_avg_sq.data);
+  ops.model_param = model_param.data;
+  return ops;
+}
+
+launchers::ModelCopy model_copy_of(const Tensor& model_param) {
+  if (model_param.data == nullptr) return launchers::ModelCopy::none;
+  switch (model_param.dtype) {
+    case DType::bf16:
+      return launchers::ModelCopy::bf16;
+    case DType::f16:
+      return launchers::ModelCopy::f16;
+    case DType::f32:
+      return launchers::ModelCopy::f32;
+    default:
+      fail("adam: model weight copy of {}; expected bf16, fp16 or fp32", dtype_name(model_param.dtype));
+  }
+}
+
+// Device memory for squared_norm's partial sums, one block per (GPU, stream):
+// reductions on different streams may overlap, those on one stream are ordered
+// by it. Created on a stream's first reduction and kept, so steps never allocate.
+class PartialSumWorkspaces {
+ public:
+  PartialSumWorkspaces() = default;
+  ~PartialSumWorkspaces() {
+    for (auto& [key, pointer] : workspaces_) {
+      // At process exit the runtime may already be unloaded; nothing to release then.
+      if (cudaSetDevice(key.first) == cudaSuccess) cudaFree(pointer);
+    }
+  }
+  PartialSumWorkspaces(const PartialSumWorkspaces&) = delete;
+  PartialSumWorkspaces& operator=(const PartialSumWorkspaces&) = delete;
+
+  // The caller has made `device` current.
+  double* for_stream(Device device, cudaStream_t stream, std::size_t count) {
+    ADAMANT_CHECK(count <= kCapacity, "squared_norm: {} partial sums, the workspace holds {}", count, kCapacity);
+    const std::lock_guard lock(mutex_);
+    const auto key = std::make_pair(device.index, static_cast<void*>(stream));
+    const auto found = workspaces_.find(key);
+    if (found != workspaces_.end()) return found->second;
+    void* pointer = nullptr;
+    ADAMANT_CUDA_CHECK(cudaMalloc(&pointer, kCapacity * sizeof(double)));
+    workspaces_.emplace(key, static_cast<double*>(pointer));
+    return static_cast<double*>(pointer);
+  }
+
+ private:
+  static constexpr std::size_t kCapacity = launchers::kMaxSquaredNormPartials;
+  std::mutex mutex_;
+  std::map<std::pair<int, void*>, double*> workspaces_;
+};
+
+PartialSumWorkspaces& partial_sum_workspaces() {
+  static PartialSumWorkspaces workspaces;
+  return workspaces;
+}
+
+}  // namespace
+
+void adam_step(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor main_param, Tensor exp_avg,
+               Tensor exp_avg_sq, Tensor model_param, const Stream& stream) {
+  const CurrentDeviceGuard guard(grad.device);
+  launchers::AdamOperands ops = operands_of(segments, grad, exp_avg, exp_avg_sq, model_param);
+  ops.main_param = static_cast<float*>(main_param.data);
+  const auto shape = shape_for(grad.device, {&grad, &main_param, &exp_avg, &exp_avg_sq, &model_param});
+  check_status(
+      launchers::adam(ops, grad.dtype, model_copy_of(model_param), false, constants_of(args), shape, stream_of(stream)),
+      "adam");
+}
+
+void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor remainder,
+                         Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream) {
+  ADAMANT_CHECK(model_param.data != nullptr && model_param.dtype == DType::bf16,
+                "adam: store_param_remainders needs the bf16 model weights (got {})", dtype_name(model_param.dtype));
+  const CurrentDeviceGuard guard(grad.device);
+  launchers::AdamOperands ops = operands_of(segments, grad, exp_avg, exp_avg_sq, model_param);
+  ops.remainder = static_cast<std::uint16_t*>(remainder.data);
+  const auto shape = shape_for(grad.device, {&grad, &remainder, &exp_avg, &exp_avg_sq, &model_param});
+  check_status(
+      launchers::adam(ops, grad.dtype, launchers::ModelCopy::bf16, true, constants_of(args), shape, stream_of(stream)),
+      "adam (param remainders)");
+}
+
+void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate, const Stream& stream) {
+  ADAMANT_CHECK(x.dtype == DType::f32 || x.dtype == DType::bf16, "squared_norm: input of {}; expected fp32 or bf16",
+                dtype_name(x.dtype));
+  const CurrentDeviceGuard guard(out.device);
+  const auto numel = static_cast<std::int64_t>(x.numel());
+  double* partials = partial_sum_workspaces().for_stream(
+      out.device, stream_of(stream), static_cast<std::size_t>(launchers::squared_norm_partials(numel)));
+  check_status(launchers::squared_norm(x.data, x.dtype, numel, static_cast<const std::int64_t*>(segments.data),
+                                       segment_count(segments, "squared_norm"), partials, static_cast<float*>(out.data),
+                                       accumulate, shape_for(out.device, {&x}), stream_of(stream)),
+               "squared_norm");
+}
+
+void cast(const Tensor& src, Tensor dst, const Stream& stream) {
+  const CurrentDeviceGuard guard(src.device);
+  check_status(launchers::cast(src.data, src.dtype, dst.data, dst.dtype, static_cast<std::int64_t>(src.numel()),
+                               shape_for(src.device, {&src, &dst}), stream_of(stream)),
+               "cast");
+}
+
+void fill_zero(Tensor x, const Stream& stream) {
+  if (x.numel() == 0) return;
+  const CurrentDeviceGuard guard(x.device);
+  ADAMANT_CUDA_CHECK(cudaMemsetAsync(x.data, 0, x.bytes(), stream_of(stream)));
+}
+
+void scale(Tensor x, float s, const Stream& stream) {
+  const CurrentDeviceGuard guard(x.device);
+  check_status(launchers::scale(x.data, x.dtype, s, static_cast<std::int64_t>(x.numel()), shape_for(x.device, {&x}),
+                                stream_of(stream)),
+               "scale");
+}
+
+void accumulate(const Tensor& src, Tensor dst, const Stream& stream) {
+  const CurrentDeviceGuard guard(src.device);
+  check_status(
+      launchers::accumulate(src.data, src.dtype, static_cast<float*>(dst.data), static_cast<std::int64_t>(src.numel()),
+                            shape_for(src.device, {&src, &dst}), stream_of(stream)),
+      "accumulate");
+}
+
+}  // namespace adamant::kernels::cuda

@@ -1,0 +1,150 @@
+#pragma once
+// Helpers for the CUDA kernel tests: host arrays mirrored in GPU memory, random
+// segment layouts with padding gaps, and bitwise comparisons that report the
+// worst difference in units in the last place.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "adamant/core/buffer.h"
+#include "adamant/core/device.h"
+#include "adamant/core/half.h"
+#include "adamant/core/stream.h"
+#include "adamant/core/tensor.h"
+
+namespace adamant::testing {
+
+inline Device gpu() { return Device::cuda(0); }
+
+// Skips (with a message) on machines without a GPU; CI does not run this label.
+#define ADAMANT_REQUIRE_GPU()                                        \
+  do {                                                               \
+    if (!::adamant::cuda_available()) GTEST_SKIP() << "no CUDA GPU"; \
+  } while (false)
+
+// A host array and its GPU copy. `offset` views start that many elements into the
+// allocation, to test accesses that are not 16-byte aligned.
+template <typename T>
+class MirroredArray {
+ public:
+  MirroredArray(std::size_t numel, DType dtype, std::size_t offset = 0)
+      : host(numel), dtype_(dtype), offset_(offset), device_buffer_((numel + offset) * sizeof(T), gpu()) {}
+
+  void upload() {
+    copy_bytes(static_cast<T*>(device_buffer_.data()) + offset_, gpu(), host.data(), Device::cpu(),
+               host.size() * sizeof(T));
+    // A cudaMemcpy from pageable memory may return before its DMA has landed, and
+    // kernels on non-blocking streams are not ordered after it: wait for the device.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  std::vector<T> download() const {
+    std::vector<T> out(host.size());
+    copy_bytes(out.data(), Device::cpu(), static_cast<const T*>(device_buffer_.data()) + offset_, gpu(),
+               host.size() * sizeof(T));
+    return out;
+  }
+  Tensor device_view() {
+    return Tensor::flat(static_cast<T*>(device_buffer_.data()) + offset_, dtype_, gpu(), host.size());
+  }
+  Tensor host_view() { return Tensor::flat(host.data(), dtype_, Device::cpu(), host.size()); }
+
+  std::vector<T> host;
+
+ private:
+  DType dtype_;
+  std::size_t offset_;
+  Buffer device_buffer_;
+};
+
+// A segments table with `count` segments after a head of `first_begin` padding
+// elements; gaps of 0..max_gap padding elements between segments; lengths drawn
+// log-uniformly from [1, max_length]; a random decay flag; a padding tail.
+struct SegmentLayout {
+  std::vector<std::int64_t> table;
+  std::size_t numel = 0;
+};
+
+inline SegmentLayout random_layout(std::mt19937_64& rng, int count, std::int64_t first_begin, int max_gap,
+                                   std::int64_t max_length) {
+  SegmentLayout layout;
+  std::uniform_int_distribution<int> gap(0, max_gap);
+  std::uniform_real_distribution<double> log_length(0.0, std::log(static_cast<double>(max_length)));
+  std::bernoulli_distribution decay(0.7);
+  std::int64_t position = first_begin;
+  for (int s = 0; s < count; ++s) {
+    const auto length = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::exp(log_length(rng))));
+    layout.table.push_back(position);
+    layout.table.push_back(position + length);
+    layout.table.push_back(decay(rng) ? 1 : 0);
+    position += length + gap(rng);
+  }
+  layout.numel = static_cast<std::size_t>(position + 5);
+  return layout;
+}
+
+inline int ulp_distance(float a, float b) {
+  if (std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b)) return 0;
+  if (std::isnan(a) || std::isnan(b)) return INT32_MAX;
+  // Map the sign-magnitude pattern to a monotonic integer line.
+  auto line = [](float f) {
+    const auto bits = static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(f));
+    return bits & 0x80000000LL ? -(bits & 0x7fffffffLL) : bits;
+  };
+  const std::int64_t d = std::llabs(line(a) - line(b));
+  return d == 0 ? 1 : static_cast<int>(std::min<std::int64_t>(d, INT32_MAX));  // +0 vs -0 counts as 1
+}
+
+// Asserts two fp32 arrays are bitwise equal; on failure says how many differ, where the
+// first is, and the largest distance in ulps.
+inline void expect_bitwise_equal(const std::vector<float>& actual, const std::vector<float>& expected,
+                                 const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  std::size_t mismatches = 0;
+  std::size_t first = 0;
+  int worst = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const int d = ulp_distance(actual[i], expected[i]);
+    if (d == 0) continue;
+    if (mismatches++ == 0) first = i;
+    worst = std::max(worst, d);
+  }
+  EXPECT_EQ(mismatches, 0u) << what << ": " << mismatches << " of " << actual.size()
+                            << " elements differ, the largest by " << worst << " ulp; first at " << first << " (gpu "
+                            << (mismatches ? actual[first] : 0.0f) << ", cpu " << (mismatches ? expected[first] : 0.0f)
+                            << ")";
+}
+
+inline void expect_bitwise_equal(const std::vector<std::uint16_t>& actual, const std::vector<std::uint16_t>& expected,
+                                 const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  std::size_t mismatches = 0;
+  std::size_t first = 0;
+  int worst = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    if (actual[i] == expected[i]) continue;
+    if (mismatches++ == 0) first = i;
+    worst = std::max(worst, std::abs(static_cast<int>(actual[i]) - static_cast<int>(expected[i])));
+  }
+  EXPECT_EQ(mismatches, 0u) << what << ": " << mismatches << " of " << actual.size()
+                            << " 16-bit values differ, the largest by " << worst << " in the bit pattern; first at "
+                            << first << " (gpu 0x" << std::hex << (mismatches ? actual[first] : 0) << ", cpu 0x"
+                            << (mismatches ? expected[first] : 0) << std::dec << ")";
+}
+
+// Values spread over many binades and both signs: magnitude 10^U(lo, hi).
+inline float random_magnitude(std::mt19937_64& rng, double lo_exponent, double hi_exponent) {
+  std::uniform_real_distribution<double> exponent(lo_exponent, hi_exponent);
+  std::bernoulli_distribution negative(0.5);
+  const double value = std::pow(10.0, exponent(rng));
+  return static_cast<float>(negative(rng) ? -value : value);
+}
+
+}  // namespace adamant::testing
