@@ -58,8 +58,15 @@ TEST(LrSchedule, ConstantAndBadInput) {
     }
   };
   expect_error({"Cosine", 1e-3, 0, 0, 0.0, 10}, "model.optim.sched.name");
-  expect_error({"CosineAnnealing", 1e-3, 10, 0, 0.0, 10}, "model.optim.sched.max_steps");
+  expect_error({"CosineAnnealing", 1e-3, 10, 0, 0.0, 0}, "model.optim.sched.max_steps");
   expect_error({"CosineAnnealing", 1e-3, 0, 0, 1e-2, 10}, "model.optim.sched.min_lr");
+}
+
+TEST(LrSchedule, RunShorterThanWarmupStaysInWarmup) {
+  // A smoke test of a big config (trainer.max_steps=5 with 10 warmup steps) is allowed.
+  const LrSchedule s{"CosineAnnealing", 1e-3, 10, 0, 1e-5, 5};
+  EXPECT_DOUBLE_EQ(learning_rate(s, 0), 1e-3 * 1.0 / 11.0);
+  EXPECT_DOUBLE_EQ(learning_rate(s, 4), 1e-3 * 5.0 / 11.0);
 }
 
 }  // namespace

@@ -18,8 +18,8 @@ std::filesystem::path data_dir() {
 }
 
 std::filesystem::path temp_dir(const char* name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("adamant-" + std::string(name) + "-" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("adamant-" + std::string(name) + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -71,7 +71,8 @@ void ArchiveWriter::write_bytes(const void* data, std::size_t bytes) {
 
 void ArchiveWriter::add(const std::string& name, const void* data, DType dtype, std::vector<std::int64_t> shape) {
   ADAMANT_CHECK(!committed_, "ArchiveWriter::add after commit");
-  for (const auto& e : entries_) ADAMANT_CHECK(e.name != name, "checkpoint {}: tensor '{}' added twice", path_.string(), name);
+  for (const auto& e : entries_)
+    ADAMANT_CHECK(e.name != name, "checkpoint {}: tensor '{}' added twice", path_.string(), name);
   std::uint64_t numel = 1;
   for (auto d : shape) numel *= static_cast<std::uint64_t>(d);
   const std::uint64_t bytes = numel * dtype_size(dtype);
@@ -85,8 +86,12 @@ void ArchiveWriter::commit() {
   ADAMANT_CHECK(!committed_, "ArchiveWriter::commit called twice");
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& e : entries_) {
-    tensors.push_back({{"name", e.name}, {"dtype", std::string(dtype_name(e.dtype))}, {"shape", e.shape},
-                       {"offset", e.offset}, {"bytes", e.bytes}, {"crc32c", e.crc}});
+    tensors.push_back({{"name", e.name},
+                       {"dtype", std::string(dtype_name(e.dtype))},
+                       {"shape", e.shape},
+                       {"offset", e.offset},
+                       {"bytes", e.bytes},
+                       {"crc32c", e.crc}});
   }
   const std::string header = nlohmann::json{{"format", 1}, {"meta", meta_}, {"tensors", tensors}}.dump();
   const std::uint64_t header_bytes = header.size();
@@ -178,14 +183,18 @@ const ArchiveEntry& ArchiveReader::entry(const std::string& name) const {
 
 void ArchiveReader::read(const std::string& name, void* dst, std::size_t bytes) const {
   const ArchiveEntry& e = entry(name);
-  ADAMANT_CHECK(e.bytes == bytes, "checkpoint file {}: tensor '{}' holds {} bytes, expected {}; it was written for "
-                "another model or configuration", path_.string(), name, e.bytes, bytes);
+  ADAMANT_CHECK(e.bytes == bytes,
+                "checkpoint file {}: tensor '{}' holds {} bytes, expected {}; it was written for "
+                "another model or configuration",
+                path_.string(), name, e.bytes, bytes);
   std::fseek(file_, static_cast<long>(e.offset), SEEK_SET);
   ADAMANT_CHECK(std::fread(dst, 1, bytes, file_) == bytes, "checkpoint file {}: short read of tensor '{}'",
                 path_.string(), name);
   const std::uint32_t crc = crc32c(dst, bytes);
-  ADAMANT_CHECK(crc == e.crc, "checkpoint file {} is damaged: checksum mismatch in tensor '{}' (stored {:08x}, read "
-                "{:08x}); use another checkpoint", path_.string(), name, e.crc, crc);
+  ADAMANT_CHECK(crc == e.crc,
+                "checkpoint file {} is damaged: checksum mismatch in tensor '{}' (stored {:08x}, read "
+                "{:08x}); use another checkpoint",
+                path_.string(), name, e.crc, crc);
 }
 
 std::vector<std::uint8_t> ArchiveReader::read_all(const std::string& name) const {

@@ -4,11 +4,11 @@
 
 #include "adamant/core/error.h"
 
-#define ADAMANT_CUDA_CHECK(expr)                                                                    \
-  do {                                                                                              \
-    const cudaError_t adamant_status_ = (expr);                                                     \
-    if (adamant_status_ != cudaSuccess) {                                                           \
-      ::adamant::fail("CUDA error {} ({}) in {} at {}:{}", static_cast<int>(adamant_status_),       \
-                      cudaGetErrorString(adamant_status_), #expr, __FILE__, __LINE__);              \
-    }                                                                                               \
+#define ADAMANT_CUDA_CHECK(expr)                                                              \
+  do {                                                                                        \
+    const cudaError_t adamant_status_ = (expr);                                               \
+    if (adamant_status_ != cudaSuccess) {                                                     \
+      ::adamant::fail("CUDA error {} ({}) in {} at {}:{}", static_cast<int>(adamant_status_), \
+                      cudaGetErrorString(adamant_status_), #expr, __FILE__, __LINE__);        \
+    }                                                                                         \
   } while (false)

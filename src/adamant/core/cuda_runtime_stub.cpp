@@ -7,7 +7,9 @@
 namespace adamant::cuda {
 
 namespace {
-[[noreturn]] void no_cuda() { fail("this Adamant build has no CUDA support; rebuild with nvcc present (-DADAMANT_CUDA=ON)"); }
+[[noreturn]] void no_cuda() {
+  fail("this Adamant build has no CUDA support; rebuild with nvcc present (-DADAMANT_CUDA=ON)");
+}
 }  // namespace
 
 void* malloc_zeroed(std::size_t, int) { no_cuda(); }

@@ -21,9 +21,9 @@ template <typename... Args>
 }  // namespace adamant
 
 // ADAMANT_CHECK(cond, "format {}", args...): throws adamant::Error with the message.
-#define ADAMANT_CHECK(cond, ...)      \
-  do {                                \
-    if (!(cond)) {                    \
-      ::adamant::fail(__VA_ARGS__);   \
-    }                                 \
+#define ADAMANT_CHECK(cond, ...)    \
+  do {                              \
+    if (!(cond)) {                  \
+      ::adamant::fail(__VA_ARGS__); \
+    }                               \
   } while (false)

@@ -9,12 +9,12 @@
 namespace adamant {
 
 struct ParamSpec {
-  std::string name;                  // e.g. "layers.3.attn.qkv.weight"
+  std::string name;  // e.g. "layers.3.attn.qkv.weight"
   std::vector<std::int64_t> shape;
   std::size_t numel = 0;
-  std::size_t offset = 0;            // element offset in the flat weight/grad buffers
-  bool weight_decay = true;          // false for biases and layernorm weights
-  bool tp_duplicate = false;         // replicated across tensor-parallel ranks (count once in the norm)
+  std::size_t offset = 0;     // element offset in the flat weight/grad buffers
+  bool weight_decay = true;   // false for biases and layernorm weights
+  bool tp_duplicate = false;  // replicated across tensor-parallel ranks (count once in the norm)
 };
 
 // Parameters in flat-buffer order. The model lays them out in reverse order of

@@ -7,7 +7,7 @@ namespace adamant {
 
 class Stream {
  public:
-  Stream() = default;            // the CPU stream
+  Stream() = default;              // the CPU stream
   explicit Stream(Device device);  // a new non-blocking CUDA stream on a GPU device
   ~Stream();
   Stream(Stream&& other) noexcept;

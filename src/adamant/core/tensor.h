@@ -15,12 +15,30 @@ namespace adamant {
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<std::uint16_t>() { return DType::u16; }
-template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<std::int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<std::int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<std::uint16_t>() {
+  return DType::u16;
+}
+template <>
+constexpr DType dtype_of<std::uint8_t>() {
+  return DType::u8;
+}
 
 struct Tensor {
   static constexpr int kMaxDims = 4;
@@ -34,7 +52,8 @@ struct Tensor {
   Tensor() = default;
   Tensor(void* data, DType dtype, Device device, std::initializer_list<std::int64_t> dims)
       : data(data), dtype(dtype), device(device), ndim(static_cast<int>(dims.size())) {
-    ADAMANT_CHECK(dims.size() >= 1 && dims.size() <= kMaxDims, "Tensor: {} dimensions, at most {}", dims.size(), kMaxDims);
+    ADAMANT_CHECK(dims.size() >= 1 && dims.size() <= kMaxDims, "Tensor: {} dimensions, at most {}", dims.size(),
+                  kMaxDims);
     int i = 0;
     for (auto d : dims) shape[i++] = d;
   }

@@ -16,10 +16,10 @@
     }                                                 \
   } while (false)
 #else
-#define ADAMANT_DISPATCH(device, call_cpu, call_cuda)                                     \
-  do {                                                                                    \
+#define ADAMANT_DISPATCH(device, call_cpu, call_cuda)                                                 \
+  do {                                                                                                \
     ADAMANT_CHECK((device).is_cpu(), "kernel on {}: this build has no CUDA support", (device).str()); \
-    call_cpu;                                                                             \
+    call_cpu;                                                                                         \
   } while (false)
 #endif
 
@@ -42,8 +42,8 @@ void check_adam_operands(const Tensor& segments, const Tensor& grad, const Tenso
                 "adam: operand sizes differ (grad {}, param {}, exp_avg {}, exp_avg_sq {})", n, state.numel(),
                 exp_avg.numel(), exp_avg_sq.numel());
   ADAMANT_CHECK(exp_avg.dtype == DType::f32 && exp_avg_sq.dtype == DType::f32, "adam: moments must be fp32");
-  ADAMANT_CHECK(model_param.data == nullptr || model_param.numel() == n, "adam: model weight copy has {} elements, not {}",
-                model_param.numel(), n);
+  ADAMANT_CHECK(model_param.data == nullptr || model_param.numel() == n,
+                "adam: model weight copy has {} elements, not {}", model_param.numel(), n);
   for (const Tensor* t : {&segments, &state, &exp_avg, &exp_avg_sq, &model_param}) check_same_device(grad, *t, "adam");
 }
 
@@ -62,13 +62,15 @@ void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Ten
   check_adam_operands(segments, grad, remainder, exp_avg, exp_avg_sq, model_param);
   ADAMANT_CHECK(remainder.dtype == DType::u16 && model_param.dtype == DType::bf16,
                 "adam: remainders need u16 remainders and bf16 weights");
-  ADAMANT_DISPATCH(grad.device, cpu::adam_step_remainder(args, segments, grad, remainder, exp_avg, exp_avg_sq, model_param),
-                   cuda::adam_step_remainder(args, segments, grad, remainder, exp_avg, exp_avg_sq, model_param, stream));
+  ADAMANT_DISPATCH(
+      grad.device, cpu::adam_step_remainder(args, segments, grad, remainder, exp_avg, exp_avg_sq, model_param),
+      cuda::adam_step_remainder(args, segments, grad, remainder, exp_avg, exp_avg_sq, model_param, stream));
 }
 
 void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate, const Stream& stream) {
   ADAMANT_CHECK(out.dtype == DType::f32 && out.numel() >= 1, "squared_norm: out must hold one fp32");
-  ADAMANT_CHECK(segments.dtype == DType::i64 && segments.numel() % 3 == 0, "squared_norm: segments must be i64 triples");
+  ADAMANT_CHECK(segments.dtype == DType::i64 && segments.numel() % 3 == 0,
+                "squared_norm: segments must be i64 triples");
   check_same_device(x, out, "squared_norm");
   check_same_device(x, segments, "squared_norm");
   ADAMANT_DISPATCH(x.device, cpu::squared_norm(x, segments, out, accumulate),
@@ -81,7 +83,9 @@ void cast(const Tensor& src, Tensor dst, const Stream& stream) {
   ADAMANT_DISPATCH(src.device, cpu::cast(src, dst), cuda::cast(src, dst, stream));
 }
 
-void fill_zero(Tensor x, const Stream& stream) { ADAMANT_DISPATCH(x.device, cpu::fill_zero(x), cuda::fill_zero(x, stream)); }
+void fill_zero(Tensor x, const Stream& stream) {
+  ADAMANT_DISPATCH(x.device, cpu::fill_zero(x), cuda::fill_zero(x, stream));
+}
 
 void scale(Tensor x, float s, const Stream& stream) {
   ADAMANT_DISPATCH(x.device, cpu::scale(x, s), cuda::scale(x, s, stream));

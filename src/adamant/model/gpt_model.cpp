@@ -1,5 +1,6 @@
 #include "adamant/model/gpt_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -44,7 +45,8 @@ bool is_output_projection(std::string_view name) {
 
 }  // namespace
 
-GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device, std::uint64_t seed)
+GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device, std::uint64_t seed,
+                   std::size_t padded_numel)
     : config_(config),
       params_(build_param_list(config)),
       index_(index_params(config, params_)),
@@ -52,7 +54,8 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       compute_dtype_(weight_dtype == DType::f64 ? DType::f64 : DType::f32),
       micro_batch_size_(micro_batch_size),
       device_(device),
-      seed_(seed) {
+      seed_(seed),
+      buffer_numel_(std::max(params_.total_numel, padded_numel)) {
   ADAMANT_CHECK(weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16 ||
                     weight_dtype == DType::f64,
                 "GptModel: weights of {}; use fp32, bf16, fp16 (or fp64 for reference checks)",
@@ -66,21 +69,21 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
                 config.tensor_parallel_size);
   layout_ = ActivationLayout::plan(config_, micro_batch_size_);
   const std::size_t compute_size = dtype_size(compute_dtype_);
-  weights_ = Buffer(params_.total_numel * dtype_size(weight_dtype_), device_);
+  weights_ = Buffer(buffer_numel_ * dtype_size(weight_dtype_), device_);
   if (weight_dtype_ == DType::bf16 || weight_dtype_ == DType::f16) {
     working_weights_ = Buffer(params_.total_numel * compute_size, device_);
   }
-  grads_ = Buffer(params_.total_numel * compute_size, device_);
-  micro_grads_ = Buffer(params_.total_numel * compute_size, device_);
+  grads_ = Buffer(buffer_numel_ * compute_size, device_);
+  micro_grads_ = Buffer(buffer_numel_ * compute_size, device_);
   activations_ = Buffer(layout_.total_numel * compute_size, device_);
   init_weights();
 }
 
-Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_, device_, params_.total_numel); }
+Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_, device_, buffer_numel_); }
 
-Tensor GptModel::grads() { return Tensor::flat(grads_.data(), compute_dtype_, device_, params_.total_numel); }
+Tensor GptModel::grads() { return Tensor::flat(grads_.data(), compute_dtype_, device_, buffer_numel_); }
 
-void GptModel::zero_grads() { std::memset(grads_.data(), 0, params_.total_numel * dtype_size(compute_dtype_)); }
+void GptModel::zero_grads() { std::memset(grads_.data(), 0, buffer_numel_ * dtype_size(compute_dtype_)); }
 
 void GptModel::init_weights() {
   const double base_std = config_.init_method_std;

@@ -43,7 +43,10 @@ using GradReadyFn = std::function<void(std::size_t param_index)>;
 class GptModel {
  public:
   // Runs on the CPU (CUDA model kernels do not exist yet: a CUDA device is an error).
-  GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device, std::uint64_t seed);
+  // padded_numel: the flat weight and gradient buffers hold at least this many elements
+  // (the optimizer's shard padding after the last parameter; it stays zero).
+  GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device, std::uint64_t seed,
+           std::size_t padded_numel = 0);
 
   const GptConfig& config() const { return config_; }
   const ParamList& params() const { return params_; }
@@ -51,8 +54,9 @@ class GptModel {
   DType weight_dtype() const { return weight_dtype_; }
   DType grad_dtype() const { return compute_dtype_; }
 
-  Tensor weights();  // flat, weight_dtype, every parameter at its ParamSpec::offset
+  Tensor weights();  // flat, weight_dtype, every parameter at its ParamSpec::offset (buffer_numel() elements)
   Tensor grads();    // flat, fp32 (fp64 for fp64 weights), same offsets, accumulated over micro-batches
+  std::size_t buffer_numel() const { return buffer_numel_; }
 
   // normal(0, init_method_std) weights, output projections std / sqrt(2 * num_layers), biases 0,
   // layernorm weight 1 / bias 0; a function of (seed, config) only. Called by the constructor.
@@ -102,6 +106,7 @@ class GptModel {
   int micro_batch_size_;
   Device device_;
   std::uint64_t seed_;
+  std::size_t buffer_numel_;
   ActivationLayout layout_;
   Stream stream_;
 

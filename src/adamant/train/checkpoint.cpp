@@ -117,16 +117,16 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
 
 TrainingPosition load_checkpoint(const std::filesystem::path& checkpoint, model::GptModel& model,
                                  optim::Optimizer* optimizer) {
-  ADAMANT_CHECK(std::filesystem::is_directory(checkpoint),
-                "checkpoint {} does not exist or is not a folder; pass a folder such as runs/<name>/checkpoints/step_00000100",
-                checkpoint.string());
+  ADAMANT_CHECK(
+      std::filesystem::is_directory(checkpoint),
+      "checkpoint {} does not exist or is not a folder; pass a folder such as runs/<name>/checkpoints/step_00000100",
+      checkpoint.string());
   ArchiveReader reader(checkpoint / kModelFile);
   const auto& meta = reader.meta();
-  ADAMANT_CHECK(meta.value("kind", "") == "adamant-gpt-checkpoint",
-                "{} is not an Adamant GPT checkpoint", reader.path().string());
-  ADAMANT_CHECK(meta.value("format", 0) == kFormatVersion,
-                "checkpoint {} has format {}, this Adamant reads format {}", reader.path().string(),
-                meta.value("format", 0), kFormatVersion);
+  ADAMANT_CHECK(meta.value("kind", "") == "adamant-gpt-checkpoint", "{} is not an Adamant GPT checkpoint",
+                reader.path().string());
+  ADAMANT_CHECK(meta.value("format", 0) == kFormatVersion, "checkpoint {} has format {}, this Adamant reads format {}",
+                reader.path().string(), meta.value("format", 0), kFormatVersion);
   const nlohmann::json expected = architecture_of(model.config());
   const nlohmann::json& stored = meta.at("architecture");
   for (const auto& [key, value] : expected.items()) {
@@ -142,10 +142,12 @@ TrainingPosition load_checkpoint(const std::filesystem::path& checkpoint, model:
   }
   const ParamList& params = model.params();
   Tensor weights = model.weights();
-  ADAMANT_CHECK(weights.device.is_cpu(), "checkpoint: loading into {} weights needs host staging", weights.device.str());
+  ADAMANT_CHECK(weights.device.is_cpu(), "checkpoint: loading into {} weights needs host staging",
+                weights.device.str());
   for (const ParamSpec& p : params.params) {
     const ArchiveEntry& e = reader.entry(p.name);
-    ADAMANT_CHECK(e.shape == p.shape, "checkpoint {}: parameter {} has another shape there; it was written for another model",
+    ADAMANT_CHECK(e.shape == p.shape,
+                  "checkpoint {}: parameter {} has another shape there; it was written for another model",
                   checkpoint.string(), p.name);
     Tensor dst = weights.slice(p.offset, p.numel);
     if (e.dtype == weights.dtype) {

@@ -30,8 +30,9 @@ class CheckpointStore {
   std::optional<std::filesystem::path> latest() const;
 
   // Collective over `world` (every rank calls it). `config_yaml` is stored for generate/inspection.
-  std::filesystem::path save(const TrainingPosition& position, model::GptModel& model, const optim::Optimizer& optimizer,
-                             const std::string& config_yaml, comm::Communicator& world) const;
+  std::filesystem::path save(const TrainingPosition& position, model::GptModel& model,
+                             const optim::Optimizer& optimizer, const std::string& config_yaml,
+                             comm::Communicator& world) const;
 
  private:
   std::filesystem::path dir_;

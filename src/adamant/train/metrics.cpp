@@ -16,8 +16,8 @@ MetricsLog::MetricsLog(const std::filesystem::path& file) {
 }
 
 void MetricsLog::step(const StepMetrics& m) {
-  nlohmann::json j{{"type", "train"},         {"step", m.step},
-                   {"loss", m.loss},          {"lr", m.lr},
+  nlohmann::json j{{"type", "train"},          {"step", m.step},
+                   {"loss", m.loss},           {"lr", m.lr},
                    {"grad_norm", m.grad_norm}, {"loss_scale", m.loss_scale},
                    {"skipped", m.skipped},     {"tokens_per_s", m.tokens_per_second},
                    {"step_s", m.step_seconds}, {"consumed_samples", m.consumed_samples}};

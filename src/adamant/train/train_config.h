@@ -13,28 +13,28 @@
 
 namespace adamant::train {
 
-struct SchedConfig {            // model.optim.sched
+struct SchedConfig {                     // model.optim.sched
   std::string name = "CosineAnnealing";  // CosineAnnealing | constant (NeMo names)
   int warmup_steps = 0;
   int constant_steps = 0;
   double min_lr = 0.0;
-  std::optional<int> max_steps;          // defaults to trainer.max_steps
+  std::optional<int> max_steps;  // defaults to trainer.max_steps
 
   bool operator==(const SchedConfig&) const = default;
 };
 
-struct OptimConfig {            // model.optim
-  std::string name = "fused_adam";       // fused_adam | distributed_fused_adam
+struct OptimConfig {                // model.optim
+  std::string name = "fused_adam";  // fused_adam | distributed_fused_adam
   double lr = 1e-4;
   double weight_decay = 0.01;
-  double beta1 = 0.9, beta2 = 0.999;     // betas: [b1, b2]
+  double beta1 = 0.9, beta2 = 0.999;  // betas: [b1, b2]
   double eps = 1e-8;
   bool adam_w_mode = true;
   // distributed_fused_adam (Apex names)
   double bucket_cap_mb = 100.0;
   bool overlap_grad_sync = true;
   bool overlap_param_sync = false;
-  DType grad_sync_dtype = DType::f32;    // fp32 | bf16
+  DType grad_sync_dtype = DType::f32;  // fp32 | bf16
   bool store_param_remainders = false;
   bool average_grad_sync = true;
   bool contiguous_grad_buffer = true;
@@ -43,25 +43,25 @@ struct OptimConfig {            // model.optim
   bool operator==(const OptimConfig&) const = default;
 };
 
-struct DataConfig {             // model.data
+struct DataConfig {                                         // model.data
   std::vector<std::pair<double, std::string>> data_prefix;  // [w1, prefix1, w2, prefix2] or [prefix]
   std::string splits_string = "969,30,1";
-  std::int64_t seed = 1234;              // model.seed
+  std::int64_t seed = 1234;  // model.seed
   std::filesystem::path index_mapping_dir;
 
   bool operator==(const DataConfig&) const = default;
 };
 
-struct TokenizerConfig {        // model.tokenizer
+struct TokenizerConfig {  // model.tokenizer
   std::string library = "megatron";
   std::string type = "GPT2BPETokenizer";
-  std::filesystem::path vocab_file;      // encoder.json
-  std::filesystem::path merge_file;      // vocab.bpe
+  std::filesystem::path vocab_file;  // encoder.json
+  std::filesystem::path merge_file;  // vocab.bpe
 
   bool operator==(const TokenizerConfig&) const = default;
 };
 
-struct ModelConfig {            // model
+struct ModelConfig {  // model
   int micro_batch_size = 4;
   int global_batch_size = 8;
   int tensor_model_parallel_size = 1;
@@ -88,28 +88,28 @@ struct ModelConfig {            // model
   bool operator==(const ModelConfig&) const = default;
 };
 
-struct TrainerConfig {          // trainer
-  std::string accelerator = "cpu";       // cpu | gpu
+struct TrainerConfig {              // trainer
+  std::string accelerator = "cpu";  // cpu | gpu
   int devices = 1;
   int num_nodes = 1;
-  DType precision = DType::bf16;         // 32 | bf16 | 16 (and NeMo's bf16-mixed, 16-mixed)
+  DType precision = DType::bf16;  // 32 | bf16 | 16 (and NeMo's bf16-mixed, 16-mixed)
   int max_steps = 100;
   int val_check_interval = 50;
   int limit_val_batches = 10;
   int log_every_n_steps = 1;
-  double gradient_clip_val = 1.0;        // 0 disables clipping
+  double gradient_clip_val = 1.0;  // 0 disables clipping
 
   bool operator==(const TrainerConfig&) const = default;
 };
 
 struct CheckpointConfig {       // exp_manager.checkpoint_callback_params
-  int every_n_train_steps = 0;           // 0: only at the end
-  int save_top_k = 1;                    // newest checkpoints kept (-1: all)
+  int every_n_train_steps = 0;  // 0: only at the end
+  int save_top_k = 1;           // newest checkpoints kept (-1: all)
 
   bool operator==(const CheckpointConfig&) const = default;
 };
 
-struct ExpManagerConfig {       // exp_manager
+struct ExpManagerConfig {  // exp_manager
   std::filesystem::path exp_dir = "runs";
   std::string name = "adamant_gpt";
   bool resume_if_exists = true;

@@ -2,6 +2,8 @@
 // The training loop: data-parallel micro-batches with gradient accumulation, the
 // optimizer step (fused_adam or distributed_fused_adam), validation, metrics,
 // checkpoints and resumption. The same code runs on CPU and CUDA.
+#include <mpi.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -12,16 +14,17 @@
 namespace adamant::train {
 
 struct TrainSummary {
-  std::int64_t steps_done = 0;                 // optimizer steps at the end
-  std::vector<double> train_losses;            // one per step run in this call
+  std::int64_t steps_done = 0;                              // optimizer steps at the end
+  std::vector<double> train_losses;                         // one per step run in this call
   std::vector<std::pair<std::int64_t, double>> val_losses;  // (step, loss)
-  double tokens_per_second = 0;                // mean over the steps run, all ranks together
+  double tokens_per_second = 0;                             // mean over the steps run, all ranks together
   std::optional<std::filesystem::path> last_checkpoint;
 };
 
 struct TrainOptions {
-  bool quiet = false;                          // no progress lines (tests)
-  std::optional<std::int64_t> stop_after_step; // stop early (as if interrupted) after this step
+  bool quiet = false;                           // no progress lines (tests)
+  std::optional<std::int64_t> stop_after_step;  // stop early (as if interrupted) after this step
+  MPI_Comm world = MPI_COMM_WORLD;              // the ranks of this run (tests use sub-communicators)
 };
 
 // Runs training as configured. Must be called on every MPI rank (MPI already initialised).

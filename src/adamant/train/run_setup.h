@@ -1,0 +1,56 @@
+#pragma once
+// Everything a training run is made of, built once from the config in the order
+// the pieces depend on each other: process grid and device, tokenizer and data,
+// the optimizer's layout, the model allocated to it, the optimizer attached.
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "adamant/comm/mpi_communicator.h"
+#include "adamant/comm/process_grid.h"
+#include "adamant/core/stream.h"
+#include "adamant/data/data_loader.h"
+#include "adamant/model/gpt_model.h"
+#include "adamant/optim/lr_schedule.h"
+#include "adamant/optim/optimizer.h"
+#include "adamant/train/train_config.h"
+
+namespace adamant::train {
+
+model::GptConfig gpt_config_of(const ModelConfig& model, int vocab_size);
+optim::OptimizerOptions optimizer_options_of(const TrainConfig& config);
+// Weights in the model: bf16/fp16 with megatron_amp_O2 (fp32 main weights in the optimizer), else fp32.
+DType weight_dtype_of(const TrainConfig& config);
+Device device_of(const TrainConfig& config, int local_rank);
+model::MicroBatch to_model_batch(const data::MicroBatch& batch);
+
+class RunSetup {
+ public:
+  // Collective over `world`.
+  RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world);
+
+  comm::ProcessGrid& grid() { return grid_; }
+  model::GptModel& model() { return *model_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  data::DataLoader& train_loader() { return *train_loader_; }
+  data::DataLoader* valid_loader() { return valid_loader_.get(); }
+  const std::vector<std::filesystem::path>& data_files() const { return data_files_; }
+  optim::LrSchedule lr_schedule() const;
+  // A few lines: model size, parallelism, optimizer and the memory per rank against DESIGN.md's formula.
+  std::string describe() const;
+
+ private:
+  const TrainConfig& config_;
+  comm::ProcessGrid grid_;
+  Device device_;
+  Stream compute_stream_;
+  std::unique_ptr<comm::Communicator> dp_device_comm_;
+  std::vector<std::filesystem::path> data_files_;
+  std::unique_ptr<data::DataLoader> train_loader_;
+  std::unique_ptr<data::DataLoader> valid_loader_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<model::GptModel> model_;
+};
+
+}  // namespace adamant::train

@@ -1,0 +1,201 @@
+#include "adamant/train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "adamant/comm/mpi_communicator.h"
+#include "adamant/comm/mpi_session.h"
+#include "adamant/comm/process_grid.h"
+#include "adamant/core/error.h"
+#include "adamant/data/bpe_tokenizer.h"
+#include "adamant/data/data_loader.h"
+#include "adamant/data/gpt_datasets.h"
+#include "adamant/model/gpt_model.h"
+#include "adamant/optim/lr_schedule.h"
+#include "adamant/optim/optimizer.h"
+#include "adamant/train/checkpoint.h"
+#include "adamant/train/metrics.h"
+#include "adamant/train/run_setup.h"
+
+namespace adamant::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Mean of `local_sum / local_count` over the group, as the sum of sums over the sum of counts.
+double group_mean(comm::Communicator& group, double local_sum, double local_count) {
+  double values[2] = {local_sum, local_count};
+  group.all_reduce(Tensor::flat(values, DType::f64, Device::cpu(), 2), comm::ReduceOp::sum);
+  return values[0] / values[1];
+}
+
+// Token ids at or above the vocabulary mean the data was tokenized with another vocabulary.
+void check_token_range(const data::MicroBatch& batch, int vocab_size, const std::vector<std::filesystem::path>& data) {
+  const auto [lo, hi] = std::minmax_element(batch.tokens.begin(), batch.tokens.end());
+  const auto [tlo, thi] = std::minmax_element(batch.targets.begin(), batch.targets.end());
+  const std::int32_t max_id = std::max(*hi, *thi);
+  const std::int32_t min_id = std::min(*lo, *tlo);
+  if (max_id >= vocab_size || min_id < 0) {
+    std::string files;
+    for (const auto& f : data) files += (files.empty() ? "" : ", ") + f.string();
+    fail(
+        "the data ({}) holds token id {}, outside the tokenizer's vocabulary of {} tokens: it was preprocessed with "
+        "another tokenizer; re-run `adamant preprocess` with the vocabulary in model.tokenizer",
+        files, max_id >= vocab_size ? max_id : min_id, vocab_size);
+  }
+}
+
+double validation_loss(model::GptModel& model, data::DataLoader& loader, comm::Communicator& dp_group, int vocab_size,
+                       const std::vector<std::filesystem::path>& data) {
+  loader.reset(0);
+  double sum = 0;
+  double count = 0;
+  while (loader.has_next()) {
+    for (int i = 0; i < loader.num_micro_batches(); ++i) {
+      const data::MicroBatch& batch = loader.next();
+      check_token_range(batch, vocab_size, data);
+      sum += model.forward_loss(to_model_batch(batch));
+      count += 1;
+    }
+  }
+  return group_mean(dp_group, sum, count);
+}
+
+}  // namespace
+
+TrainSummary run_training(const TrainConfig& config, const TrainOptions& options) {
+  comm::MpiCommunicator world(options.world);
+  RunSetup setup(config, world);
+  comm::ProcessGrid& grid = setup.grid();
+  const bool leader = grid.world_rank() == 0;
+  const bool verbose = leader && !options.quiet;
+  model::GptModel& model = setup.model();
+  optim::Optimizer& optimizer = setup.optimizer();
+  comm::Communicator& dp_host = grid.data_parallel_group();
+  const int vocab_size = model.config().vocab_size;
+  const int dp = grid.dp_size();
+  const ModelConfig& mc = config.model;
+  const std::int64_t tokens_per_step = static_cast<std::int64_t>(mc.global_batch_size) * mc.encoder_seq_length;
+
+  CheckpointStore checkpoints(config.run_dir() / "checkpoints",
+                              config.exp_manager.checkpoint_callback_params.save_top_k);
+  TrainingPosition position;
+  if (config.exp_manager.resume_if_exists) {
+    if (const auto latest = checkpoints.latest()) {
+      position = load_checkpoint(*latest, model, &optimizer);
+      if (verbose)
+        std::printf("resumed from %s (step %lld)\n", latest->string().c_str(), static_cast<long long>(position.step));
+    }
+  }
+  std::unique_ptr<MetricsLog> metrics;
+  if (leader) {
+    std::filesystem::create_directories(config.run_dir());
+    std::ofstream(config.run_dir() / "config.yaml") << to_yaml(config);
+    metrics = std::make_unique<MetricsLog>(config.run_dir() / "metrics.jsonl");
+  }
+  if (verbose) std::printf("%s", setup.describe().c_str());
+
+  data::DataLoader& train_loader = setup.train_loader();
+  train_loader.reset(position.consumed_samples);
+  const int micro_batches = train_loader.num_micro_batches();
+  const double grad_scale = 1.0 / (static_cast<double>(micro_batches) * dp);
+  const optim::LrSchedule schedule = setup.lr_schedule();
+  const model::GradReadyFn on_grad_ready = [&optimizer](std::size_t index) { optimizer.on_grad_ready(index); };
+
+  TrainSummary summary;
+  summary.steps_done = position.step;
+  const std::int64_t max_steps = config.trainer.max_steps;
+  const std::int64_t last_step = options.stop_after_step ? std::min(max_steps, *options.stop_after_step) : max_steps;
+  const auto run_start = Clock::now();
+  std::int64_t steps_this_run = 0;
+  double step_seconds_total = 0;
+  const int every_n = config.exp_manager.create_checkpoint_callback
+                          ? config.exp_manager.checkpoint_callback_params.every_n_train_steps
+                          : 0;
+
+  auto validate = [&](std::int64_t step) {
+    if (setup.valid_loader() == nullptr) return;
+    const double val = validation_loss(model, *setup.valid_loader(), dp_host, vocab_size, setup.data_files());
+    summary.val_losses.emplace_back(step, val);
+    if (leader) metrics->validation(step, val);
+    if (verbose) std::printf("validation | step %lld | val loss %.4f\n", static_cast<long long>(step), val);
+  };
+
+  while (position.step < last_step) {
+    ADAMANT_CHECK(train_loader.has_next(),
+                  "the training data ran out at step {}; the dataset is smaller than "
+                  "trainer.max_steps x model.global_batch_size samples",
+                  position.step);
+    const auto step_start = Clock::now();
+    const double lr = optim::learning_rate(schedule, position.step);
+    optimizer.wait_for_params();
+    double loss_sum = 0;
+    for (int i = 0; i < micro_batches; ++i) {
+      const data::MicroBatch& batch = train_loader.next();
+      check_token_range(batch, vocab_size, setup.data_files());
+      const bool last = i + 1 == micro_batches;
+      loss_sum += model.forward_backward(to_model_batch(batch), static_cast<float>(optimizer.loss_scale()),
+                                         last ? on_grad_ready : model::GradReadyFn{});
+    }
+    const optim::StepResult result = optimizer.step(lr, grad_scale);
+    const double loss = group_mean(dp_host, loss_sum, micro_batches);
+    position.step += 1;
+    position.consumed_samples = train_loader.consumed_samples();
+    const double step_seconds = seconds_since(step_start);
+    steps_this_run += 1;
+    step_seconds_total += step_seconds;
+    summary.train_losses.push_back(loss);
+
+    StepMetrics m;
+    m.step = position.step;
+    m.max_steps = max_steps;
+    m.loss = loss;
+    m.lr = lr;
+    m.grad_norm = result.grad_norm;
+    m.loss_scale = result.loss_scale;
+    m.skipped = result.skipped;
+    m.step_seconds = step_seconds;
+    m.tokens_per_second = static_cast<double>(tokens_per_step) / step_seconds;
+    m.consumed_samples = position.consumed_samples;
+    if (leader) metrics->step(m);
+    if (verbose && (position.step % config.trainer.log_every_n_steps == 0 || position.step == 1)) {
+      const double eta =
+          step_seconds_total / static_cast<double>(steps_this_run) * static_cast<double>(max_steps - position.step);
+      std::printf("%s\n", format_progress(m, eta).c_str());
+      std::fflush(stdout);
+    }
+    if (config.trainer.val_check_interval > 0 && position.step % config.trainer.val_check_interval == 0) {
+      validate(position.step);
+    }
+    if (every_n > 0 && position.step % every_n == 0) {
+      summary.last_checkpoint = checkpoints.save(position, model, optimizer, to_yaml(config), world);
+    }
+  }
+  if (position.step == max_steps && steps_this_run > 0) {
+    if (config.trainer.val_check_interval <= 0 || position.step % config.trainer.val_check_interval != 0) {
+      validate(position.step);
+    }
+    if (config.exp_manager.create_checkpoint_callback && (every_n <= 0 || position.step % every_n != 0)) {
+      summary.last_checkpoint = checkpoints.save(position, model, optimizer, to_yaml(config), world);
+    }
+  }
+  summary.steps_done = position.step;
+  const double elapsed = seconds_since(run_start);
+  summary.tokens_per_second =
+      steps_this_run > 0 ? static_cast<double>(tokens_per_step * steps_this_run) / step_seconds_total : 0.0;
+  if (verbose) {
+    std::printf("done: %lld steps in %s, %.0f tokens/s\n", static_cast<long long>(steps_this_run),
+                format_duration(elapsed).c_str(), summary.tokens_per_second);
+  }
+  return summary;
+}
+
+}  // namespace adamant::train
