@@ -1,4 +1,5 @@
 // adamant generate CHECKPOINT --prompt "..." [--max-tokens N --temperature T --top-k K --seed S]
+#include <algorithm>
 #include <cstdio>
 #include <string>
 

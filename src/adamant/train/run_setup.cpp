@@ -93,6 +93,8 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
   }
   data_options.splits_string = m.data.splits_string;
   data_options.seq_length = m.encoder_seq_length;
+  ADAMANT_CHECK(m.seed >= 0 && m.seed <= 0xffffffffLL,
+                "model.seed={} is out of range; the data shuffle takes a seed in [0, 4294967295]", m.seed);
   data_options.seed = static_cast<std::uint32_t>(m.seed);
   data_options.num_samples = data::megatron_num_samples(config.trainer.max_steps, config.trainer.val_check_interval,
                                                         config.trainer.limit_val_batches, 0, m.global_batch_size);
@@ -105,6 +107,11 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
   loader_options.dp_rank = grid_.dp_rank();
   loader_options.dp_size = grid_.dp_size();
   train_loader_ = std::make_unique<data::DataLoader>(datasets.train, loader_options);
+  ADAMANT_CHECK(datasets.valid != nullptr || config.trainer.limit_val_batches == 0 ||
+                    config.trainer.val_check_interval <= 0,
+                "model.data.splits_string '{}' leaves no documents for validation; give the validation split a "
+                "share (e.g. \"949,50,1\") or set trainer.limit_val_batches=0",
+                m.data.splits_string);
   if (datasets.valid != nullptr && config.trainer.limit_val_batches > 0) {
     loader_options.max_steps = config.trainer.limit_val_batches;
     valid_loader_ = std::make_unique<data::DataLoader>(datasets.valid, loader_options);

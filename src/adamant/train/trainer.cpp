@@ -129,6 +129,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     if (verbose) std::printf("validation | step %lld | val loss %.4f\n", static_cast<long long>(step), val);
   };
 
+  // A first validation before any update shows where training starts (as NeMo's sanity check does).
+  if (position.step == 0 && last_step > 0 && config.trainer.val_check_interval > 0) validate(0);
   while (position.step < last_step) {
     ADAMANT_CHECK(train_loader.has_next(),
                   "the training data ran out at step {}; the dataset is smaller than "
