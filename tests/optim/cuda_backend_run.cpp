@@ -111,8 +111,8 @@ void expect_within_one_bf16_ulp(std::span<const std::uint16_t> a, std::span<cons
     const bool same_sign = (a[i] & 0x8000u) == (b[i] & 0x8000u);
     const int distance = std::abs(static_cast<int>(a[i] & 0x7fffu) - static_cast<int>(b[i] & 0x7fffu));
     if (!same_sign || distance > 1) {
-      ADD_FAILURE() << what << " differ by more than one bf16 ulp first at element " << i << ": "
-                    << bf16_to_f32(a[i]) << " vs " << bf16_to_f32(b[i]);
+      ADD_FAILURE() << what << " differ by more than one bf16 ulp first at element " << i << ": " << bf16_to_f32(a[i])
+                    << " vs " << bf16_to_f32(b[i]);
       return;
     }
   }

@@ -171,9 +171,9 @@ std::vector<Case> all_cases() {
     for (const bool remainders : {false, true}) {
       for (const bool overlap_grad : {true, false}) {
         for (const bool overlap_param : {true, false}) {
-          const std::string label = std::string("Dfa") + (sync == DType::f32 ? "Fp32Sync" : "Bf16Sync") +
-                                    (remainders ? "Remainders" : "") + (overlap_grad ? "OverlapGrad" : "NoOverlapGrad") +
-                                    (overlap_param ? "OverlapParam" : "NoOverlapParam");
+          const std::string label =
+              std::string("Dfa") + (sync == DType::f32 ? "Fp32Sync" : "Bf16Sync") + (remainders ? "Remainders" : "") +
+              (overlap_grad ? "OverlapGrad" : "NoOverlapGrad") + (overlap_param ? "OverlapParam" : "NoOverlapParam");
           cases.push_back({label, "distributed_fused_adam", sync, remainders, overlap_grad, overlap_param});
         }
       }
@@ -248,11 +248,11 @@ TEST_P(CheckpointAcrossBackends, GpuToCpuAndBack) {
   remove_shared_dir(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Optimizers, CheckpointAcrossBackends,
-    ::testing::Values(Case{"FusedAdam", "fused_adam"}, Case{"Dfa", "distributed_fused_adam"},
-                      Case{"DfaRemaindersOverlapParam", "distributed_fused_adam", DType::f32, true, true, true}),
-    [](const auto& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Optimizers, CheckpointAcrossBackends,
+                         ::testing::Values(Case{"FusedAdam", "fused_adam"}, Case{"Dfa", "distributed_fused_adam"},
+                                           Case{"DfaRemaindersOverlapParam", "distributed_fused_adam", DType::f32, true,
+                                                true, true}),
+                         [](const auto& info) { return info.param.label; });
 
 }  // namespace
 }  // namespace adamant::optim::testing
