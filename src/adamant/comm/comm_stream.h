@@ -15,7 +15,9 @@ class CommStream {
  public:
   // `event_count` events are created once and reused in turn, so issuing a
   // collective never creates CUDA objects.
-  explicit CommStream(Device device, std::size_t event_count = 64);
+  // The default covers the collectives of a whole step (one per bucket and kind, so a
+  // handle never waits on a later collective's event) for buckets down to a few MiB.
+  explicit CommStream(Device device, std::size_t event_count = 1024);
 
   Device device() const { return stream_.device(); }
   const Stream& stream() const { return stream_; }

@@ -11,6 +11,8 @@ void* malloc_zeroed(std::size_t bytes, int device) {
   void* ptr = nullptr;
   ADAMANT_CUDA_CHECK(cudaMalloc(&ptr, bytes));
   ADAMANT_CUDA_CHECK(cudaMemset(ptr, 0, bytes));
+  // cudaMemset runs on the legacy stream, which non-blocking streams do not wait for.
+  ADAMANT_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   return ptr;
 }
 

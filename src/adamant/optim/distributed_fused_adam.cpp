@@ -172,9 +172,7 @@ StepResult DistributedFusedAdam::step(double lr, double grad_scale) {
   }
   comm_.order_after(stream_);
   comm_.all_reduce_async(norm_, comm::ReduceOp::sum).wait(stream_);
-  float squared_norm = 0;
-  stream_.synchronize();  // the one host synchronisation of a step: skip and clip need the norm
-  copy_bytes(&squared_norm, Device::cpu(), norm_.data, norm_.device, sizeof(float));
+  const float squared_norm = read_squared_norm(norm_, stream_);
 
   const double sync_scale = options_.average_grad_sync ? 1.0 : static_cast<double>(comm_.size());
   const StepScale scale =
@@ -182,15 +180,7 @@ StepResult DistributedFusedAdam::step(double lr, double grad_scale) {
   loss_scaler_.update(!scale.finite);  // the norm is identical on every rank, so is every decision here
   if (scale.finite) {
     ++step_count_;
-    kernels::AdamArgs args;
-    args.lr = static_cast<float>(lr);
-    args.beta1 = static_cast<float>(options_.beta1);
-    args.beta2 = static_cast<float>(options_.beta2);
-    args.eps = static_cast<float>(options_.eps);
-    args.weight_decay = static_cast<float>(options_.weight_decay);
-    args.adamw = options_.adam_w_mode;
-    args.step = step_count_;
-    args.grad_scale = scale.adam_grad_scale;
+    const kernels::AdamArgs args = adam_args_for_step(options_, lr, step_count_, scale.adam_grad_scale);
     for (std::size_t b = 0; b < bucket_count; ++b) {
       adam_on_bucket(args, b);
       issue_param_sync(b);  // overlaps with the next buckets' Adam

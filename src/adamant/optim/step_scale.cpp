@@ -18,4 +18,25 @@ StepScale resolve_step_scale(double squared_norm_of_sum, double grad_scale, doub
   return result;
 }
 
+float read_squared_norm(const Tensor& norm, const Stream& stream) {
+  float squared_norm = 0;
+  stream.synchronize();
+  copy_bytes(&squared_norm, Device::cpu(), norm.data, norm.device, sizeof(float));
+  return squared_norm;
+}
+
+kernels::AdamArgs adam_args_for_step(const OptimizerOptions& options, double lr, std::int64_t step,
+                                     float adam_grad_scale) {
+  kernels::AdamArgs args;
+  args.lr = static_cast<float>(lr);
+  args.beta1 = static_cast<float>(options.beta1);
+  args.beta2 = static_cast<float>(options.beta2);
+  args.eps = static_cast<float>(options.eps);
+  args.weight_decay = static_cast<float>(options.weight_decay);
+  args.adamw = options.adam_w_mode;
+  args.step = step;
+  args.grad_scale = adam_grad_scale;
+  return args;
+}
+
 }  // namespace adamant::optim

@@ -1,6 +1,13 @@
 #pragma once
 // Folds averaging, the fp16 unscale and gradient clipping into the one factor the
 // Adam kernel multiplies every synced gradient by (DESIGN.md "Step").
+#include <cstdint>
+
+#include "adamant/core/stream.h"
+#include "adamant/core/tensor.h"
+#include "adamant/kernels/adam.h"
+#include "adamant/optim/optimizer.h"
+
 namespace adamant::optim {
 
 struct StepScale {
@@ -16,5 +23,13 @@ inline constexpr double kClipEpsilon = 1e-6;
 // multiplied by the loss scale). grad_scale: the factor that turns that sum into the mean gradient.
 // clip_val: 0 disables clipping.
 StepScale resolve_step_scale(double squared_norm_of_sum, double grad_scale, double loss_scale, double clip_val);
+
+// Reads the squared norm (one fp32 on the stream's device) to the host. This is the one host
+// synchronisation of a step: skipping and clipping need the value.
+float read_squared_norm(const Tensor& norm, const Stream& stream);
+
+// The Adam kernel's arguments for one step: the options' hyper-parameters plus this step's values.
+kernels::AdamArgs adam_args_for_step(const OptimizerOptions& options, double lr, std::int64_t step,
+                                     float adam_grad_scale);
 
 }  // namespace adamant::optim
