@@ -17,5 +17,5 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 mpirun -np "$ranks" --bind-to none "$build/adamant" train configs/gpt3-tiny.yaml "$@"
 run=runs/gpt3-tiny/checkpoints
-"$build/adamant" generate "$run/$(cat "$run/latest")" --prompt "Call me Ishmael. Some years ago" \
+"$build/adamant" generate "$run/$(cat "$run/latest")" --prompt "The whale" \
   --max-tokens 48 --temperature 0.8 --top-k 40 --seed 1

@@ -48,8 +48,10 @@ void add_generate_command(CLI::App& app) {
     train::load_checkpoint(args->checkpoint, model, nullptr);
     const std::vector<std::int32_t> prompt = tokenizer.encode(args->prompt);
     ADAMANT_CHECK(!prompt.empty(), "--prompt is empty; give some text to continue");
-    const std::vector<std::int32_t> tokens =
+    std::vector<std::int32_t> tokens =
         model::generate(model, prompt, args->max_tokens, args->temperature, args->top_k, args->seed, gpt.vocab_size);
+    // The sample ends where the model ends the document.
+    tokens.erase(std::find(tokens.begin(), tokens.end(), data::BpeTokenizer::kEndOfText), tokens.end());
     std::printf("%s%s\n", args->prompt.c_str(), tokenizer.decode(tokens).c_str());
   });
 }
