@@ -1,4 +1,4 @@
 # End-to-end training tests (tiny model, random tokens) under mpirun.
 adamant_mpi_test(NAME trainer_mpi_tests
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/trainer_mpi_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/trainer_test_util.cpp
-  NP 1 2 3 4 LIBS adamant_train)
+  NP 1 2 3 4 8 LIBS adamant_train)
