@@ -1,11 +1,13 @@
 #include "adamant/train/trainer.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "adamant/comm/mpi_communicator.h"
@@ -77,6 +79,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   comm::ProcessGrid& grid = setup.grid();
   const bool leader = grid.world_rank() == 0;
   const bool verbose = leader && !options.quiet;
+  // Under mpirun a rank's stdout is a pseudo-terminal even when mpirun's own output goes to a
+  // file, so the rewritten status line is kept for runs started without mpirun.
+  const bool live_display =
+      verbose && ::isatty(::fileno(stdout)) != 0 && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr;
   model::GptModel& model = setup.model();
   optim::Optimizer& optimizer = setup.optimizer();
   comm::Communicator& dp_host = grid.data_parallel_group();
@@ -126,7 +132,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     const double val = validation_loss(model, *setup.valid_loader(), dp_host, vocab_size, setup.data_files());
     summary.val_losses.emplace_back(step, val);
     if (leader) metrics->validation(step, val);
-    if (verbose) std::printf("validation | step %lld | val loss %.4f\n", static_cast<long long>(step), val);
+    if (verbose) {
+      std::printf("%svalidation | step %lld | val loss %.4f\n", live_display ? "\r\033[K" : "",
+                  static_cast<long long>(step), val);
+    }
   };
 
   // A first validation before any update shows where training starts (as NeMo's sanity check does).
@@ -168,10 +177,16 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     m.tokens_per_second = static_cast<double>(tokens_per_step) / step_seconds;
     m.consumed_samples = position.consumed_samples;
     if (leader) metrics->step(m);
-    if (verbose && (position.step % config.trainer.log_every_n_steps == 0 || position.step == 1)) {
+    if (verbose) {
       const double eta =
           step_seconds_total / static_cast<double>(steps_this_run) * static_cast<double>(max_steps - position.step);
-      std::printf("%s\n", format_progress(m, eta).c_str());
+      // Every log_every_n_steps a line that stays; on a terminal, every other step rewrites the last line.
+      const char* clear_line = live_display ? "\r\033[K" : "";
+      if (position.step % config.trainer.log_every_n_steps == 0 || position.step == 1) {
+        std::printf("%s%s\n", clear_line, format_progress(m, eta).c_str());
+      } else if (live_display) {
+        std::printf("%s%s", clear_line, format_progress(m, eta).c_str());
+      }
       std::fflush(stdout);
     }
     if (config.trainer.val_check_interval > 0 && position.step % config.trainer.val_check_interval == 0) {
