@@ -11,15 +11,6 @@
 
 namespace adamant::optim {
 
-namespace {
-
-DynamicLossScaler make_loss_scaler(const OptimizerOptions& o) {
-  if (o.model_dtype != DType::f16) return {};
-  return DynamicLossScaler(o.initial_loss_scale, o.loss_scale_growth_interval, o.hysteresis);
-}
-
-}  // namespace
-
 DistributedFusedAdam::DistributedFusedAdam(const OptimizerOptions& options, const ParamList& params,
                                            comm::Communicator& data_parallel, const Stream& compute_stream)
     : options_(options),

@@ -18,6 +18,11 @@ StepScale resolve_step_scale(double squared_norm_of_sum, double grad_scale, doub
   return result;
 }
 
+DynamicLossScaler make_loss_scaler(const OptimizerOptions& options) {
+  if (options.model_dtype != DType::f16) return {};
+  return DynamicLossScaler(options.initial_loss_scale, options.loss_scale_growth_interval, options.hysteresis);
+}
+
 float read_squared_norm(const Tensor& norm, const Stream& stream) {
   float squared_norm = 0;
   stream.synchronize();

@@ -6,6 +6,7 @@
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
 #include "adamant/kernels/adam.h"
+#include "adamant/optim/loss_scaler.h"
 #include "adamant/optim/optimizer.h"
 
 namespace adamant::optim {
@@ -27,6 +28,9 @@ StepScale resolve_step_scale(double squared_norm_of_sum, double grad_scale, doub
 // Reads the squared norm (one fp32 on the stream's device) to the host. This is the one host
 // synchronisation of a step: skipping and clipping need the value.
 float read_squared_norm(const Tensor& norm, const Stream& stream);
+
+// The dynamic loss scaler for fp16 model weights; a fixed scale of 1 otherwise.
+DynamicLossScaler make_loss_scaler(const OptimizerOptions& options);
 
 // The Adam kernel's arguments for one step: the options' hyper-parameters plus this step's values.
 kernels::AdamArgs adam_args_for_step(const OptimizerOptions& options, double lr, std::int64_t step,
