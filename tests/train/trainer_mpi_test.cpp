@@ -60,6 +60,25 @@ TEST(Trainer, DistributedFusedAdamMatchesFusedAdamOnOneRank) {
   EXPECT_LT(distributed.train_losses.back(), distributed.train_losses.front());
 }
 
+TEST(Trainer, Fp16WithDynamicLossScalingMatchesFusedAdam) {
+  const int ranks = std::min(world_size(), 2);
+  const auto dir = shared_temp_dir("fp16");
+  const auto prefix = write_random_dataset(dir, 400, 50257);
+  train::TrainConfig config = tiny_config(prefix, dir / "dfa");
+  config.trainer.precision = DType::f16;
+  config.trainer.max_steps = 6;
+  config.model.native_amp_init_scale = 65536.0;
+  config.exp_manager.create_checkpoint_callback = false;
+  const train::TrainSummary distributed = train_on_ranks(config, ranks);
+  if (world_rank() < ranks) {
+    const train::TrainSummary reference = fused_adam_alone(config, dir / ("fused-" + std::to_string(world_rank())));
+    ASSERT_EQ(distributed.train_losses.size(), 6u);
+    EXPECT_EQ(distributed.train_losses, reference.train_losses);
+    EXPECT_LT(distributed.train_losses.back(), distributed.train_losses.front());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST(Trainer, ResumingContinuesBitExactly) {
   const int ranks = std::min(world_size(), 2);
   const auto dir = shared_temp_dir("resume");
