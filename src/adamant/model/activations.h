@@ -3,16 +3,22 @@
 // buffer planned once for the largest micro-batch (llm.c style), so forward and
 // backward never allocate. Regions are sized for micro_batch_size full sequences;
 // a smaller batch or a shorter sequence uses the front of each region.
+//
+// Each region has its own dtype (on the GPU the activations are bf16 while the
+// layernorm statistics, the losses and the classifier's logits stay fp32), so
+// offsets are in bytes and every region starts on a 256-byte boundary.
 #include <cstddef>
 #include <vector>
 
+#include "adamant/core/dtype.h"
 #include "adamant/model/gpt_config.h"
 
 namespace adamant::model {
 
 struct Region {
-  std::size_t offset = 0;  // elements from the start of the activation buffer
+  std::size_t offset = 0;  // bytes from the start of the activation buffer
   std::size_t numel = 0;
+  DType dtype = DType::f32;
 };
 
 // Kept from forward for backward, per layer.
@@ -27,6 +33,13 @@ struct LayerActivations {
   Region residual_mlp;             // layer output
 };
 
+struct ActivationDtypes {
+  DType activation = DType::f32;  // activations and their gradients
+  DType statistic = DType::f32;   // layernorm mean/rstd, per-token losses, the classifier's logits chunk
+  // Logits per classifier chunk: a larger chunk gives the embedding-gradient GEMM a longer inner dimension.
+  std::size_t classifier_chunk_elements = std::size_t{1} << 23;
+};
+
 struct ActivationLayout {
   Region embedded;  // embedding output (after dropout)
   std::vector<LayerActivations> layers;
@@ -37,9 +50,11 @@ struct ActivationLayout {
   // Backward scratch, reused by every layer.
   Region d_residual, d_branch, d_ln, d_attention, d_qkv, d_fc, d_probs;
   std::size_t classifier_chunk_rows = 0;
-  std::size_t total_numel = 0;
+  std::size_t total_bytes = 0;
 
-  static ActivationLayout plan(const GptConfig& config, int micro_batch_size);
+  static constexpr std::size_t kRegionAlignment = 256;  // bytes: 128-bit loads and cache lines on both devices
+
+  static ActivationLayout plan(const GptConfig& config, int micro_batch_size, const ActivationDtypes& dtypes);
 };
 
 }  // namespace adamant::model

@@ -9,6 +9,7 @@
 #include "adamant/core/error.h"
 #include "adamant/core/half.h"
 #include "adamant/core/rng.h"
+#include "adamant/kernels/elementwise.h"
 #include "adamant/kernels/gemm.h"
 
 namespace adamant::model {
@@ -17,6 +18,11 @@ namespace {
 
 // Smaller loops stay on one thread: waking the team costs more than it saves.
 constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 15;
+
+// About 8M logits per chunk on the CPU (32 MiB in fp32); 32M on a GPU (128 MiB), where
+// a longer inner dimension of the embedding-gradient GEMM pays off.
+constexpr std::size_t kCpuClassifierChunkElements = std::size_t{1} << 23;
+constexpr std::size_t kGpuClassifierChunkElements = std::size_t{1} << 25;
 
 template <typename Fn>
 void with_compute_type(DType dtype, Fn&& fn) {
@@ -51,41 +57,77 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       params_(build_param_list(config)),
       index_(index_params(config, params_)),
       weight_dtype_(weight_dtype),
-      compute_dtype_(weight_dtype == DType::f64 ? DType::f64 : DType::f32),
+      grad_dtype_(weight_dtype == DType::f64 ? DType::f64 : DType::f32),
+      activation_dtype_(device.is_cuda() ? DType::bf16 : grad_dtype_),
       micro_batch_size_(micro_batch_size),
       device_(device),
       seed_(seed),
-      buffer_numel_(std::max(params_.total_numel, padded_numel)) {
+      buffer_numel_(std::max(params_.total_numel, padded_numel)),
+      own_stream_(device.is_cpu() ? Stream() : Stream(device)) {
   ADAMANT_CHECK(weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16 ||
                     weight_dtype == DType::f64,
                 "GptModel: weights of {}; use fp32, bf16, fp16 (or fp64 for reference checks)",
                 dtype_name(weight_dtype));
   ADAMANT_CHECK(micro_batch_size >= 1, "model.micro_batch_size is {}; use 1 or more", micro_batch_size);
-  ADAMANT_CHECK(device.is_cpu(), "GptModel on {}: the CUDA model kernels are not implemented yet; run on the CPU",
-                device.str());
+  ADAMANT_CHECK(device.is_cpu() || weight_dtype == DType::bf16,
+                "GptModel on {} with {} weights: the GPU path computes with bf16 weights and activations; set "
+                "model.megatron_amp_O2=true and trainer.precision=bf16 (or trainer.accelerator=cpu)",
+                device.str(), dtype_name(weight_dtype));
   ADAMANT_CHECK(config.tensor_parallel_size == 1,
                 "model.tensor_model_parallel_size is {}, but GptModel computes the whole model on one rank; set it "
                 "to 1",
                 config.tensor_parallel_size);
-  layout_ = ActivationLayout::plan(config_, micro_batch_size_);
-  const std::size_t compute_size = dtype_size(compute_dtype_);
+  ActivationDtypes dtypes;
+  dtypes.activation = activation_dtype_;
+  dtypes.statistic = grad_dtype_;
+  dtypes.classifier_chunk_elements = device.is_cpu() ? kCpuClassifierChunkElements : kGpuClassifierChunkElements;
+  layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes);
+  const std::size_t grad_size = dtype_size(grad_dtype_);
   weights_ = Buffer(buffer_numel_ * dtype_size(weight_dtype_), device_);
-  if (weight_dtype_ == DType::bf16 || weight_dtype_ == DType::f16) {
-    working_weights_ = Buffer(params_.total_numel * compute_size, device_);
+  if (device_.is_cpu() && (weight_dtype_ == DType::bf16 || weight_dtype_ == DType::f16)) {
+    working_weights_ = Buffer(params_.total_numel * grad_size, device_);
   }
-  grads_ = Buffer(buffer_numel_ * compute_size, device_);
-  micro_grads_ = Buffer(buffer_numel_ * compute_size, device_);
-  activations_ = Buffer(layout_.total_numel * compute_size, device_);
+  grads_ = Buffer(buffer_numel_ * grad_size, device_);
+  micro_grads_ = Buffer(buffer_numel_ * grad_size, device_);
+  activations_ = Buffer(layout_.total_bytes, device_);
+  if (device_.is_cuda()) {
+    const std::size_t tokens = static_cast<std::size_t>(micro_batch_size_) * config_.seq_length;
+    device_tokens_ = Buffer(tokens * sizeof(std::int32_t), device_);
+    device_targets_ = Buffer(tokens * sizeof(std::int32_t), device_);
+    host_losses_.resize(tokens);
+  }
   init_weights();
+}
+
+void GptModel::set_stream(const Stream& compute_stream) {
+  ADAMANT_CHECK(compute_stream.device() == device_, "GptModel on {}: its compute stream is on {}; pass a stream of {}",
+                device_.str(), compute_stream.device().str(), device_.str());
+  stream_->synchronize();  // work already issued on the old stream is done before the new one takes over
+  stream_ = &compute_stream;
 }
 
 Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_, device_, buffer_numel_); }
 
-Tensor GptModel::grads() { return Tensor::flat(grads_.data(), compute_dtype_, device_, buffer_numel_); }
+Tensor GptModel::grads() { return Tensor::flat(grads_.data(), grad_dtype_, device_, buffer_numel_); }
 
-void GptModel::zero_grads() { std::memset(grads_.data(), 0, buffer_numel_ * dtype_size(compute_dtype_)); }
+void GptModel::zero_grads() { zero(grads()); }
+
+void GptModel::zero(Tensor t) {
+  if (device_.is_cpu()) {
+    std::memset(t.data, 0, t.bytes());
+  } else {
+    kernels::fill_zero(t, *stream_);
+  }
+}
 
 void GptModel::init_weights() {
+  // A GPU model fills a host copy and uploads it once (init is not part of a step).
+  Buffer staging;
+  void* host_weights = weights_.data();
+  if (device_.is_cuda()) {
+    staging = Buffer(weights_.bytes(), Device::cpu());
+    host_weights = staging.data();
+  }
   const double base_std = config_.init_method_std;
   const double output_std = base_std / std::sqrt(2.0 * config_.num_layers);
   for (const ParamSpec& spec : params_.params) {
@@ -99,7 +141,7 @@ void GptModel::init_weights() {
     auto value = [&](std::int64_t i) {
       return random ? std * normal_at(seed_, static_cast<std::uint64_t>(i), stream) : constant;
     };
-    char* base = static_cast<char*>(weights_.data()) + spec.offset * dtype_size(weight_dtype_);
+    char* base = static_cast<char*>(host_weights) + spec.offset * dtype_size(weight_dtype_);
     switch (weight_dtype_) {
       case DType::f64: {
         auto* out = reinterpret_cast<double*>(base);
@@ -125,6 +167,10 @@ void GptModel::init_weights() {
       }
     }
   }
+  if (device_.is_cuda()) {
+    stream_->synchronize();  // no kernel of an earlier pass still reads the weights
+    copy_bytes(weights_.data(), device_, host_weights, Device::cpu(), weights_.bytes());
+  }
 }
 
 void GptModel::refresh_working_weights() {
@@ -144,26 +190,33 @@ void GptModel::refresh_working_weights() {
 Tensor GptModel::act(const Region& region, std::size_t count) {
   ADAMANT_CHECK(count <= region.numel, "GptModel: activation view of {} elements in a region of {}", count,
                 region.numel);
-  char* base = static_cast<char*>(activations_.data()) + region.offset * dtype_size(compute_dtype_);
-  return Tensor::flat(base, compute_dtype_, device_, count);
+  return Tensor::flat(static_cast<char*>(activations_.data()) + region.offset, region.dtype, device_, count);
 }
 
 Tensor GptModel::weight(std::size_t param) {
   const ParamSpec& spec = params_[param];
-  void* base = working_weights_.empty() ? weights_.data() : working_weights_.data();
-  return Tensor::flat(static_cast<char*>(base) + spec.offset * dtype_size(compute_dtype_), compute_dtype_, device_,
-                      spec.numel);
+  if (working_weights_.empty()) {  // fp32/fp64 weights on the CPU, bf16 weights on a GPU: used as they are
+    return Tensor::flat(static_cast<char*>(weights_.data()) + spec.offset * dtype_size(weight_dtype_), weight_dtype_,
+                        device_, spec.numel);
+  }
+  return Tensor::flat(static_cast<char*>(working_weights_.data()) + spec.offset * dtype_size(grad_dtype_), grad_dtype_,
+                      device_, spec.numel);
 }
 
 Tensor GptModel::micro_grad(std::size_t param) {
   const ParamSpec& spec = params_[param];
-  return Tensor::flat(static_cast<char*>(micro_grads_.data()) + spec.offset * dtype_size(compute_dtype_),
-                      compute_dtype_, device_, spec.numel);
+  return Tensor::flat(static_cast<char*>(micro_grads_.data()) + spec.offset * dtype_size(grad_dtype_), grad_dtype_,
+                      device_, spec.numel);
 }
 
 void GptModel::finish_grad(std::size_t param, const GradReadyFn& on_grad_ready) {
   const ParamSpec& spec = params_[param];
-  with_compute_type(compute_dtype_, [&]<typename T>() {
+  if (device_.is_cuda()) {
+    kernels::accumulate(micro_grad(param), grads().slice(spec.offset, spec.numel), *stream_);
+    if (on_grad_ready) on_grad_ready(param);  // final in stream order: the optimizer orders its collective after it
+    return;
+  }
+  with_compute_type(grad_dtype_, [&]<typename T>() {
     const T* micro = static_cast<const T*>(micro_grads_.data()) + spec.offset;
     T* total = static_cast<T*>(grads_.data()) + spec.offset;
     const auto numel = static_cast<std::int64_t>(spec.numel);
@@ -198,23 +251,55 @@ void GptModel::check_batch(const MicroBatch& batch, const char* what) const {
   }
 }
 
+Tensor GptModel::stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids) {
+  if (device_.is_cpu()) {
+    // Kernels only read the ids; the view type has no const flavour.
+    return Tensor::flat(const_cast<std::int32_t*>(ids.data()), DType::i32, device_, ids.size());
+  }
+  ADAMANT_CHECK(ids.size_bytes() <= device_ids.bytes(), "GptModel: {} token ids for a device buffer of {}", ids.size(),
+                device_ids.bytes() / sizeof(std::int32_t));
+  copy_bytes(device_ids.data(), device_, ids.data(), Device::cpu(), ids.size_bytes());
+  return Tensor::flat(device_ids.data(), DType::i32, device_, ids.size());
+}
+
+double GptModel::mean_loss(const Pass& pass) {
+  const std::size_t n = static_cast<std::size_t>(pass.batch) * pass.seq;
+  const Tensor losses = act(layout_.losses, n);
+  double sum = 0.0;  // in order, in fp64: the reported loss does not depend on threads
+  if (device_.is_cuda()) {
+    stream_->synchronize();
+    copy_bytes(host_losses_.data(), Device::cpu(), losses.data, device_, losses.bytes());
+    for (std::size_t i = 0; i < n; ++i) sum += host_losses_[i];
+  } else if (grad_dtype_ == DType::f64) {
+    for (const double v : losses.span<double>()) sum += v;
+  } else {
+    for (const float v : losses.span<float>()) sum += v;
+  }
+  return sum / static_cast<double>(n);
+}
+
 double GptModel::forward_backward(const MicroBatch& batch, float loss_scale, const GradReadyFn& on_grad_ready) {
   check_batch(batch, "forward_backward");
   refresh_working_weights();
-  const Pass pass{batch.batch_size, config_.seq_length, batch.tokens.data(), batch.first_sample_index, true};
+  const Pass pass{batch.batch_size, config_.seq_length, stage_ids(batch.tokens, device_tokens_),
+                  batch.first_sample_index, true};
+  const Tensor targets = stage_ids(batch.targets, device_targets_);
   forward(pass);
   const double tokens = static_cast<double>(pass.batch) * pass.seq;
-  const double loss = classifier(pass, batch.targets.data(), loss_scale / tokens, true);
+  classifier(pass, targets, loss_scale / tokens, true);
   backward(pass, on_grad_ready);
-  return loss;
+  return mean_loss(pass);  // read after backward is issued: the GPU never waits for the host
 }
 
 double GptModel::forward_loss(const MicroBatch& batch) {
   check_batch(batch, "forward_loss");
   refresh_working_weights();
-  const Pass pass{batch.batch_size, config_.seq_length, batch.tokens.data(), batch.first_sample_index, false};
+  const Pass pass{batch.batch_size, config_.seq_length, stage_ids(batch.tokens, device_tokens_),
+                  batch.first_sample_index, false};
+  const Tensor targets = stage_ids(batch.targets, device_targets_);
   forward(pass);
-  return classifier(pass, batch.targets.data(), 0.0, false);
+  classifier(pass, targets, 0.0, false);
+  return mean_loss(pass);
 }
 
 void GptModel::next_token_logits(std::span<const std::int32_t> tokens, std::span<float> logits) {
@@ -230,14 +315,19 @@ void GptModel::next_token_logits(std::span<const std::int32_t> tokens, std::span
                   config_.vocab_size);
   }
   refresh_working_weights();
-  const Pass pass{1, count, tokens.data(), 0, false};
+  const Pass pass{1, count, stage_ids(tokens, device_tokens_), 0, false};
   forward(pass);
   const std::size_t hidden = static_cast<std::size_t>(config_.hidden_size);
   const Tensor last = act(layout_.final_ln, count * hidden).slice((count - 1) * hidden, hidden);
-  Tensor out = act(layout_.logits_chunk, static_cast<std::size_t>(vocab));
+  Tensor out = act(layout_.logits_chunk, static_cast<std::size_t>(vocab));  // fp32 on a GPU (statistic dtype)
   kernels::gemm(kernels::Transpose::no, kernels::Transpose::yes, 1, vocab, config_.hidden_size, 1.0, last,
-                weight(index_.word_embedding), 0.0, out, stream_);
-  with_compute_type(compute_dtype_, [&]<typename T>() {
+                weight(index_.word_embedding), 0.0, out, *stream_);
+  if (device_.is_cuda()) {
+    stream_->synchronize();
+    copy_bytes(logits.data(), Device::cpu(), out.data, device_, logits.size_bytes());
+    return;
+  }
+  with_compute_type(grad_dtype_, [&]<typename T>() {
     const T* values = out.ptr<T>();
     for (int v = 0; v < vocab; ++v) logits[v] = static_cast<float>(values[v]);
   });

@@ -6,12 +6,19 @@
 // activations each live in one flat Buffer allocated in the constructor;
 // forward_backward never allocates.
 //
-// Precision: weights may be bf16/fp16 (megatron_amp_O2 model weights), fp32, or
-// fp64 (reference checks). bf16/fp16 weights are converted into a preallocated
-// fp32 working copy once per forward; activations and gradients are computed in
-// fp32 (fp64 when the weights are fp64). The gradient of one micro-batch is formed
-// in the scratch and then added to grads(), so it is bitwise the same whatever
-// other micro-batches were accumulated before it.
+// Precision on the CPU: weights may be bf16/fp16 (megatron_amp_O2 model weights),
+// fp32, or fp64 (reference checks). bf16/fp16 weights are converted into a
+// preallocated fp32 working copy once per forward; activations and gradients are
+// computed in fp32 (fp64 when the weights are fp64).
+// On a CUDA device (O2): bf16 weights used as they are, bf16 activations, fp32
+// layernorm statistics, losses and logits, fp32 gradients (the GPU dtype convention
+// of kernels/cuda/model_kernels_cuda.h). Every kernel runs on the compute stream;
+// tokens and targets are copied once per micro-batch into preallocated device
+// buffers, and the per-token losses come back in one small copy per call, which is
+// the only host synchronisation (the loss is returned).
+// The gradient of one micro-batch is formed in the scratch and then added to
+// grads(), so it is bitwise the same whatever other micro-batches were accumulated
+// before it.
 //
 // Dropout masks are counter-based (Philox): a function of (seed, global sample
 // index, site, element) only, independent of how samples are grouped.
@@ -19,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "adamant/core/buffer.h"
 #include "adamant/core/param_spec.h"
@@ -42,17 +50,27 @@ using GradReadyFn = std::function<void(std::size_t param_index)>;
 
 class GptModel {
  public:
-  // Runs on the CPU (CUDA model kernels do not exist yet: a CUDA device is an error).
-  // padded_numel: the flat weight and gradient buffers hold at least this many elements
-  // (the optimizer's shard padding after the last parameter; it stays zero).
+  // On the CPU, or on a CUDA device with bf16 weights. padded_numel: the flat weight and
+  // gradient buffers hold at least this many elements (the optimizer's shard padding after
+  // the last parameter; it stays zero). The model starts on a stream of its own; see set_stream.
   GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device, std::uint64_t seed,
            std::size_t padded_numel = 0);
+  GptModel(const GptModel&) = delete;  // holds a pointer to its own stream
+  GptModel& operator=(const GptModel&) = delete;
+
+  // Runs every later kernel on `compute_stream` (the optimizer's, so that gradients and
+  // weight updates are ordered without host waits). It must be on the model's device and
+  // outlive the model.
+  void set_stream(const Stream& compute_stream);
+  const Stream& stream() const { return *stream_; }
+  Device device() const { return device_; }
 
   const GptConfig& config() const { return config_; }
   const ParamList& params() const { return params_; }
   int micro_batch_size() const { return micro_batch_size_; }
   DType weight_dtype() const { return weight_dtype_; }
-  DType grad_dtype() const { return compute_dtype_; }
+  DType grad_dtype() const { return grad_dtype_; }
+  DType activation_dtype() const { return activation_dtype_; }
 
   Tensor weights();  // flat, weight_dtype, every parameter at its ParamSpec::offset (buffer_numel() elements)
   Tensor grads();    // flat, fp32 (fp64 for fp64 weights), same offsets, accumulated over micro-batches
@@ -75,23 +93,31 @@ class GptModel {
 
   // Logits over the padded vocabulary of the last position of one sequence of
   // 1..seq_length tokens (no dropout). logits.size() must be padded_vocab_size().
+  // On a GPU the logits are copied back to the host span.
   void next_token_logits(std::span<const std::int32_t> tokens, std::span<float> logits);
 
  private:
   struct Pass {  // what forward ran on, for backward
     int batch = 0;
     int seq = 0;
-    const std::int32_t* tokens = nullptr;
+    Tensor tokens;  // i32 on the model's device
     std::uint64_t first_sample = 0;
     bool training = false;
   };
 
   void check_batch(const MicroBatch& batch, const char* what) const;
   void refresh_working_weights();
+  // ids as an i32 tensor on the model's device: the host span itself on the CPU, else a copy
+  // into `device_ids`. The previous call ended with a stream synchronisation (the loss
+  // read-back), so no kernel still reads the buffer.
+  Tensor stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids);
   void forward(const Pass& pass);
   void backward(const Pass& pass, const GradReadyFn& on_grad_ready);
-  double classifier(const Pass& pass, const std::int32_t* targets, double grad_scale, bool with_grad);
+  void classifier(const Pass& pass, const Tensor& targets, double grad_scale, bool with_grad);
+  // Mean of the classifier's per-token losses of the last pass (waits for the stream).
+  double mean_loss(const Pass& pass);
   void finish_grad(std::size_t param, const GradReadyFn& on_grad_ready);
+  void zero(Tensor t);
 
   Tensor act(const Region& region, std::size_t count);
   Tensor weight(std::size_t param);
@@ -102,19 +128,24 @@ class GptModel {
   ParamList params_;
   GptParamIndex index_;
   DType weight_dtype_;
-  DType compute_dtype_;  // activations and gradients: f32, or f64 for f64 weights
+  DType grad_dtype_;        // gradients, layernorm statistics, losses: f32, or f64 for f64 weights
+  DType activation_dtype_;  // bf16 on a GPU, else grad_dtype_
   int micro_batch_size_;
   Device device_;
   std::uint64_t seed_;
   std::size_t buffer_numel_;
   ActivationLayout layout_;
-  Stream stream_;
+  Stream own_stream_;
+  const Stream* stream_ = &own_stream_;
 
   Buffer weights_;
   Buffer working_weights_;  // compute-dtype copy of 16-bit weights; empty when weights are f32/f64
   Buffer grads_;
   Buffer micro_grads_;  // this micro-batch's gradient before it joins grads_
   Buffer activations_;
+  Buffer device_tokens_;            // i32 [micro_batch_size, seq_length]; GPU only
+  Buffer device_targets_;           // same
+  std::vector<float> host_losses_;  // per-token losses copied back from a GPU
 };
 
 }  // namespace adamant::model

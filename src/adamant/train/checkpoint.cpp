@@ -42,6 +42,17 @@ std::vector<std::filesystem::path> complete_checkpoints(const std::filesystem::p
   return out;
 }
 
+// The model's weights as a host tensor: the buffer itself on the CPU, else a copy in
+// `staging` once the compute stream is done (checkpoints are not part of a step).
+Tensor host_weights(model::GptModel& model, std::vector<std::uint8_t>& staging) {
+  const Tensor weights = model.weights();
+  if (weights.device.is_cpu()) return weights;
+  staging.resize(weights.bytes());
+  model.stream().synchronize();
+  copy_bytes(staging.data(), Device::cpu(), weights.data, weights.device, weights.bytes());
+  return Tensor::flat(staging.data(), weights.dtype, Device::cpu(), weights.numel());
+}
+
 void write_text_atomically(const std::filesystem::path& file, const std::string& text) {
   auto temp = file;
   temp += ".tmp";
@@ -79,9 +90,9 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
   if (world.rank() == 0) {
     ArchiveWriter writer(partial_dir / kModelFile);
     const ParamList& params = model.params();
-    const Tensor weights = model.weights();
-    ADAMANT_CHECK(weights.device.is_cpu(), "checkpoint: weights on {} must be staged to the host first",
-                  weights.device.str());
+    // optimizer.save() ended with a barrier on its communicator, so no parameter all-gather is pending.
+    std::vector<std::uint8_t> staging;
+    const Tensor weights = host_weights(model, staging);
     nlohmann::json names = nlohmann::json::array();
     for (const ParamSpec& p : params.params) {
       writer.add(p.name, weights.slice(p.offset, p.numel).data, weights.dtype, p.shape);
@@ -141,9 +152,9 @@ TrainingPosition load_checkpoint(const std::filesystem::path& checkpoint, model:
     }
   }
   const ParamList& params = model.params();
-  Tensor weights = model.weights();
-  ADAMANT_CHECK(weights.device.is_cpu(), "checkpoint: loading into {} weights needs host staging",
-                weights.device.str());
+  const Tensor model_weights = model.weights();
+  std::vector<std::uint8_t> staging;  // GPU weights: filled on the host, uploaded once below
+  const Tensor weights = host_weights(model, staging);
   for (const ParamSpec& p : params.params) {
     const ArchiveEntry& e = reader.entry(p.name);
     ADAMANT_CHECK(e.shape == p.shape,
@@ -157,6 +168,9 @@ TrainingPosition load_checkpoint(const std::filesystem::path& checkpoint, model:
       Tensor src = Tensor::flat(raw.data(), e.dtype, Device::cpu(), p.numel);
       kernels::cast(src, dst, Stream());
     }
+  }
+  if (model_weights.device.is_cuda()) {
+    copy_bytes(model_weights.data, model_weights.device, weights.data, Device::cpu(), weights.bytes());
   }
   if (optimizer != nullptr) optimizer->load(checkpoint);
   return {meta.at("step").get<std::int64_t>(), meta.at("consumed_samples").get<std::int64_t>()};

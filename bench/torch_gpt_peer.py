@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""The PyTorch peer for Adamant's GPT-3 training throughput.
+
+The same model as Adamant's (pre-LN GPT-3: learned absolute positions, tied word
+embeddings, GELU MLP of 4 x hidden, biases, layernorm eps 1e-5, vocabulary
+padded to 50304), trained with bf16 autocast, scaled-dot-product attention,
+torch.compile and fused AdamW, on random tokens. One process per GPU under
+torchrun: --parallel ddp | fsdp2 | zero (DDP + ZeroRedundancyOptimizer).
+
+  torchrun --nproc_per_node 2 bench/torch_gpt_peer.py --layers 12 --hidden 768 --heads 12 \
+      --seq 2048 --micro-batch 8 --parallel ddp --json peer.json
+
+Prints tokens/s (all GPUs), MFU and peak memory per GPU; --json writes them.
+"""
+import argparse
+import json
+import math
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, hidden, heads, ffn, std, out_std):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(hidden, eps=1e-5)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.ln2 = nn.LayerNorm(hidden, eps=1e-5)
+        self.fc = nn.Linear(hidden, ffn)
+        self.out = nn.Linear(ffn, hidden)
+        for lin, s in ((self.qkv, std), (self.proj, out_std), (self.fc, std), (self.out, out_std)):
+            nn.init.normal_(lin.weight, 0.0, s)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, c))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class Gpt(nn.Module):
+    def __init__(self, layers, hidden, heads, seq, vocab=50304, std=0.02):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, hidden)
+        self.wpe = nn.Embedding(seq, hidden)
+        nn.init.normal_(self.wte.weight, 0.0, std)
+        nn.init.normal_(self.wpe.weight, 0.0, std)
+        out_std = std / math.sqrt(2 * layers)
+        self.blocks = nn.ModuleList(Block(hidden, heads, 4 * hidden, std, out_std) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(hidden, eps=1e-5)
+
+    def forward(self, tokens, targets):
+        x = self.wte(tokens) + self.wpe.weight[: tokens.shape[1]]
+        for block in self.blocks:
+            x = block(x)
+        logits = F.linear(self.ln_f(x), self.wte.weight)
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--hidden", type=int, default=768)
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--micro-batch", type=int, default=8)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--parallel", choices=["ddp", "fsdp2", "zero"], default="ddp")
+    p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--json")
+    args = p.parse_args()
+
+    distributed = "RANK" in os.environ
+    if distributed:
+        dist.init_process_group("nccl")
+    rank = dist.get_rank() if distributed else 0
+    world = dist.get_world_size() if distributed else 1
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    torch.manual_seed(1234)
+    model = Gpt(args.layers, args.hidden, args.heads, args.seq).cuda()
+    n_params = sum(p.numel() for p in model.parameters())
+    if not args.no_compile:
+        model = torch.compile(model)
+    if distributed and args.parallel == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+        for block in (model._orig_mod if hasattr(model, "_orig_mod") else model).blocks:
+            fully_shard(block, reshard_after_forward=False)
+        fully_shard(model, reshard_after_forward=False)
+    elif distributed:
+        model = nn.parallel.DistributedDataParallel(model)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]
+    if distributed and args.parallel == "zero":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(decay + no_decay, optimizer_class=torch.optim.AdamW, lr=1e-4, fused=True)
+    else:
+        opt = torch.optim.AdamW(groups, lr=1e-4, betas=(0.9, 0.95), fused=True)
+
+    tokens = torch.randint(0, 50257, (args.micro_batch, args.seq + 1), device="cuda")
+    x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for step in range(args.warmup + args.steps):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - start)
+    times.sort()
+    step_s = times[len(times) // 2]
+    tokens_per_s = args.micro_batch * args.seq * world / step_s
+    flops_per_token = 6 * n_params + 12 * args.layers * args.seq * args.hidden
+    mfu = tokens_per_s / world * flops_per_token / 989e12
+    peak_gib = torch.cuda.max_memory_allocated() / 2**30
+    result = {"parallel": args.parallel if distributed else "single", "gpus": world, "params": n_params,
+              "tokens_per_s": tokens_per_s, "step_ms": step_s * 1e3, "mfu": mfu, "peak_gib": peak_gib,
+              "loss": float(loss)}
+    if rank == 0:
+        print(f"torch {result['parallel']} x{world}: {n_params / 1e6:.1f}M params, {tokens_per_s:,.0f} tokens/s, "
+              f"step {step_s * 1e3:.1f} ms, MFU {mfu:.1%}, peak {peak_gib:.1f} GiB")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(result, f)
+    if distributed:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

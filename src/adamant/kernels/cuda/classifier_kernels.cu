@@ -1,0 +1,275 @@
+// Softmax cross-entropy over the vocabulary (one block per row, online max and sum
+// in one pass) and the column sums that the linear layer's bias gradient falls back
+// to when cuBLASLt cannot fuse it. Launchers declared in classifier_launchers.h.
+#include <cstdint>
+
+#include "adamant/kernels/cuda/classifier_launchers.h"
+#include "adamant/kernels/cuda/device_common.cuh"
+
+namespace adamant::kernels::cuda::launchers {
+
+namespace {
+
+// ---- softmax cross-entropy ----
+
+// 1024 threads: a 50304-wide row is 12576 float4 groups, about 12 per thread, and
+// rows are few per chunk, so each block should cover a row with as many loads in
+// flight as possible.
+constexpr int kRowThreads = 1024;
+constexpr int kRowWarps = kRowThreads / 32;
+
+// Running softmax statistics: the max seen so far and the sum of exp(x - max).
+struct MaxSum {
+  float max;
+  float sum;
+};
+
+__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
+  const float max = fmaxf(a.max, b.max);
+  if (max == -INFINITY) return a;  // both empty: exp(-inf - -inf) would be NaN
+  return {max, a.sum * __expf(a.max - max) + b.sum * __expf(b.max - max)};
+}
+
+// Adds four values with one rescale of the running sum.
+__device__ __forceinline__ void accumulate4(MaxSum& state, float x0, float x1, float x2, float x3) {
+  const float local = fmaxf(fmaxf(x0, x1), fmaxf(x2, x3));
+  if (local > state.max) {
+    state.sum *= __expf(state.max - local);  // 0 * exp(-inf) = 0 on the first values
+    state.max = local;
+  }
+  state.sum += (__expf(x0 - state.max) + __expf(x1 - state.max)) + (__expf(x2 - state.max) + __expf(x3 - state.max));
+}
+
+__device__ __forceinline__ void accumulate1(MaxSum& state, float x) {
+  if (x > state.max) {
+    state.sum *= __expf(state.max - x);
+    state.max = x;
+  }
+  state.sum += __expf(x - state.max);
+}
+
+__device__ __forceinline__ MaxSum warp_reduce(MaxSum value) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const MaxSum other{__shfl_down_sync(0xffffffffu, value.max, offset),
+                       __shfl_down_sync(0xffffffffu, value.sum, offset)};
+    value = combine(value, other);
+  }
+  return value;
+}
+
+// The block's total in a fixed order, returned to every thread.
+__device__ MaxSum block_reduce(MaxSum value) {
+  __shared__ MaxSum warp_totals[kRowWarps];
+  __shared__ MaxSum total;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  value = warp_reduce(value);
+  if (lane == 0) warp_totals[warp] = value;
+  __syncthreads();
+  if (warp == 0) {
+    value = lane < kRowWarps ? warp_totals[lane] : MaxSum{-INFINITY, 0.0f};
+    value = warp_reduce(value);
+    if (lane == 0) total = value;
+  }
+  __syncthreads();
+  return total;
+}
+
+// grad_scale * (softmax - onehot) of one element, as the CPU reference: e * (scale / sum) - scale at the target.
+__device__ __forceinline__ float gradient_of(float x, std::int64_t index, MaxSum stats, float factor, float grad_scale,
+                                             std::int64_t target) {
+  const float g = __expf(x - stats.max) * factor;
+  return index == target ? g - grad_scale : g;
+}
+
+template <bool kVectorized, CrossEntropyGradient kGradient>
+__global__ void __launch_bounds__(kRowThreads)
+    softmax_cross_entropy_kernel(float* logits, const std::int32_t* targets, float* losses, std::int64_t vocab,
+                                 float grad_scale) {
+  const std::int64_t row = blockIdx.x;
+  float* row_logits = logits + row * vocab;
+  const std::int64_t target = targets[row];
+  const bool target_valid = target >= 0 && target < vocab;
+  // Read before block_reduce's barriers; the gradient overwrites the row only after them.
+  const float target_logit = threadIdx.x == 0 && target_valid ? row_logits[target] : 0.0f;
+  const std::int64_t one_hot_index = target_valid ? target : -1;
+  const std::int64_t groups = vocab / detail::kLanes;
+
+  MaxSum state{-INFINITY, 0.0f};
+  if constexpr (kVectorized) {
+    const auto* vectors = reinterpret_cast<const float4*>(row_logits);
+    for (std::int64_t g = threadIdx.x; g < groups; g += kRowThreads) {
+      const float4 v = vectors[g];
+      accumulate4(state, v.x, v.y, v.z, v.w);
+    }
+  } else {
+    for (std::int64_t i = threadIdx.x; i < vocab; i += kRowThreads) accumulate1(state, row_logits[i]);
+  }
+  const MaxSum stats = block_reduce(state);
+  if (threadIdx.x == 0) losses[row] = target_valid ? logf(stats.sum) + stats.max - target_logit : NAN;
+  if constexpr (kGradient == CrossEntropyGradient::f32_in_place) {
+    const float factor = grad_scale / stats.sum;
+    // Each thread rewrites exactly the elements it reads: no ordering needed.
+    if constexpr (kVectorized) {
+      auto* vectors = reinterpret_cast<float4*>(row_logits);
+      for (std::int64_t g = threadIdx.x; g < groups; g += kRowThreads) {
+        float4 v = vectors[g];
+        const std::int64_t i = g * detail::kLanes;
+        v.x = gradient_of(v.x, i, stats, factor, grad_scale, one_hot_index);
+        v.y = gradient_of(v.y, i + 1, stats, factor, grad_scale, one_hot_index);
+        v.z = gradient_of(v.z, i + 2, stats, factor, grad_scale, one_hot_index);
+        v.w = gradient_of(v.w, i + 3, stats, factor, grad_scale, one_hot_index);
+        vectors[g] = v;
+      }
+    } else {
+      for (std::int64_t i = threadIdx.x; i < vocab; i += kRowThreads) {
+        row_logits[i] = gradient_of(row_logits[i], i, stats, factor, grad_scale, one_hot_index);
+      }
+    }
+  } else if constexpr (kGradient == CrossEntropyGradient::bf16_in_row) {
+    const float factor = grad_scale / stats.sum;
+    // bf16 element i lands on bytes [2i, 2i + 2) of the row, inside fp32 element i / 2.
+    // The row is walked in tiles [t, t + T): all reads of a tile, a barrier, then its
+    // writes, which reach fp32 elements below (t + T) / 2 <= t + T only, all read by
+    // then; later tiles read at t + T and beyond, which no write has touched.
+    auto* row_gradient = reinterpret_cast<std::uint16_t*>(row_logits);
+    if constexpr (kVectorized) {
+      const auto* vectors = reinterpret_cast<const float4*>(row_logits);
+      for (std::int64_t tile = 0; tile < groups; tile += kRowThreads) {
+        const std::int64_t g = tile + threadIdx.x;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (g < groups) v = vectors[g];
+        __syncthreads();
+        if (g < groups) {
+          const std::int64_t i = g * detail::kLanes;
+          const ushort4 out =
+              make_ushort4(detail::f32_to_bf16_bits(gradient_of(v.x, i, stats, factor, grad_scale, one_hot_index)),
+                           detail::f32_to_bf16_bits(gradient_of(v.y, i + 1, stats, factor, grad_scale, one_hot_index)),
+                           detail::f32_to_bf16_bits(gradient_of(v.z, i + 2, stats, factor, grad_scale, one_hot_index)),
+                           detail::f32_to_bf16_bits(gradient_of(v.w, i + 3, stats, factor, grad_scale, one_hot_index)));
+          *reinterpret_cast<ushort4*>(row_gradient + i) = out;
+        }
+      }
+    } else {
+      for (std::int64_t tile = 0; tile < vocab; tile += kRowThreads) {
+        const std::int64_t i = tile + threadIdx.x;
+        const float x = i < vocab ? row_logits[i] : 0.0f;
+        __syncthreads();
+        if (i < vocab) {
+          row_gradient[i] = detail::f32_to_bf16_bits(gradient_of(x, i, stats, factor, grad_scale, one_hot_index));
+        }
+      }
+    }
+  }
+}
+
+template <bool kVectorized>
+cudaError_t launch_cross_entropy(float* logits, const std::int32_t* targets, float* losses, std::int64_t rows,
+                                 std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
+                                 cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(rows));
+  switch (gradient) {
+    case CrossEntropyGradient::none:
+      softmax_cross_entropy_kernel<kVectorized, CrossEntropyGradient::none>
+          <<<grid, kRowThreads, 0, stream>>>(logits, targets, losses, vocab, grad_scale);
+      break;
+    case CrossEntropyGradient::f32_in_place:
+      softmax_cross_entropy_kernel<kVectorized, CrossEntropyGradient::f32_in_place>
+          <<<grid, kRowThreads, 0, stream>>>(logits, targets, losses, vocab, grad_scale);
+      break;
+    case CrossEntropyGradient::bf16_in_row:
+      softmax_cross_entropy_kernel<kVectorized, CrossEntropyGradient::bf16_in_row>
+          <<<grid, kRowThreads, 0, stream>>>(logits, targets, losses, vocab, grad_scale);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+// ---- column sums ----
+
+constexpr int kColumnsPerBlock = 32;  // one warp across 32 adjacent columns: coalesced rows
+constexpr int kRowLanes = 8;          // warps per block, each on every 8th row of the slice
+constexpr std::int64_t kRowsPerSlice = 256;
+constexpr std::int64_t kMaxSlices = 256;
+
+// out[slice, j] = sum of x[i, j] over the rows i of the slice (blockIdx.y).
+template <DType kInput>
+__global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
+    column_slice_sums_kernel(const void* input, std::int64_t rows, std::int64_t cols, std::int64_t rows_per_slice,
+                             float* out) {
+  const auto* x = static_cast<const detail::Storage<kInput>*>(input);
+  const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kColumnsPerBlock + threadIdx.x;
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * rows_per_slice;
+  const std::int64_t end = begin + rows_per_slice < rows ? begin + rows_per_slice : rows;
+  float sum = 0.0f;
+  if (col < cols) {
+    for (std::int64_t r = begin + threadIdx.y; r < end; r += kRowLanes)
+      sum += detail::to_f32<kInput>(x[r * cols + col]);
+  }
+  __shared__ float lane_sums[kRowLanes][kColumnsPerBlock];
+  lane_sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    float total = 0.0f;
+#pragma unroll
+    for (int lane = 0; lane < kRowLanes; ++lane) total += lane_sums[lane][threadIdx.x];
+    out[static_cast<std::int64_t>(blockIdx.y) * cols + col] = total;
+  }
+}
+
+__global__ void __launch_bounds__(256)
+    add_slices_kernel(const float* partials, std::int64_t slices, std::int64_t cols, float* sums) {
+  const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= cols) return;
+  float total = 0.0f;
+  for (std::int64_t s = 0; s < slices; ++s) total += partials[s * cols + col];
+  sums[col] = total;
+}
+
+template <DType kInput>
+cudaError_t launch_column_sums(const void* x, std::int64_t rows, std::int64_t cols, float* scratch,
+                               std::int64_t scratch_floats, float* sums, cudaStream_t stream) {
+  std::int64_t slices = (rows + kRowsPerSlice - 1) / kRowsPerSlice;
+  if (slices > kMaxSlices) slices = kMaxSlices;
+  if (scratch == nullptr || slices > scratch_floats / cols) slices = scratch_floats / cols;
+  if (scratch == nullptr || slices < 2) slices = 1;
+  const std::int64_t rows_per_slice = rows > 0 ? (rows + slices - 1) / slices : 1;
+  const dim3 block(kColumnsPerBlock, kRowLanes);
+  const dim3 grid(static_cast<unsigned>((cols + kColumnsPerBlock - 1) / kColumnsPerBlock),
+                  static_cast<unsigned>(slices));
+  float* slice_out = slices == 1 ? sums : scratch;  // one slice: the sums directly
+  column_slice_sums_kernel<kInput><<<grid, block, 0, stream>>>(x, rows, cols, rows_per_slice, slice_out);
+  cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess || slices == 1) return status;
+  add_slices_kernel<<<static_cast<unsigned>((cols + 255) / 256), 256, 0, stream>>>(scratch, slices, cols, sums);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t softmax_cross_entropy(float* logits, const std::int32_t* targets, float* losses, std::int64_t rows,
+                                  std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
+                                  cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (rows > 0x7fffffff || vocab <= 0) return cudaErrorInvalidValue;
+  // float4 rows need every row start 16-byte aligned: an aligned base and vocab % 4 == 0.
+  const bool vectorized = vocab % detail::kLanes == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
+  return vectorized ? launch_cross_entropy<true>(logits, targets, losses, rows, vocab, gradient, grad_scale, stream)
+                    : launch_cross_entropy<false>(logits, targets, losses, rows, vocab, gradient, grad_scale, stream);
+}
+
+cudaError_t column_sums(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols, float* scratch,
+                        std::int64_t scratch_floats, float* sums, cudaStream_t stream) {
+  if (cols == 0) return cudaSuccess;
+  if (rows < 0 || cols < 0) return cudaErrorInvalidValue;
+  switch (x_dtype) {
+    case DType::bf16:
+      return launch_column_sums<DType::bf16>(x, rows, cols, scratch, scratch_floats, sums, stream);
+    case DType::f32:
+      return launch_column_sums<DType::f32>(x, rows, cols, scratch, scratch_floats, sums, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace adamant::kernels::cuda::launchers

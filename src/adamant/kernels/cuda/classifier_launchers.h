@@ -1,0 +1,41 @@
+#pragma once
+// Plain launch functions of the classifier kernels (classifier_kernels.cu): raw
+// pointers, sizes and a stream, no Tensor or fmt, so that nvcc compiles them (see
+// launchers.h). Each returns the launch status for the caller to turn into an
+// adamant::Error.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "adamant/core/dtype.h"
+
+namespace adamant::kernels::cuda::launchers {
+
+// What softmax_cross_entropy writes besides the losses.
+enum class CrossEntropyGradient : std::uint8_t {
+  none,
+  // logits[r, v] = grad_scale * (softmax(logits[r])[v] - onehot(targets[r])[v]), fp32 in place.
+  f32_in_place,
+  // The same gradient rounded to bf16, written over the front half of each row's own
+  // fp32 storage: row r's bf16 values start at byte 4 * r * vocab, so the bf16 matrix
+  // has a row stride of 2 * vocab elements. Lets a GEMM read the gradient in bf16
+  // without a second buffer.
+  bf16_in_row,
+};
+
+// Per row r of logits [rows, vocab] (fp32): losses[r] = logsumexp(logits[r]) -
+// logits[r, targets[r]], one block per row and one pass over the row for the max and
+// the sum; then the gradient as `gradient` says. A target outside [0, vocab) gives a
+// NaN loss (and no one-hot term) instead of an out-of-bounds read.
+cudaError_t softmax_cross_entropy(float* logits, const std::int32_t* targets, float* losses, std::int64_t rows,
+                                  std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
+                                  cudaStream_t stream);
+
+// sums[j] = sum over i of x[i, j] for x [rows, cols] (bf16 or fp32, contiguous), in
+// fp32 and a fixed order (bitwise repeatable): partial sums over slices of rows go to
+// `scratch` (up to scratch_floats values; fewer slices when it is small), then one
+// pass adds them up.
+cudaError_t column_sums(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols, float* scratch,
+                        std::int64_t scratch_floats, float* sums, cudaStream_t stream);
+
+}  // namespace adamant::kernels::cuda::launchers

@@ -1,0 +1,60 @@
+#pragma once
+// Row-major matrix products through cuBLASLt, with the bias and bias-gradient
+// epilogues: the building block of cuda::gemm, the linear layer and the fused
+// classifier. cuBLASLt is column-major; a row-major matrix is its column-major
+// transpose, so C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T with the
+// operands swapped. Only for host files compiled in CUDA builds.
+#include <cstdint>
+
+#include "adamant/core/device.h"
+#include "adamant/core/dtype.h"
+#include "adamant/core/stream.h"
+#include "adamant/kernels/cuda/cublaslt_context.h"
+#include "adamant/kernels/gemm.h"
+
+namespace adamant::kernels::cuda {
+
+// A row-major matrix as stored: `row_stride` elements between consecutive rows
+// (at least the stored row length; larger for a view into a wider matrix).
+struct MatrixOperand {
+  const void* data = nullptr;
+  DType dtype = DType::bf16;
+  std::int64_t row_stride = 0;
+};
+
+enum class MatmulEpilogue : std::uint8_t {
+  none,
+  add_bias,   // c[i, j] += bias[j]; bias has n elements of bias_dtype
+  bias_grad,  // bias[i] = sum over p of op(a)[i, p] (m elements, fp32 when c is fp32): the
+              // bias gradient when op(a) is the output gradient transposed
+};
+
+struct MatmulProblem {
+  Transpose transpose_a = Transpose::no;
+  Transpose transpose_b = Transpose::no;
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  float alpha = 1.0f;
+  float beta = 0.0f;  // 0 ignores c's old contents
+  MatrixOperand a;    // stored [m, k], or [k, m] when transpose_a
+  MatrixOperand b;    // stored [k, n], or [n, k] when transpose_b
+  void* c = nullptr;  // [m, n] row-major, c_row_stride elements per row
+  DType c_dtype = DType::bf16;
+  std::int64_t c_row_stride = 0;
+  MatmulEpilogue epilogue = MatmulEpilogue::none;
+  void* bias = nullptr;
+  DType bias_dtype = DType::bf16;
+};
+
+// c = alpha * op(a) op(b) + beta * c (+ the epilogue), enqueued on `stream`; fp32
+// accumulation. Operand dtypes: a and b both bf16 with c bf16 or fp32, or all fp32.
+// Returns false only for MatmulEpilogue::bias_grad when no cuBLASLt algorithm fuses
+// it for this problem: c is then computed without it and `bias` is left untouched.
+// Throws adamant::Error for unsupported dtypes or cuBLAS failures.
+[[nodiscard]] bool matmul(const MatmulProblem& problem, Device device, const Stream& stream);
+
+// The cudaStream_t of a Stream (the legacy default stream for the CPU stream).
+cudaStream_t stream_handle(const Stream& stream);
+
+}  // namespace adamant::kernels::cuda

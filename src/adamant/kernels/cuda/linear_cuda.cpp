@@ -1,0 +1,142 @@
+// The CUDA GEMM and linear layer (model_kernels_cuda.h) on cuBLASLt: the bias is
+// added in the forward GEMM's epilogue, and the bias gradient comes from the
+// weight-gradient GEMM's BGRADB epilogue where cuBLASLt supports it for the
+// problem (else from a column-sum kernel on the same stream).
+#include <cstdint>
+
+#include "adamant/core/error.h"
+#include "adamant/kernels/cuda/classifier_launchers.h"
+#include "adamant/kernels/cuda/cublaslt_matmul.h"
+#include "adamant/kernels/cuda/model_kernels_cuda.h"
+
+namespace adamant::kernels::cuda {
+
+namespace {
+
+void check_tensor(const char* op, const char* name, const Tensor& t, DType expected, std::int64_t numel,
+                  Device device) {
+  ADAMANT_CHECK(t.data != nullptr || numel == 0, "{}: operand {} is empty", op, name);
+  ADAMANT_CHECK(t.dtype == expected, "{}: operand {} is {}, expected {}", op, name, dtype_name(t.dtype),
+                dtype_name(expected));
+  ADAMANT_CHECK(t.device == device, "{}: operand {} is on {}, the others on {}", op, name, t.device.str(),
+                device.str());
+  ADAMANT_CHECK(static_cast<std::int64_t>(t.numel()) == numel, "{}: operand {} has {} elements, expected {}", op, name,
+                t.numel(), numel);
+}
+
+// Activations and weights share one dtype: bf16 (mixed precision) or fp32.
+void check_activation_dtype(const char* op, DType dtype) {
+  ADAMANT_CHECK(dtype == DType::bf16 || dtype == DType::f32,
+                "{}: activations of {}; the GPU kernels take bf16 (or fp32 throughout)", op, dtype_name(dtype));
+}
+
+}  // namespace
+
+void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
+          const Tensor& a, const Tensor& b, double beta, Tensor c, const Stream& stream) {
+  ADAMANT_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: negative size {}x{}x{}", m, n, k);
+  check_activation_dtype("gemm", a.dtype);
+  check_tensor("gemm", "a", a, a.dtype, m * k, c.device);
+  check_tensor("gemm", "b", b, a.dtype, k * n, c.device);
+  check_tensor("gemm", "c", c, c.dtype, m * n, c.device);
+  MatmulProblem problem;
+  problem.transpose_a = transpose_a;
+  problem.transpose_b = transpose_b;
+  problem.m = m;
+  problem.n = n;
+  problem.k = k;
+  problem.alpha = static_cast<float>(alpha);
+  problem.beta = static_cast<float>(beta);
+  problem.a = {a.data, a.dtype, transpose_a == Transpose::yes ? m : k};
+  problem.b = {b.data, b.dtype, transpose_b == Transpose::yes ? k : n};
+  problem.c = c.data;
+  problem.c_dtype = c.dtype;
+  problem.c_row_stride = n;
+  const bool complete = matmul(problem, c.device, stream);
+  ADAMANT_CHECK(complete, "gemm: the product without epilogue was not computed");
+}
+
+void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
+                    const Stream& stream) {
+  const char* op = "linear_forward";
+  const DType dtype = in.dtype;
+  check_activation_dtype(op, dtype);
+  check_tensor(op, "in", in, dtype, shape.rows * shape.in_features, out.device);
+  check_tensor(op, "weight", weight, dtype, shape.out_features * shape.in_features, out.device);
+  check_tensor(op, "bias", bias, dtype, shape.out_features, out.device);
+  check_tensor(op, "out", out, dtype, shape.rows * shape.out_features, out.device);
+  // out[rows, out] = in[rows, in] weight[out, in]^T + bias: the bias epilogue adds
+  // bias[j] to every row, reading out only once.
+  MatmulProblem problem;
+  problem.transpose_b = Transpose::yes;
+  problem.m = shape.rows;
+  problem.n = shape.out_features;
+  problem.k = shape.in_features;
+  problem.a = {in.data, dtype, shape.in_features};
+  problem.b = {weight.data, dtype, shape.in_features};
+  problem.c = out.data;
+  problem.c_dtype = dtype;
+  problem.c_row_stride = shape.out_features;
+  problem.epilogue = MatmulEpilogue::add_bias;
+  problem.bias = bias.data;
+  problem.bias_dtype = dtype;
+  const bool complete = matmul(problem, out.device, stream);
+  ADAMANT_CHECK(complete, "linear_forward: the bias epilogue was not applied");
+}
+
+void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
+                     Tensor d_bias, const LinearShape& shape, const Stream& stream) {
+  const char* op = "linear_backward";
+  const DType dtype = d_out.dtype;
+  const Device device = d_out.device;
+  check_activation_dtype(op, dtype);
+  check_tensor(op, "d_out", d_out, dtype, shape.rows * shape.out_features, device);
+  check_tensor(op, "in", in, dtype, shape.rows * shape.in_features, device);
+  check_tensor(op, "weight", weight, dtype, shape.out_features * shape.in_features, device);
+  if (d_in.data != nullptr) check_tensor(op, "d_in", d_in, dtype, shape.rows * shape.in_features, device);
+  check_tensor(op, "d_weight", d_weight, DType::f32, shape.out_features * shape.in_features, device);
+  check_tensor(op, "d_bias", d_bias, DType::f32, shape.out_features, device);
+
+  if (d_in.data != nullptr) {
+    // d_in[rows, in] = d_out[rows, out] weight[out, in].
+    MatmulProblem data_grad;
+    data_grad.m = shape.rows;
+    data_grad.n = shape.in_features;
+    data_grad.k = shape.out_features;
+    data_grad.a = {d_out.data, dtype, shape.out_features};
+    data_grad.b = {weight.data, dtype, shape.in_features};
+    data_grad.c = d_in.data;
+    data_grad.c_dtype = dtype;
+    data_grad.c_row_stride = shape.in_features;
+    const bool complete = matmul(data_grad, device, stream);
+    ADAMANT_CHECK(complete, "linear_backward: d_in was not computed");
+  }
+
+  // d_weight[out, in] = d_out^T in (fp32 output), d_bias[j] = sum over rows of d_out[r, j].
+  MatmulProblem weight_grad;
+  weight_grad.transpose_a = Transpose::yes;
+  weight_grad.m = shape.out_features;
+  weight_grad.n = shape.in_features;
+  weight_grad.k = shape.rows;
+  weight_grad.a = {d_out.data, dtype, shape.out_features};
+  weight_grad.b = {in.data, dtype, shape.in_features};
+  weight_grad.c = d_weight.data;
+  weight_grad.c_dtype = DType::f32;
+  weight_grad.c_row_stride = shape.in_features;
+  weight_grad.epilogue = MatmulEpilogue::bias_grad;
+  weight_grad.bias = d_bias.data;
+  weight_grad.bias_dtype = DType::f32;
+  if (matmul(weight_grad, device, stream)) return;
+
+  const ScopedCurrentDevice current(device);
+  const cudaStream_t cuda_stream = stream_handle(stream);
+  // The scratch is cuBLASLt's workspace of this stream: the GEMM above is ordered before.
+  const DeviceScratch scratch = CublasLtContext::of(device).scratch(cuda_stream);
+  const cudaError_t status = launchers::column_sums(
+      d_out.data, dtype, shape.rows, shape.out_features, static_cast<float*>(scratch.data),
+      static_cast<std::int64_t>(scratch.bytes / sizeof(float)), static_cast<float*>(d_bias.data), cuda_stream);
+  ADAMANT_CHECK(status == cudaSuccess, "linear_backward: the bias-gradient column sums failed to launch: {} ({})",
+                cudaGetErrorString(status), static_cast<int>(status));
+}
+
+}  // namespace adamant::kernels::cuda

@@ -1,0 +1,171 @@
+// Element-wise model kernels on bf16 data (kernels/gelu.h, residual.h, dropout.h):
+// fp32 math, one fp32 -> bf16 rounding per output, 16-byte accesses where every
+// operand is aligned (8-byte groups of 4 for dropout, whose decisions come in fours).
+#include <cstdint>
+
+#include "adamant/kernels/cuda/model_launchers_pointwise.h"
+#include "adamant/kernels/cuda/pointwise_model_device.cuh"
+#include "adamant/kernels/cuda/pointwise_model_philox.cuh"
+
+namespace adamant::kernels::cuda::launchers {
+
+namespace {
+
+using pointwise_detail::kVectorWidth;
+using pointwise_detail::load_bf16;
+using pointwise_detail::store_bf16;
+
+constexpr int kThreads = 256;
+constexpr int kBlocksPerMultiprocessor = 8;
+
+// The constants of the CPU kernels (pointwise_model_cpu.cpp), rounded to fp32 the same way.
+constexpr float kInvSqrt2 = static_cast<float>(0.70710678118654752440);
+constexpr float kInvSqrt2Pi = static_cast<float>(0.39894228040143267794);
+
+__device__ __forceinline__ float gelu(float v) { return 0.5f * v * (1.0f + erff(v * kInvSqrt2)); }
+
+// d/dx [x * Phi(x)] = Phi(x) + x * phi(x).
+__device__ __forceinline__ float gelu_derivative(float v) {
+  const float cdf = 0.5f * (1.0f + erff(v * kInvSqrt2));
+  const float pdf = kInvSqrt2Pi * expf(-0.5f * v * v);
+  return cdf + v * pdf;
+}
+
+// out[i] = fn(a[i], b[i]) (b unused when null) over [0, n) in groups of 8: one
+// 16-byte access per operand for a whole aligned group, scalar ones for the tail.
+// Each element is read and written by one thread, so out may alias a or b.
+template <bool kVectorized, typename Fn>
+__device__ __forceinline__ void transform_groups(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out,
+                                                 std::int64_t n, Fn fn) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x * kVectorWidth;
+  for (std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kVectorWidth;
+       first < n; first += stride) {
+    if (kVectorized && first + kVectorWidth <= n) {
+      float va[kVectorWidth];
+      float vb[kVectorWidth] = {};
+      load_bf16<kVectorWidth>(a + first, va);
+      if (b != nullptr) load_bf16<kVectorWidth>(b + first, vb);
+#pragma unroll
+      for (int i = 0; i < kVectorWidth; ++i) va[i] = fn(va[i], vb[i]);
+      store_bf16<kVectorWidth>(out + first, va);
+    } else {
+      for (std::int64_t i = first; i < n && i < first + kVectorWidth; ++i) {
+        float va[1];
+        float vb[1] = {0.0f};
+        load_bf16<1>(a + i, va);
+        if (b != nullptr) load_bf16<1>(b + i, vb);
+        va[0] = fn(va[0], vb[0]);
+        store_bf16<1>(out + i, va);
+      }
+    }
+  }
+}
+
+template <bool kVectorized>
+__global__ void __launch_bounds__(kThreads)
+    gelu_forward_kernel(const std::uint16_t* x, std::uint16_t* out, std::int64_t n) {
+  transform_groups<kVectorized>(x, nullptr, out, n, [](float v, float) { return gelu(v); });
+}
+
+// a = d_out, b = x.
+template <bool kVectorized>
+__global__ void __launch_bounds__(kThreads)
+    gelu_backward_kernel(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::int64_t n) {
+  transform_groups<kVectorized>(d_out, x, d_x, n, [](float dy, float v) { return dy * gelu_derivative(v); });
+}
+
+template <bool kVectorized>
+__global__ void __launch_bounds__(kThreads)
+    residual_add_kernel(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::int64_t n) {
+  transform_groups<kVectorized>(a, b, out, n, [](float u, float v) { return u + v; });
+}
+
+// One thread per group of 4 elements of one sample, as the CPU kernel draws them.
+// kVectorized: sample_numel % 4 == 0 and in/out 8-byte aligned, so every group is
+// one aligned 8-byte access.
+template <bool kVectorized>
+__global__ void __launch_bounds__(kThreads)
+    dropout_kernel(const std::uint16_t* in, std::uint16_t* out, std::int64_t batch, std::int64_t sample_numel,
+                   DropoutParams params) {
+  constexpr int kGroup = 4;
+  const std::int64_t groups_per_sample = (sample_numel + kGroup - 1) / kGroup;
+  const std::int64_t total_groups = batch * groups_per_sample;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < total_groups;
+       g += stride) {
+    const std::int64_t sample = g / groups_per_sample;
+    const std::int64_t group = g - sample * groups_per_sample;
+    const pointwise_detail::PhiloxWords bits =
+        pointwise_detail::dropout_bits(params.seed, params.first_sample_index + static_cast<std::uint64_t>(sample),
+                                       params.site, static_cast<std::uint64_t>(group));
+    const std::int64_t first = sample * sample_numel + group * kGroup;
+    if constexpr (kVectorized) {
+      float values[kGroup];
+      load_bf16<kGroup>(in + first, values);
+#pragma unroll
+      for (int lane = 0; lane < kGroup; ++lane) {
+        values[lane] = pointwise_detail::dropout_keeps(bits.word[lane], params.probability)
+                           ? values[lane] * params.keep_scale
+                           : 0.0f;
+      }
+      store_bf16<kGroup>(out + first, values);
+    } else {
+      const std::int64_t in_group = sample_numel - group * kGroup < kGroup ? sample_numel - group * kGroup : kGroup;
+      for (int lane = 0; lane < in_group; ++lane) {
+        float value[1];
+        load_bf16<1>(in + first + lane, value);
+        value[0] =
+            pointwise_detail::dropout_keeps(bits.word[lane], params.probability) ? value[0] * params.keep_scale : 0.0f;
+        store_bf16<1>(out + first + lane, value);
+      }
+    }
+  }
+}
+
+int elementwise_grid(std::int64_t n, const PointwiseLaunch& launch) {
+  return pointwise_detail::capped_grid((n + kVectorWidth - 1) / kVectorWidth, kThreads, launch.multiprocessors,
+                                       kBlocksPerMultiprocessor);
+}
+
+}  // namespace
+
+cudaError_t gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, const PointwiseLaunch& launch) {
+  if (n <= 0) return cudaSuccess;
+  auto* kernel = launch.vectorized ? gelu_forward_kernel<true> : gelu_forward_kernel<false>;
+  kernel<<<elementwise_grid(n, launch), kThreads, 0, launch.stream>>>(x, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::int64_t n,
+                          const PointwiseLaunch& launch) {
+  if (n <= 0) return cudaSuccess;
+  auto* kernel = launch.vectorized ? gelu_backward_kernel<true> : gelu_backward_kernel<false>;
+  kernel<<<elementwise_grid(n, launch), kThreads, 0, launch.stream>>>(d_out, x, d_x, n);
+  return cudaGetLastError();
+}
+
+cudaError_t residual_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::int64_t n,
+                         const PointwiseLaunch& launch) {
+  if (n <= 0) return cudaSuccess;
+  auto* kernel = launch.vectorized ? residual_add_kernel<true> : residual_add_kernel<false>;
+  kernel<<<elementwise_grid(n, launch), kThreads, 0, launch.stream>>>(a, b, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t batch, std::int64_t sample_numel,
+                    const DropoutParams& params, const PointwiseLaunch& launch) {
+  const std::int64_t total = batch * sample_numel;
+  if (total <= 0) return cudaSuccess;
+  if (params.probability <= 0.0f) {  // identity, as the CPU kernel
+    if (in == out) return cudaSuccess;
+    return cudaMemcpyAsync(out, in, static_cast<std::size_t>(total) * sizeof(std::uint16_t), cudaMemcpyDeviceToDevice,
+                           launch.stream);
+  }
+  const std::int64_t groups = batch * ((sample_numel + 3) / 4);
+  const int grid = pointwise_detail::capped_grid(groups, kThreads, launch.multiprocessors, kBlocksPerMultiprocessor);
+  auto* kernel = launch.vectorized ? dropout_kernel<true> : dropout_kernel<false>;
+  kernel<<<grid, kThreads, 0, launch.stream>>>(in, out, batch, sample_numel, params);
+  return cudaGetLastError();
+}
+
+}  // namespace adamant::kernels::cuda::launchers

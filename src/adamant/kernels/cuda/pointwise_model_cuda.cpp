@@ -1,0 +1,90 @@
+// The CUDA entry points for GELU, residual add and dropout (model_kernels_cuda.h):
+// check the operands (bf16 on one GPU), make that GPU current, launch, and turn a
+// launch failure into adamant::Error.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "adamant/core/cuda_launch_guard.h"
+#include "adamant/kernels/cuda/model_kernels_cuda.h"
+#include "adamant/kernels/cuda/model_launchers_pointwise.h"
+
+namespace adamant::kernels::cuda {
+
+namespace {
+
+const std::uint16_t* bits_of(const Tensor& t) { return static_cast<const std::uint16_t*>(t.data); }
+std::uint16_t* mutable_bits_of(const Tensor& t) { return static_cast<std::uint16_t*>(t.data); }
+
+launchers::PointwiseLaunch launch_for(const CudaLaunchGuard& guard, const Stream& stream, bool vectorized) {
+  return {cuda_multiprocessor_count(guard.device_index()), vectorized, cuda_stream_of(stream)};
+}
+
+}  // namespace
+
+void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, const Stream& stream) {
+  constexpr const char* kOp = "gelu_forward";
+  ADAMANT_CHECK(n >= 0, "{}: negative size {}", kOp, n);
+  check_cuda_operand(kOp, "x", x, DType::bf16, x.device, n);
+  check_cuda_operand(kOp, "out", out, DType::bf16, x.device, n);
+  const CudaLaunchGuard guard(x.device, kOp);
+  const bool vectorized = aligned_to(x, 16) && aligned_to(out, 16);
+  check_cuda_launch(launchers::gelu_forward(bits_of(x), mutable_bits_of(out), n, launch_for(guard, stream, vectorized)),
+                    kOp);
+}
+
+void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, const Stream& stream) {
+  constexpr const char* kOp = "gelu_backward";
+  ADAMANT_CHECK(n >= 0, "{}: negative size {}", kOp, n);
+  check_cuda_operand(kOp, "d_out", d_out, DType::bf16, x.device, n);
+  check_cuda_operand(kOp, "x", x, DType::bf16, x.device, n);
+  check_cuda_operand(kOp, "d_x", d_x, DType::bf16, x.device, n);
+  const CudaLaunchGuard guard(x.device, kOp);
+  const bool vectorized = aligned_to(d_out, 16) && aligned_to(x, 16) && aligned_to(d_x, 16);
+  check_cuda_launch(launchers::gelu_backward(bits_of(d_out), bits_of(x), mutable_bits_of(d_x), n,
+                                             launch_for(guard, stream, vectorized)),
+                    kOp);
+}
+
+void residual_add(const Tensor& a, const Tensor& b, Tensor out, std::int64_t n, const Stream& stream) {
+  constexpr const char* kOp = "residual_add";
+  ADAMANT_CHECK(n >= 0, "{}: negative size {}", kOp, n);
+  check_cuda_operand(kOp, "a", a, DType::bf16, a.device, n);
+  check_cuda_operand(kOp, "b", b, DType::bf16, a.device, n);
+  check_cuda_operand(kOp, "out", out, DType::bf16, a.device, n);
+  const CudaLaunchGuard guard(a.device, kOp);
+  const bool vectorized = aligned_to(a, 16) && aligned_to(b, 16) && aligned_to(out, 16);
+  check_cuda_launch(
+      launchers::residual_add(bits_of(a), bits_of(b), mutable_bits_of(out), n, launch_for(guard, stream, vectorized)),
+      kOp);
+}
+
+void dropout(const Tensor& in, Tensor out, std::int64_t batch, std::int64_t sample_numel, const DropoutArgs& args,
+             const Stream& stream) {
+  constexpr const char* kOp = "dropout";
+  ADAMANT_CHECK(batch >= 0 && sample_numel >= 0, "{}: negative shape {} x {}", kOp, batch, sample_numel);
+  ADAMANT_CHECK(args.probability >= 0.0f && args.probability < 1.0f,
+                "{}: dropout probability {} is outside [0, 1); set the dropout config key to a value in [0, 1)", kOp,
+                args.probability);
+  ADAMANT_CHECK(args.site < (1u << kDropoutSiteBits), "{}: dropout site {} exceeds {} bits", kOp, args.site,
+                kDropoutSiteBits);
+  ADAMANT_CHECK(args.first_sample_index + static_cast<std::uint64_t>(batch) <= kMaxDropoutSample,
+                "{}: sample index {} is beyond the dropout generator's range", kOp, args.first_sample_index);
+  check_cuda_operand(kOp, "in", in, DType::bf16, in.device, batch * sample_numel);
+  check_cuda_operand(kOp, "out", out, DType::bf16, in.device, batch * sample_numel);
+  const CudaLaunchGuard guard(in.device, kOp);
+  launchers::DropoutParams params;
+  params.probability = args.probability;
+  // The CPU kernel's keep scale, T(1) / (T(1) - p) in fp32, so kept values agree bit for bit.
+  params.keep_scale = 1.0f / (1.0f - args.probability);
+  params.seed = args.seed;
+  params.first_sample_index = args.first_sample_index;
+  params.site = args.site;
+  // Decisions come in groups of 4 per sample: one 8-byte access each when samples start aligned.
+  const bool vectorized = sample_numel % 4 == 0 && aligned_to(in, 8) && aligned_to(out, 8);
+  check_cuda_launch(launchers::dropout(bits_of(in), mutable_bits_of(out), batch, sample_numel, params,
+                                       launch_for(guard, stream, vectorized)),
+                    kOp);
+}
+
+}  // namespace adamant::kernels::cuda

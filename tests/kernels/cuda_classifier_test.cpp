@@ -1,0 +1,294 @@
+// CUDA softmax cross-entropy and fused classifier against the CPU reference kernels.
+//
+// Cross-entropy runs in fp32 on both sides: they differ only in the order of the row
+// sum and in the exp implementation (a few fp32 ulps each), so losses must agree to
+// 2e-5 (1 + |loss|) and gradients to 3e-5 |cpu| + 1e-9 |grad_scale| (1e-6 |grad_scale| at
+// the target, where p - 1 cancels).
+//
+// The fused classifier takes bf16 x and embedding (rounded on the host; the CPU runs
+// fp32 on the same values). Its logits differ only by fp32 summation order, so the
+// losses must agree to 1e-4 (1 + |loss|). The gradient GEMMs read g rounded to bf16
+// (2^-9 relative per term), so d_x and d_embedding may differ by 2^-8 of the
+// magnitude |g| |embedding| (resp. |g|^T |x| + |old d_embedding|), plus 2^-8 |d_x|
+// for d_x's own bf16 rounding. A wrong chunk offset, transpose or accumulation gives
+// differences of the order of the magnitude itself.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "adamant/core/half.h"
+#include "adamant/kernels/cpu/model_kernels_cpu.h"
+#include "adamant/kernels/cuda/model_kernels_cuda.h"
+#include "kernels/cuda_test_util.h"
+
+namespace adamant::kernels {
+namespace {
+
+using testing::MirroredArray;
+
+std::vector<float> random_values(std::size_t n, std::mt19937_64& rng, float scale, bool round) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> values(n);
+  for (float& v : values) {
+    v = normal(rng);
+    if (round) v = bf16_to_f32(f32_to_bf16(v));
+  }
+  return values;
+}
+
+std::vector<std::int32_t> random_targets(std::size_t n, std::int64_t vocab, std::mt19937_64& rng) {
+  std::uniform_int_distribution<std::int32_t> pick(0, static_cast<std::int32_t>(vocab - 1));
+  std::vector<std::int32_t> targets(n);
+  for (auto& t : targets) t = pick(rng);
+  if (n > 1) {
+    targets[0] = 0;  // the ends of the row, where vector and scalar tails meet
+    targets[n - 1] = static_cast<std::int32_t>(vocab - 1);
+  }
+  return targets;
+}
+
+std::vector<float> absolute(std::vector<float> values) {
+  for (float& v : values) v = std::abs(v);
+  return values;
+}
+
+Tensor host_view(std::vector<float>& v) { return Tensor::flat(v.data(), DType::f32, Device::cpu(), v.size()); }
+Tensor host_view(std::vector<std::int32_t>& v) { return Tensor::flat(v.data(), DType::i32, Device::cpu(), v.size()); }
+
+// |gpu - cpu| <= relative * |cpu| + absolute[i] per element; reports the first and worst failures.
+void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double relative,
+                  const std::vector<double>& absolute_tolerance, const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  std::size_t failures = 0, first = 0, worst = 0;
+  double worst_ratio = 0.0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    const double tolerance = relative * std::abs(cpu[i]) + absolute_tolerance[i] + 1e-30;
+    const double error = std::abs(static_cast<double>(gpu[i]) - cpu[i]);
+    const double ratio = std::isnan(error) ? std::numeric_limits<double>::infinity() : error / tolerance;
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+    if (ratio > 1.0 && failures++ == 0) first = i;
+  }
+  EXPECT_EQ(failures, 0u) << what << ": " << failures << " of " << gpu.size() << " outside tolerance; first at "
+                          << first << " (gpu " << gpu[first] << ", cpu " << cpu[first] << "), worst at " << worst
+                          << " (gpu " << gpu[worst] << ", cpu " << cpu[worst] << ", " << worst_ratio
+                          << " x the tolerance)";
+}
+
+std::vector<double> scaled(const std::vector<float>& values, double factor, double offset = 0.0) {
+  std::vector<double> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = factor * std::abs(values[i]) + offset;
+  return out;
+}
+
+std::vector<float> bf16_values(const std::vector<std::uint16_t>& bits) {
+  std::vector<float> values(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
+  return values;
+}
+
+template <typename T>
+MirroredArray<T> on_gpu(const std::vector<T>& values, DType dtype, std::size_t offset = 0) {
+  MirroredArray<T> array(values.size(), dtype, offset);
+  array.host = values;
+  array.upload();
+  return array;
+}
+
+MirroredArray<std::uint16_t> on_gpu_bf16(const std::vector<float>& values) {
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_bf16(values[i]);
+  return on_gpu(bits, DType::bf16);
+}
+
+struct CrossEntropyCase {
+  std::int64_t rows, vocab;
+  bool with_grad;
+  double grad_scale;
+  std::size_t offset;  // 1: logits not 16-byte aligned (scalar path)
+};
+
+void check_cross_entropy(const CrossEntropyCase& c, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto logits = random_values(c.rows * c.vocab, rng, 3.0f, false);
+  if (!logits.empty()) logits[logits.size() / 2] = 40.0f;  // one dominant logit
+  auto targets = random_targets(c.rows, c.vocab, rng);
+  auto expected = logits;
+  std::vector<float> expected_losses(c.rows);
+  cpu::softmax_cross_entropy(host_view(expected), host_view(targets), host_view(expected_losses), c.rows, c.vocab,
+                             c.with_grad, c.grad_scale);
+
+  auto logits_gpu = on_gpu(logits, DType::f32, c.offset);
+  auto targets_gpu = on_gpu(targets, DType::i32);
+  auto losses_gpu = on_gpu(std::vector<float>(c.rows, std::nanf("")), DType::f32);
+  Stream stream(testing::gpu());
+  cuda::softmax_cross_entropy(logits_gpu.device_view(), targets_gpu.device_view(), losses_gpu.device_view(), c.rows,
+                              c.vocab, c.with_grad, c.grad_scale, stream);
+  stream.synchronize();
+  const std::string what = std::to_string(c.rows) + " rows of " + std::to_string(c.vocab) +
+                           (c.with_grad ? " with grad" : "") + " scale " + std::to_string(c.grad_scale) + " offset " +
+                           std::to_string(c.offset);
+  expect_close(losses_gpu.download(), expected_losses, 2e-5, scaled(expected_losses, 2e-5, 2e-5),
+               "cross-entropy losses, " + what);
+  // Without grad the logits stay as they were (bitwise); with it they hold the gradient.
+  // At the target, scale * (p - 1) cancels: there the absolute error of p (1e-6) counts.
+  std::vector<double> gradient_tolerance(expected.size(), c.with_grad ? 1e-9 * std::abs(c.grad_scale) : 0.0);
+  if (c.with_grad) {
+    for (std::int64_t r = 0; r < c.rows; ++r)
+      gradient_tolerance[r * c.vocab + targets[r]] = 1e-6 * std::abs(c.grad_scale);
+  }
+  expect_close(logits_gpu.download(), expected, 3e-5, gradient_tolerance, "cross-entropy logits/gradient, " + what);
+}
+
+TEST(CudaCrossEntropy, MatchesTheCpu) {
+  ADAMANT_REQUIRE_GPU();
+  const std::vector<CrossEntropyCase> cases = {
+      {8, 50304, true, 1.0 / 16384, 0},  // GPT vocabulary, a typical 1/tokens scale
+      {8, 50304, false, 1.0, 0},
+      {5, 50304, true, 1.0, 1},  // unaligned rows: the scalar path
+      {64, 1000, true, 0.5, 0},
+      {7, 1001, true, 1.0, 0},  // odd vocabulary
+      {3, 3, true, 2.0, 0},     // fewer columns than threads
+      {1, 1, true, 1.0, 0},
+  };
+  std::uint64_t seed = 1;
+  for (const auto& c : cases) check_cross_entropy(c, seed++);
+}
+
+TEST(CudaCrossEntropy, TargetOutsideTheVocabularyGivesNaN) {
+  ADAMANT_REQUIRE_GPU();
+  std::mt19937_64 rng(9);
+  auto logits_gpu = on_gpu(random_values(2 * 100, rng, 1.0f, false), DType::f32);
+  auto targets_gpu = on_gpu(std::vector<std::int32_t>{-1, 100}, DType::i32);
+  auto losses_gpu = on_gpu(std::vector<float>(2, 0.0f), DType::f32);
+  Stream stream(testing::gpu());
+  cuda::softmax_cross_entropy(logits_gpu.device_view(), targets_gpu.device_view(), losses_gpu.device_view(), 2, 100,
+                              false, 1.0, stream);
+  stream.synchronize();
+  const auto losses = losses_gpu.download();
+  EXPECT_TRUE(std::isnan(losses[0]) && std::isnan(losses[1])) << losses[0] << " " << losses[1];
+}
+
+struct ClassifierCase {
+  ClassifierShape shape;
+  std::int64_t chunk_rows;
+  DType dtype;
+};
+
+std::string describe(const ClassifierCase& c) {
+  return std::to_string(c.shape.rows) + " rows, " + std::to_string(c.shape.channels) + " channels, vocab " +
+         std::to_string(c.shape.vocab) + ", chunks of " + std::to_string(c.chunk_rows) + ", " +
+         std::string(dtype_name(c.dtype));
+}
+
+// Runs the CPU reference and the GPU kernel three ways: without gradients, with
+// gradients (d_embedding overwritten), and accumulating onto an existing d_embedding.
+void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
+  const auto& s = c.shape;
+  const bool bf16 = c.dtype == DType::bf16;
+  const double grad_scale = 1.0 / static_cast<double>(s.rows);
+  std::mt19937_64 rng(seed);
+  auto x = random_values(s.rows * s.channels, rng, 1.0f, bf16);
+  auto embedding = random_values(s.vocab * s.channels, rng, 0.2f, bf16);
+  auto targets = random_targets(s.rows, s.vocab, rng);
+  const auto old_d_embedding = random_values(s.vocab * s.channels, rng, 1e-3f, false);
+
+  // CPU reference (fp32 on the rounded values).
+  std::vector<float> scratch(c.chunk_rows * s.vocab), losses(s.rows), d_x(s.rows * s.channels);
+  std::vector<float> d_embedding(s.vocab * s.channels);
+  cpu::fused_classifier(host_view(x), host_view(embedding), host_view(targets), host_view(losses), host_view(scratch),
+                        grad_scale, host_view(d_x), host_view(d_embedding), false, s);
+  std::vector<float> accumulated = old_d_embedding, losses_again(s.rows), d_x_again(d_x.size());
+  cpu::fused_classifier(host_view(x), host_view(embedding), host_view(targets), host_view(losses_again),
+                        host_view(scratch), grad_scale, host_view(d_x_again), host_view(accumulated), true, s);
+
+  // Magnitudes: |g| |embedding| and |g|^T |x|, with g from the CPU kernels.
+  std::vector<float> g(s.rows * s.vocab), unused_losses(s.rows);
+  cpu::gemm<float>(Transpose::no, Transpose::yes, s.rows, s.vocab, s.channels, 1.0f, x.data(), embedding.data(), 0.0f,
+                   g.data());
+  cpu::softmax_cross_entropy(host_view(g), host_view(targets), host_view(unused_losses), s.rows, s.vocab, true,
+                             grad_scale);
+  const auto abs_g = absolute(g), abs_x = absolute(x), abs_embedding = absolute(embedding);
+  std::vector<float> d_x_magnitude(d_x.size()), d_embedding_magnitude(d_embedding.size());
+  cpu::gemm<float>(Transpose::no, Transpose::no, s.rows, s.channels, s.vocab, 1.0f, abs_g.data(), abs_embedding.data(),
+                   0.0f, d_x_magnitude.data());
+  cpu::gemm<float>(Transpose::yes, Transpose::no, s.vocab, s.channels, s.rows, 1.0f, abs_g.data(), abs_x.data(), 0.0f,
+                   d_embedding_magnitude.data());
+  // bf16 g: 2^-9 per term, allowed 2^-8; fp32 g: only the order of the sums.
+  const double gradient_factor = bf16 ? 1.0 / 256 : 1e-4;
+  const double d_x_relative = bf16 ? 1.0 / 256 : 1e-6;
+
+  auto to_gpu = [&](const std::vector<float>& values) {
+    return bf16 ? on_gpu_bf16(values) : MirroredArray<std::uint16_t>(0, DType::bf16);
+  };
+  auto x_bf16 = to_gpu(x), embedding_bf16 = to_gpu(embedding);
+  auto x_f32 = on_gpu(bf16 ? std::vector<float>{0.0f} : x, DType::f32);
+  auto embedding_f32 = on_gpu(bf16 ? std::vector<float>{0.0f} : embedding, DType::f32);
+  const Tensor x_view = bf16 ? x_bf16.device_view() : x_f32.device_view();
+  const Tensor embedding_view = bf16 ? embedding_bf16.device_view() : embedding_f32.device_view();
+  auto targets_gpu = on_gpu(targets, DType::i32);
+  MirroredArray<float> scratch_gpu(c.chunk_rows * s.vocab, DType::f32);
+  const std::vector<float> nan_rows(s.rows, std::nanf("")), nan_x(d_x.size(), std::nanf(""));
+  auto losses_gpu = on_gpu(nan_rows, DType::f32);
+  auto d_x_bf16 = to_gpu(nan_x);
+  auto d_x_f32 = on_gpu(bf16 ? std::vector<float>{0.0f} : nan_x, DType::f32);
+  const Tensor d_x_view = bf16 ? d_x_bf16.device_view() : d_x_f32.device_view();
+  auto d_embedding_gpu = on_gpu(std::vector<float>(d_embedding.size(), std::nanf("")), DType::f32);
+  auto download_d_x = [&] { return bf16 ? bf16_values(d_x_bf16.download()) : d_x_f32.download(); };
+  Stream stream(testing::gpu());
+  const std::string what = describe(c);
+
+  // 1. Losses only.
+  cuda::fused_classifier(x_view, embedding_view, targets_gpu.device_view(), losses_gpu.device_view(),
+                         scratch_gpu.device_view(), grad_scale, Tensor{}, Tensor{}, false, s, stream);
+  stream.synchronize();
+  expect_close(losses_gpu.download(), losses, 1e-4, scaled(losses, 0.0, 1e-4), "losses without grad, " + what);
+
+  // 2. With gradients, d_embedding overwritten (it holds NaN before).
+  losses_gpu.upload();
+  cuda::fused_classifier(x_view, embedding_view, targets_gpu.device_view(), losses_gpu.device_view(),
+                         scratch_gpu.device_view(), grad_scale, d_x_view, d_embedding_gpu.device_view(), false, s,
+                         stream);
+  stream.synchronize();
+  expect_close(losses_gpu.download(), losses, 1e-4, scaled(losses, 0.0, 1e-4), "losses with grad, " + what);
+  expect_close(download_d_x(), d_x, d_x_relative, scaled(d_x_magnitude, gradient_factor), "d_x, " + what);
+  expect_close(d_embedding_gpu.download(), d_embedding, 1e-6, scaled(d_embedding_magnitude, gradient_factor),
+               "d_embedding, " + what);
+
+  // 3. Accumulating onto an existing d_embedding.
+  d_embedding_gpu.host = old_d_embedding;
+  d_embedding_gpu.upload();
+  cuda::fused_classifier(x_view, embedding_view, targets_gpu.device_view(), losses_gpu.device_view(),
+                         scratch_gpu.device_view(), grad_scale, d_x_view, d_embedding_gpu.device_view(), true, s,
+                         stream);
+  stream.synchronize();
+  std::vector<double> accumulate_tolerance = scaled(d_embedding_magnitude, gradient_factor);
+  for (std::size_t i = 0; i < accumulate_tolerance.size(); ++i) {
+    accumulate_tolerance[i] += 1e-6 * std::abs(old_d_embedding[i]);
+  }
+  expect_close(d_embedding_gpu.download(), accumulated, 1e-6, accumulate_tolerance, "d_embedding accumulated, " + what);
+  expect_close(download_d_x(), d_x_again, d_x_relative, scaled(d_x_magnitude, gradient_factor),
+               "d_x (accumulating run), " + what);
+}
+
+TEST(CudaFusedClassifier, MatchesTheCpu) {
+  ADAMANT_REQUIRE_GPU();
+  const std::vector<ClassifierCase> cases = {
+      {{100, 64, 50304}, 32, DType::bf16},  // GPT vocabulary, last chunk of 4 rows
+      {{100, 64, 1000}, 32, DType::bf16},
+      {{37, 48, 1000}, 100, DType::bf16},  // one chunk larger than the rows
+      {{50, 40, 1000}, 16, DType::f32},    // fp32 throughout: g stays fp32
+  };
+  std::uint64_t seed = 21;
+  for (const auto& c : cases) check_classifier(c, seed++);
+}
+
+}  // namespace
+}  // namespace adamant::kernels

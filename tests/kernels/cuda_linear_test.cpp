@@ -1,0 +1,331 @@
+// CUDA GEMM (cuBLASLt) and linear layer against the CPU reference kernels: random
+// inputs rounded to bf16, the CPU kernel in fp32 on the rounded values, the GPU
+// kernel on their bf16 copies (or on fp32 copies for the fp32 path).
+//
+// Tolerances, per element: |gpu - cpu| <= relative * |cpu| + accumulation * magnitude,
+// where magnitude is the same product on absolute values (|alpha| |op(a)| |op(b)| +
+// |beta| |c|, computed by the CPU kernel). Products of bf16 values are exact in fp32,
+// so the only differences are the order of the fp32 sums (accumulation 1e-4 of the
+// magnitude covers any order for these k) and, for a bf16 output, its rounding (half
+// a bf16 ulp, 2^-9 relative; we allow 2^-8). A wrong transpose, stride or epilogue
+// gives differences of the order of the magnitude itself.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "adamant/core/half.h"
+#include "adamant/kernels/cpu/model_kernels_cpu.h"
+#include "adamant/kernels/cuda/classifier_launchers.h"
+#include "adamant/kernels/cuda/model_kernels_cuda.h"
+#include "kernels/cuda_test_util.h"
+
+namespace adamant::kernels {
+namespace {
+
+using testing::MirroredArray;
+
+constexpr double kBf16OutputRelative = 1.0 / 256;
+constexpr double kAccumulation = 1e-4;
+
+// Normal values with standard deviation `scale`, rounded to bf16 when `round`.
+std::vector<float> random_values(std::size_t n, std::mt19937_64& rng, float scale, bool round) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> values(n);
+  for (float& v : values) {
+    v = normal(rng);
+    if (round) v = bf16_to_f32(f32_to_bf16(v));
+  }
+  return values;
+}
+
+std::vector<float> absolute(std::vector<float> values) {
+  for (float& v : values) v = std::abs(v);
+  return values;
+}
+
+// A host array in GPU memory as bf16 or fp32 (values already representable).
+class DeviceMatrix {
+ public:
+  DeviceMatrix(const std::vector<float>& values, DType dtype, std::size_t offset = 0)
+      : dtype_(dtype),
+        f32_(dtype == DType::f32 ? values.size() : 0, DType::f32, offset),
+        bf16_(dtype == DType::bf16 ? values.size() : 0, DType::bf16, offset) {
+    if (dtype == DType::f32) {
+      f32_.host = values;
+      f32_.upload();
+    } else {
+      for (std::size_t i = 0; i < values.size(); ++i) bf16_.host[i] = f32_to_bf16(values[i]);
+      bf16_.upload();
+    }
+  }
+  Tensor view() { return dtype_ == DType::f32 ? f32_.device_view() : bf16_.device_view(); }
+  std::vector<float> download() const {
+    if (dtype_ == DType::f32) return f32_.download();
+    const std::vector<std::uint16_t> bits = bf16_.download();
+    std::vector<float> values(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
+    return values;
+  }
+
+ private:
+  DType dtype_;
+  MirroredArray<float> f32_;
+  MirroredArray<std::uint16_t> bf16_;
+};
+
+// Checks every element; on failure reports the count, the first and the worst index with both values.
+void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, const std::vector<float>& magnitude,
+                  double relative, double accumulation, const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  ASSERT_EQ(magnitude.size(), cpu.size()) << what;
+  std::size_t failures = 0, first = 0, worst = 0;
+  double worst_ratio = 0.0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    const double tolerance = relative * std::abs(cpu[i]) + accumulation * magnitude[i] + 1e-30;
+    const double error = std::abs(static_cast<double>(gpu[i]) - cpu[i]);
+    const double ratio = std::isnan(error) ? std::numeric_limits<double>::infinity() : error / tolerance;
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+    if (ratio > 1.0 && failures++ == 0) first = i;
+  }
+  EXPECT_EQ(failures, 0u) << what << ": " << failures << " of " << gpu.size() << " outside tolerance; first at "
+                          << first << " (gpu " << gpu[first] << ", cpu " << cpu[first] << ", magnitude "
+                          << magnitude[first] << "), worst at " << worst << " (gpu " << gpu[worst] << ", cpu "
+                          << cpu[worst] << ", " << worst_ratio << " x the tolerance)";
+}
+
+enum class Precision { bf16_to_bf16, bf16_to_f32, f32_to_f32 };
+
+const char* name_of(Precision p) {
+  switch (p) {
+    case Precision::bf16_to_bf16:
+      return "bf16->bf16";
+    case Precision::bf16_to_f32:
+      return "bf16->fp32";
+    case Precision::f32_to_f32:
+      return "fp32->fp32";
+  }
+  return "?";
+}
+
+struct GemmCase {
+  std::int64_t m, n, k;
+  float alpha, beta;
+  std::size_t a_offset;  // elements: 1 makes a bf16 operand only 2-byte aligned
+};
+
+void check_gemm(Precision precision, Transpose ta, Transpose tb, const GemmCase& c, std::uint64_t seed) {
+  const DType in_dtype = precision == Precision::f32_to_f32 ? DType::f32 : DType::bf16;
+  const DType out_dtype = precision == Precision::bf16_to_bf16 ? DType::bf16 : DType::f32;
+  std::mt19937_64 rng(seed);
+  const auto a = random_values(c.m * c.k, rng, 1.0f, in_dtype == DType::bf16);
+  const auto b = random_values(c.k * c.n, rng, 1.0f, in_dtype == DType::bf16);
+  auto c0 = random_values(c.m * c.n, rng, 1.0f, out_dtype == DType::bf16);
+  if (c.beta == 0.0f) c0.assign(c0.size(), std::numeric_limits<float>::quiet_NaN());  // beta 0 must ignore c
+
+  std::vector<float> expected = c0, magnitude(c0.size(), 0.0f);
+  cpu::gemm<float>(ta, tb, c.m, c.n, c.k, c.alpha, a.data(), b.data(), c.beta, expected.data());
+  const auto abs_a = absolute(a), abs_b = absolute(b);
+  if (c.beta != 0.0f) magnitude = absolute(c0);
+  cpu::gemm<float>(ta, tb, c.m, c.n, c.k, std::abs(c.alpha), abs_a.data(), abs_b.data(), std::abs(c.beta),
+                   magnitude.data());
+
+  DeviceMatrix a_gpu(a, in_dtype, c.a_offset), b_gpu(b, in_dtype), c_gpu(c0, out_dtype);
+  Stream stream(testing::gpu());
+  cuda::gemm(ta, tb, c.m, c.n, c.k, c.alpha, a_gpu.view(), b_gpu.view(), c.beta, c_gpu.view(), stream);
+  stream.synchronize();
+  const std::string what = std::string("gemm ") + name_of(precision) + " ta " + std::to_string(ta == Transpose::yes) +
+                           " tb " + std::to_string(tb == Transpose::yes) + " " + std::to_string(c.m) + "x" +
+                           std::to_string(c.n) + "x" + std::to_string(c.k) + " beta " + std::to_string(c.beta) +
+                           " a offset " + std::to_string(c.a_offset);
+  expect_close(c_gpu.download(), expected, magnitude, out_dtype == DType::bf16 ? kBf16OutputRelative : 1e-6,
+               kAccumulation, what);
+}
+
+TEST(CudaGemm, AllTransposesAndPrecisionsMatchTheCpu) {
+  ADAMANT_REQUIRE_GPU();
+  const std::vector<GemmCase> cases = {
+      {37, 53, 29, 0.75f, 0.0f, 0},    // odd sizes: no vector-friendly dimension
+      {37, 53, 29, 1.0f, -0.5f, 0},    // beta != 0 reads c
+      {64, 2304, 768, 1.0f, 0.0f, 0},  // GPT-3 126M: the qkv projection of 64 tokens
+      {48, 2048, 512, 1.0f, 1.0f, 0},  // 1.3B hidden size, accumulation onto c
+  };
+  std::uint64_t seed = 1;
+  for (const Precision precision : {Precision::bf16_to_bf16, Precision::bf16_to_f32, Precision::f32_to_f32}) {
+    for (const Transpose ta : {Transpose::no, Transpose::yes}) {
+      for (const Transpose tb : {Transpose::no, Transpose::yes}) {
+        for (const GemmCase& c : cases) check_gemm(precision, ta, tb, c, seed++);
+      }
+    }
+  }
+}
+
+TEST(CudaGemm, UnalignedOperands) {
+  ADAMANT_REQUIRE_GPU();
+  // A bf16 operand one element off its allocation's alignment (2-byte aligned): the
+  // plan cache must pick an algorithm that allows it.
+  check_gemm(Precision::bf16_to_bf16, Transpose::no, Transpose::yes, {33, 40, 24, 1.0f, 0.0f, 1}, 100);
+  check_gemm(Precision::bf16_to_f32, Transpose::yes, Transpose::no, {40, 33, 24, 1.0f, 1.0f, 1}, 101);
+}
+
+TEST(CudaGemm, EmptyInnerDimensionScalesTheOutput) {
+  ADAMANT_REQUIRE_GPU();
+  // k = 0: c = beta * c, and beta = 0 clears c (NaN included).
+  MirroredArray<float> unused(1, DType::f32);
+  const Tensor empty_a = Tensor::flat(unused.device_view().data, DType::f32, testing::gpu(), 0);
+  Stream stream(testing::gpu());
+  for (const float beta : {0.5f, 0.0f}) {
+    MirroredArray<float> c(35, DType::f32);
+    for (std::size_t i = 0; i < c.host.size(); ++i) c.host[i] = beta == 0.0f ? std::nanf("") : 0.25f * i - 3.0f;
+    c.upload();
+    cuda::gemm(Transpose::no, Transpose::no, 5, 7, 0, 1.0, empty_a, empty_a, beta, c.device_view(), stream);
+    stream.synchronize();
+    const auto result = c.download();
+    for (std::size_t i = 0; i < result.size(); ++i) {
+      ASSERT_EQ(result[i], beta * (beta == 0.0f ? 0.0f : c.host[i])) << "beta " << beta << " at " << i;
+    }
+  }
+}
+
+TEST(CudaGemm, RepeatedCallsReuseTheirPlanAndStayCorrect) {
+  ADAMANT_REQUIRE_GPU();
+  // The second call of a shape runs on the cached plan (with other pointers).
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    check_gemm(Precision::bf16_to_bf16, Transpose::no, Transpose::yes, {64, 96, 128, 1.0f, 0.0f, 0}, 200 + repeat);
+  }
+}
+
+TEST(CudaGemm, RejectsMixedInputDtypes) {
+  ADAMANT_REQUIRE_GPU();
+  std::mt19937_64 rng(5);
+  const auto values = random_values(16, rng, 1.0f, true);
+  DeviceMatrix a(values, DType::bf16), b(values, DType::f32), c(values, DType::f32);
+  Stream stream(testing::gpu());
+  EXPECT_THROW(cuda::gemm(Transpose::no, Transpose::no, 4, 4, 4, 1.0, a.view(), b.view(), 0.0, c.view(), stream),
+               Error);
+}
+
+struct LinearCase {
+  LinearShape shape;
+  DType dtype;
+  bool with_d_in;
+};
+
+std::string describe(const LinearCase& c) {
+  return std::to_string(c.shape.rows) + " rows, " + std::to_string(c.shape.in_features) + " -> " +
+         std::to_string(c.shape.out_features) + ", " + std::string(dtype_name(c.dtype));
+}
+
+void check_linear(const LinearCase& c, std::uint64_t seed) {
+  const LinearShape& s = c.shape;
+  const bool round = c.dtype == DType::bf16;
+  std::mt19937_64 rng(seed);
+  const auto in = random_values(s.rows * s.in_features, rng, 1.0f, round);
+  const auto weight = random_values(s.out_features * s.in_features, rng, 0.02f, round);
+  const auto bias = random_values(s.out_features, rng, 0.5f, round);
+  const auto d_out = random_values(s.rows * s.out_features, rng, 1e-3f, round);
+  auto host = [](std::vector<float>& v) { return Tensor::flat(v.data(), DType::f32, Device::cpu(), v.size()); };
+
+  // CPU reference and magnitudes (the same kernels on absolute values).
+  std::vector<float> in_c = in, weight_c = weight, bias_c = bias, d_out_c = d_out;
+  std::vector<float> out(s.rows * s.out_features), d_in(s.rows * s.in_features),
+      d_weight(s.out_features * s.in_features), d_bias(s.out_features);
+  cpu::linear_forward(host(in_c), host(weight_c), host(bias_c), host(out), s);
+  cpu::linear_backward(host(d_out_c), host(in_c), host(weight_c), host(d_in), host(d_weight), host(d_bias), s);
+  auto abs_in = absolute(in), abs_weight = absolute(weight), abs_bias = absolute(bias), abs_d_out = absolute(d_out);
+  std::vector<float> out_mag(out.size()), d_in_mag(d_in.size()), d_weight_mag(d_weight.size()),
+      d_bias_mag(d_bias.size());
+  cpu::linear_forward(host(abs_in), host(abs_weight), host(abs_bias), host(out_mag), s);
+  cpu::linear_backward(host(abs_d_out), host(abs_in), host(abs_weight), host(d_in_mag), host(d_weight_mag),
+                       host(d_bias_mag), s);
+
+  const std::vector<float> poison_activation(d_in.size(), std::numeric_limits<float>::quiet_NaN());
+  const std::vector<float> poison_weight(d_weight.size(), std::numeric_limits<float>::quiet_NaN());
+  const std::vector<float> poison_bias(d_bias.size(), std::numeric_limits<float>::quiet_NaN());
+  DeviceMatrix in_gpu(in, c.dtype), weight_gpu(weight, c.dtype), bias_gpu(bias, c.dtype), d_out_gpu(d_out, c.dtype);
+  DeviceMatrix out_gpu(std::vector<float>(out.size(), std::numeric_limits<float>::quiet_NaN()), c.dtype);
+  DeviceMatrix d_in_gpu(poison_activation, c.dtype), d_weight_gpu(poison_weight, DType::f32),
+      d_bias_gpu(poison_bias, DType::f32);
+  Stream stream(testing::gpu());
+  cuda::linear_forward(in_gpu.view(), weight_gpu.view(), bias_gpu.view(), out_gpu.view(), s, stream);
+  cuda::linear_backward(d_out_gpu.view(), in_gpu.view(), weight_gpu.view(), c.with_d_in ? d_in_gpu.view() : Tensor{},
+                        d_weight_gpu.view(), d_bias_gpu.view(), s, stream);
+  stream.synchronize();
+
+  const double relative = c.dtype == DType::bf16 ? kBf16OutputRelative : 1e-6;
+  expect_close(out_gpu.download(), out, out_mag, relative, kAccumulation, "linear_forward out, " + describe(c));
+  if (c.with_d_in) {
+    expect_close(d_in_gpu.download(), d_in, d_in_mag, relative, kAccumulation, "linear_backward d_in, " + describe(c));
+  } else {
+    const auto untouched = d_in_gpu.download();
+    EXPECT_TRUE(std::isnan(untouched.front()) && std::isnan(untouched.back())) << "an empty d_in was written";
+  }
+  expect_close(d_weight_gpu.download(), d_weight, d_weight_mag, 1e-6, kAccumulation,
+               "linear_backward d_weight, " + describe(c));
+  expect_close(d_bias_gpu.download(), d_bias, d_bias_mag, 1e-6, kAccumulation,
+               "linear_backward d_bias, " + describe(c));
+}
+
+TEST(CudaLinear, ForwardAndBackwardMatchTheCpu) {
+  ADAMANT_REQUIRE_GPU();
+  const std::vector<LinearCase> cases = {
+      {{13, 37, 29}, DType::bf16, true},      // odd sizes
+      {{13, 37, 29}, DType::bf16, false},     // d_in skipped
+      {{256, 768, 2304}, DType::bf16, true},  // 126M qkv projection
+      {{256, 3072, 768}, DType::bf16, true},  // 126M MLP down projection
+      {{64, 2048, 2048}, DType::bf16, true},  // 1.3B attention output projection
+      {{19, 40, 24}, DType::f32, true},       // fp32 throughout
+      {{300, 64, 96}, DType::bf16, true},     // more rows than one slice of the column sums
+  };
+  std::uint64_t seed = 11;
+  for (const LinearCase& c : cases) check_linear(c, seed++);
+}
+
+// The bias-gradient fallback on its own (linear_backward uses it only where cuBLASLt
+// cannot fuse the sums): against double sums, tolerance 1e-5 of the sum of |x|.
+void check_column_sums(std::int64_t rows, std::int64_t cols, DType dtype, std::int64_t scratch_floats,
+                       std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto x = random_values(rows * cols, rng, 1.0f, dtype == DType::bf16);
+  std::vector<float> expected(cols), magnitude(cols);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    double sum = 0, abs_sum = 0;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      sum += x[i * cols + j];
+      abs_sum += std::abs(x[i * cols + j]);
+    }
+    expected[j] = static_cast<float>(sum);
+    magnitude[j] = static_cast<float>(abs_sum);
+  }
+  DeviceMatrix x_gpu(x.empty() ? std::vector<float>{0.0f} : x, dtype);
+  DeviceMatrix sums_gpu(std::vector<float>(cols, std::numeric_limits<float>::quiet_NaN()), DType::f32);
+  MirroredArray<float> scratch(static_cast<std::size_t>(scratch_floats > 0 ? scratch_floats : 1), DType::f32);
+  ASSERT_EQ(cuda::launchers::column_sums(x_gpu.view().data, dtype, rows, cols,
+                                         scratch_floats > 0 ? static_cast<float*>(scratch.device_view().data) : nullptr,
+                                         scratch_floats, static_cast<float*>(sums_gpu.view().data), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  expect_close(sums_gpu.download(), expected, magnitude, 0.0, 1e-5,
+               "column_sums " + std::to_string(rows) + "x" + std::to_string(cols) + " " +
+                   std::string(dtype_name(dtype)) + " scratch " + std::to_string(scratch_floats));
+}
+
+TEST(CudaLinear, ColumnSumsMatchDoubleSums) {
+  ADAMANT_REQUIRE_GPU();
+  check_column_sums(16384, 768, DType::bf16, 1 << 20, 1);  // 126M: 8 x 2048 tokens, many slices
+  check_column_sums(1000, 33, DType::f32, 1 << 20, 2);     // odd columns
+  check_column_sums(1000, 33, DType::bf16, 100, 3);        // scratch for 3 slices only
+  check_column_sums(777, 5, DType::f32, 0, 4);             // no scratch: one pass
+  check_column_sums(0, 7, DType::bf16, 1 << 10, 5);        // no rows: zeros
+  check_column_sums(1, 1, DType::f32, 1 << 10, 6);
+}
+
+}  // namespace
+}  // namespace adamant::kernels

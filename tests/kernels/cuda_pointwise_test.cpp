@@ -1,0 +1,541 @@
+// CUDA layernorm, GELU, residual add, dropout and embeddings against the CPU
+// reference kernels (kernels/cpu/). Inputs are rounded to bf16 first; the CPU
+// kernel runs in fp32 on the rounded values and the CUDA kernel on their bf16
+// patterns, so the only differences are fp32 evaluation order and the final bf16
+// rounding of the GPU outputs.
+//
+// Tolerances. A bf16 output is the fp32 result rounded to 8 significant bits: it
+// differs from the exact value by at most 2^-8 relative (half a unit in the last
+// place, relative to the leading bit), so bf16 outputs are compared with
+// 5e-3 * |cpu| (> 2^-8 = 3.9e-3) plus a small absolute term for the fp32
+// differences of terms that cancel. fp32 column sums (d_weight, d_bias, d_word)
+// are compared with 1e-5 * (sum of the absolute values of their terms), well above
+// the rounding of a differently ordered fp32 sum. Results whose GPU and CPU
+// formulas are the same fp32 operations in the same order (residual add, dropout,
+// embedding forward, d_position) must agree bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "adamant/core/half.h"
+#include "adamant/core/rng.h"
+#include "adamant/kernels/cpu/model_kernels_cpu.h"
+#include "adamant/kernels/cuda/model_kernels_cuda.h"
+#include "adamant/kernels/cuda/pointwise_model_philox.cuh"
+#include "adamant/kernels/dropout.h"
+#include "kernels/cuda_test_util.h"
+
+namespace adamant::kernels {
+namespace {
+
+using testing::MirroredArray;
+
+// Normal values rounded to bf16, returned as fp32.
+std::vector<float> rounded_normal(std::size_t n, std::uint64_t seed, double mean, double stddev) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(mean, stddev);
+  std::vector<float> values(n);
+  for (float& v : values) v = bf16_to_f32(f32_to_bf16(static_cast<float>(normal(rng))));
+  return values;
+}
+
+// Uniform values in [-scale, scale) rounded to bf16, from a counter hash: cheap
+// enough for whole embedding tables (tens of millions of elements).
+std::vector<float> rounded_uniform(std::size_t n, std::uint64_t seed, float scale) {
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t z = seed * 0x9e3779b97f4a7c15ull + i;  // splitmix64
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const float unit = static_cast<float>(z >> 40) * 0x1p-24f;  // [0, 1)
+    values[i] = bf16_to_f32(f32_to_bf16(scale * (2.0f * unit - 1.0f)));
+  }
+  return values;
+}
+
+// A bf16 GPU array holding `values` (already bf16-exact); `offset` elements into its allocation.
+MirroredArray<std::uint16_t> bf16_on_gpu(const std::vector<float>& values, std::size_t offset = 0) {
+  MirroredArray<std::uint16_t> array(values.size(), DType::bf16, offset);
+  for (std::size_t i = 0; i < values.size(); ++i) array.host[i] = f32_to_bf16(values[i]);
+  array.upload();
+  return array;
+}
+
+MirroredArray<float> f32_on_gpu(const std::vector<float>& values) {
+  MirroredArray<float> array(values.size(), DType::f32);
+  array.host = values;
+  array.upload();
+  return array;
+}
+
+std::vector<float> download_bf16(const MirroredArray<std::uint16_t>& array) {
+  const std::vector<std::uint16_t> bits = array.download();
+  std::vector<float> values(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
+  return values;
+}
+
+std::vector<std::uint16_t> to_bf16_bits(const std::vector<float>& values) {
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_bf16(values[i]);
+  return bits;
+}
+
+Tensor cpu_view(std::vector<float>& values) {
+  return Tensor::flat(values.data(), DType::f32, Device::cpu(), values.size());
+}
+
+// Expects |gpu[i] - cpu[i]| <= tolerance(i) everywhere (NaN fails); reports how many
+// differ, the first index with both values, and the worst excess.
+template <typename Tolerance>
+void expect_near_all(const std::vector<float>& gpu, const std::vector<float>& cpu, Tolerance tolerance,
+                     const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  std::size_t mismatches = 0;
+  std::size_t first = 0;
+  double worst_ratio = 0.0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    const double difference = std::abs(static_cast<double>(gpu[i]) - static_cast<double>(cpu[i]));
+    const double allowed = tolerance(i);
+    if (difference <= allowed) continue;
+    if (mismatches++ == 0) first = i;
+    worst_ratio =
+        std::max(worst_ratio, std::isnan(difference) ? std::numeric_limits<double>::infinity() : difference / allowed);
+  }
+  EXPECT_EQ(mismatches, 0u) << what << ": " << mismatches << " of " << gpu.size()
+                            << " elements outside the tolerance (worst by x" << worst_ratio << "); first at " << first
+                            << ": gpu " << (mismatches ? gpu[first] : 0.0f) << ", cpu "
+                            << (mismatches ? cpu[first] : 0.0f) << ", allowed "
+                            << (mismatches ? tolerance(first) : 0.0);
+}
+
+// bf16 output against the fp32 CPU value: rounding (<= 2^-8 relative) plus `absolute`.
+auto bf16_tolerance(const std::vector<float>& cpu, double absolute) {
+  return [&cpu, absolute](std::size_t i) { return 5e-3 * std::abs(static_cast<double>(cpu[i])) + absolute; };
+}
+
+// ---- Philox: the device code is host-callable, so it is checked here word for word ----
+
+TEST(CudaPointwisePhilox, DeviceGeneratorMatchesCoreRngBitForBit) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 20000; ++trial) {
+    const std::uint64_t seed = rng();
+    const std::uint64_t index = trial < 100 ? static_cast<std::uint64_t>(trial) : rng();
+    const std::uint64_t stream = rng() >> 1;
+    const PhiloxCounter expected = philox_draw(seed, index, stream);
+    const cuda::pointwise_detail::PhiloxWords actual = cuda::pointwise_detail::philox_draw(seed, index, stream);
+    for (int w = 0; w < 4; ++w) {
+      ASSERT_EQ(actual.word[w], expected[w])
+          << "seed " << seed << " index " << index << " stream " << stream << " word " << w;
+    }
+  }
+  DropoutArgs args;
+  args.seed = 0x0123456789abcdefull;
+  args.first_sample_index = 987654321;
+  args.site = 0xabcdef;
+  for (std::uint64_t sample = 0; sample < 8; ++sample) {
+    for (std::uint64_t group = 0; group < 512; ++group) {
+      const PhiloxCounter expected = dropout_bits(args, sample, group);
+      const auto actual =
+          cuda::pointwise_detail::dropout_bits(args.seed, args.first_sample_index + sample, args.site, group);
+      for (int w = 0; w < 4; ++w) {
+        ASSERT_EQ(actual.word[w], expected[w]) << "sample " << sample << " group " << group;
+        for (const float p : {0.0f, 0.1f, 0.5f, 0.999f}) {
+          ASSERT_EQ(cuda::pointwise_detail::dropout_keeps(actual.word[w], p), dropout_keeps(expected[w], p));
+        }
+      }
+    }
+  }
+  // uniform_float's edges: 0 and the largest 24-bit value.
+  EXPECT_TRUE(cuda::pointwise_detail::dropout_keeps(0xffffffffu, 0.999999f));
+  EXPECT_FALSE(cuda::pointwise_detail::dropout_keeps(0x000000ffu, 1e-9f));
+}
+
+// ---- layernorm ----
+
+struct RowsCase {
+  std::int64_t rows;
+  std::int64_t cols;
+  std::size_t offset;  // elements into the allocations: 1 forbids 16-byte accesses
+};
+
+std::string name_of(const RowsCase& c) {
+  return std::to_string(c.rows) + "x" + std::to_string(c.cols) + (c.offset ? " unaligned" : "");
+}
+
+const std::vector<RowsCase> kLayernormCases = {{512, 768, 0}, {256, 2048, 0}, {37, 100, 0},  {19, 1000, 1},
+                                               {3, 1, 0},     {8192, 768, 0}, {600, 2048, 1}};
+
+TEST(CudaLayernorm, ForwardMatchesCpu) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  for (const RowsCase& c : kLayernormCases) {
+    SCOPED_TRACE(name_of(c));
+    const auto n = static_cast<std::size_t>(c.rows * c.cols);
+    const auto cols = static_cast<std::size_t>(c.cols);
+    const auto rows = static_cast<std::size_t>(c.rows);
+    std::vector<float> x = rounded_normal(n, 11, 0.3, 1.5);
+    std::vector<float> weight = rounded_normal(cols, 12, 1.0, 0.1);
+    std::vector<float> bias = rounded_normal(cols, 13, 0.0, 0.1);
+    std::vector<float> out(n), mean(rows), rstd(rows);
+    const RowsShape shape{c.rows, c.cols};
+    cpu::layernorm_forward(cpu_view(x), cpu_view(weight), cpu_view(bias), 1e-5, cpu_view(out), cpu_view(mean),
+                           cpu_view(rstd), shape);
+
+    auto x_gpu = bf16_on_gpu(x, c.offset);
+    auto weight_gpu = bf16_on_gpu(weight, c.offset);
+    auto bias_gpu = bf16_on_gpu(bias, c.offset);
+    MirroredArray<std::uint16_t> out_gpu(n, DType::bf16, c.offset);
+    MirroredArray<float> mean_gpu(rows, DType::f32), rstd_gpu(rows, DType::f32);
+    cuda::layernorm_forward(x_gpu.device_view(), weight_gpu.device_view(), bias_gpu.device_view(), 1e-5,
+                            out_gpu.device_view(), mean_gpu.device_view(), rstd_gpu.device_view(), shape, stream);
+    stream.synchronize();
+    // mean and rstd are fp32 reductions in another order: a few fp32 ulps.
+    const std::vector<float> gpu_mean = mean_gpu.download();
+    const std::vector<float> gpu_rstd = rstd_gpu.download();
+    expect_near_all(
+        gpu_mean, mean, [&](std::size_t i) { return 1e-5 + 1e-5 * std::abs(mean[i]); }, "mean");
+    expect_near_all(
+        gpu_rstd, rstd, [&](std::size_t i) { return 1e-5 * std::abs(rstd[i]); }, "rstd");
+    // out = xhat * w + b with |xhat| up to ~5: fp32 differences stay below 1e-4.
+    expect_near_all(download_bf16(out_gpu), out, bf16_tolerance(out, 1e-4), "out");
+  }
+}
+
+TEST(CudaLayernorm, BackwardMatchesCpuAndIsDeterministic) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  for (const RowsCase& c : kLayernormCases) {
+    SCOPED_TRACE(name_of(c));
+    const auto n = static_cast<std::size_t>(c.rows * c.cols);
+    const auto cols = static_cast<std::size_t>(c.cols);
+    const auto rows = static_cast<std::size_t>(c.rows);
+    std::vector<float> x = rounded_normal(n, 21, -0.2, 1.3);
+    std::vector<float> weight = rounded_normal(cols, 22, 1.0, 0.2);
+    std::vector<float> bias = rounded_normal(cols, 23, 0.0, 0.1);
+    std::vector<float> d_out = rounded_normal(n, 24, 0.0, 1.0);
+    std::vector<float> d_x_initial = rounded_normal(n, 25, 0.0, 0.5);
+    std::vector<float> out(n), mean(rows), rstd(rows);
+    const RowsShape shape{c.rows, c.cols};
+    cpu::layernorm_forward(cpu_view(x), cpu_view(weight), cpu_view(bias), 1e-5, cpu_view(out), cpu_view(mean),
+                           cpu_view(rstd), shape);
+    std::vector<float> d_x = d_x_initial, d_weight(cols), d_bias(cols);
+    cpu::layernorm_backward(cpu_view(d_out), cpu_view(x), cpu_view(weight), cpu_view(mean), cpu_view(rstd),
+                            cpu_view(d_x), cpu_view(d_weight), cpu_view(d_bias), shape);
+    // Sums of |terms| of the column reductions, for their tolerance.
+    std::vector<double> weight_terms(cols, 0.0), bias_terms(cols, 0.0);
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t k = 0; k < cols; ++k) {
+        const double dy = d_out[r * cols + k];
+        weight_terms[k] += std::abs(dy * (x[r * cols + k] - mean[r]) * rstd[r]);
+        bias_terms[k] += std::abs(dy);
+      }
+    }
+
+    auto d_out_gpu = bf16_on_gpu(d_out, c.offset);
+    auto x_gpu = bf16_on_gpu(x, c.offset);
+    auto weight_gpu = bf16_on_gpu(weight, c.offset);
+    auto mean_gpu = f32_on_gpu(mean);
+    auto rstd_gpu = f32_on_gpu(rstd);
+    auto d_x_gpu = bf16_on_gpu(d_x_initial, c.offset);
+    // NaN-filled parameter gradients: backward must overwrite them.
+    auto d_weight_gpu = f32_on_gpu(std::vector<float>(cols, std::numeric_limits<float>::quiet_NaN()));
+    auto d_bias_gpu = f32_on_gpu(std::vector<float>(cols, std::numeric_limits<float>::quiet_NaN()));
+    auto run = [&] {
+      cuda::layernorm_backward(d_out_gpu.device_view(), x_gpu.device_view(), weight_gpu.device_view(),
+                               mean_gpu.device_view(), rstd_gpu.device_view(), d_x_gpu.device_view(),
+                               d_weight_gpu.device_view(), d_bias_gpu.device_view(), shape, stream);
+      stream.synchronize();
+    };
+    run();
+    const std::vector<std::uint16_t> d_x_first = d_x_gpu.download();
+    const std::vector<float> d_weight_first = d_weight_gpu.download();
+    const std::vector<float> d_bias_first = d_bias_gpu.download();
+    // d_x = initial + rstd * (...): fp32 differences of a few 1e-6 relative to terms of size ~1-5.
+    expect_near_all(download_bf16(d_x_gpu), d_x, bf16_tolerance(d_x, 1e-4), "d_x (accumulated)");
+    expect_near_all(
+        d_weight_first, d_weight, [&](std::size_t k) { return 1e-5 * weight_terms[k] + 1e-6; }, "d_weight");
+    expect_near_all(
+        d_bias_first, d_bias, [&](std::size_t k) { return 1e-5 * bias_terms[k] + 1e-6; }, "d_bias");
+
+    // A second run from the same inputs gives the same bits.
+    d_x_gpu.upload();  // host still holds the initial d_x patterns
+    run();
+    testing::expect_bitwise_equal(d_x_gpu.download(), d_x_first, "d_x run to run");
+    testing::expect_bitwise_equal(d_weight_gpu.download(), d_weight_first, "d_weight run to run");
+    testing::expect_bitwise_equal(d_bias_gpu.download(), d_bias_first, "d_bias run to run");
+  }
+}
+
+// ---- GELU and residual add ----
+
+TEST(CudaGelu, ForwardAndBackwardMatchCpu) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  for (const std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+    for (const std::size_t n : {std::size_t{(1u << 20) + 7}, std::size_t{13}}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " offset " + std::to_string(offset));
+      std::vector<float> x = rounded_normal(n, 31, 0.0, 2.5);
+      std::vector<float> d_out = rounded_normal(n, 32, 0.0, 1.0);
+      std::vector<float> out(n), d_x(n);
+      const auto count = static_cast<std::int64_t>(n);
+      cpu::gelu_forward(cpu_view(x), cpu_view(out), count);
+      cpu::gelu_backward(cpu_view(d_out), cpu_view(x), cpu_view(d_x), count);
+
+      auto x_gpu = bf16_on_gpu(x, offset);
+      auto d_out_gpu = bf16_on_gpu(d_out, offset);
+      MirroredArray<std::uint16_t> out_gpu(n, DType::bf16, offset);
+      cuda::gelu_forward(x_gpu.device_view(), out_gpu.device_view(), count, stream);
+      // d_x aliases d_out, as the header allows.
+      cuda::gelu_backward(d_out_gpu.device_view(), x_gpu.device_view(), d_out_gpu.device_view(), count, stream);
+      stream.synchronize();
+      // erff/expf are within 2 fp32 ulps: absolute error ~1e-7 * |x| where Phi(x) cancels to ~0.
+      expect_near_all(
+          download_bf16(out_gpu), out,
+          [&](std::size_t i) { return 5e-3 * std::abs(out[i]) + 1e-6 * (1.0 + std::abs(x[i])); }, "gelu");
+      expect_near_all(
+          download_bf16(d_out_gpu), d_x,
+          [&](std::size_t i) { return 5e-3 * std::abs(d_x[i]) + 1e-6 * std::abs(d_out[i]) * (1.0 + std::abs(x[i])); },
+          "gelu backward");
+    }
+  }
+}
+
+TEST(CudaResidualAdd, MatchesCpuBitForBitIncludingInPlace) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  for (const std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+    const std::size_t n = 3 * 2048 * 768 + 5;
+    SCOPED_TRACE("offset " + std::to_string(offset));
+    std::vector<float> a = rounded_normal(n, 41, 0.0, 3.0);
+    std::vector<float> b = rounded_normal(n, 42, 0.0, 0.5);
+    std::vector<float> sum(n);
+    cpu::residual_add(cpu_view(a), cpu_view(b), cpu_view(sum), static_cast<std::int64_t>(n));
+    const std::vector<std::uint16_t> expected = to_bf16_bits(sum);
+
+    auto a_gpu = bf16_on_gpu(a, offset);
+    auto b_gpu = bf16_on_gpu(b, offset);
+    MirroredArray<std::uint16_t> out_gpu(n, DType::bf16, offset);
+    cuda::residual_add(a_gpu.device_view(), b_gpu.device_view(), out_gpu.device_view(), static_cast<std::int64_t>(n),
+                       stream);
+    // In place: out aliases b (the residual stream).
+    cuda::residual_add(a_gpu.device_view(), b_gpu.device_view(), b_gpu.device_view(), static_cast<std::int64_t>(n),
+                       stream);
+    stream.synchronize();
+    testing::expect_bitwise_equal(out_gpu.download(), expected, "a + b");
+    testing::expect_bitwise_equal(b_gpu.download(), expected, "b += a in place");
+  }
+}
+
+// ---- dropout ----
+
+struct DropoutCase {
+  std::int64_t batch;
+  std::int64_t sample_numel;
+  std::size_t offset;
+  bool in_place;
+};
+
+TEST(CudaDropout, MaskAndValuesMatchCpuBitForBit) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  DropoutArgs args;
+  args.probability = 0.1f;
+  args.seed = 0x5eed5eed12345678ull;
+  args.first_sample_index = 1000003;
+  args.site = 77;
+  const std::vector<DropoutCase> cases = {
+      {4, 128 * 768, 0, false}, {3, 1001, 0, false}, {2, 4100, 1, false}, {5, 2048 + 3, 0, true}, {2, 768, 0, true}};
+  for (const DropoutCase& c : cases) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + " sample " + std::to_string(c.sample_numel) + " offset " +
+                 std::to_string(c.offset) + (c.in_place ? " in place" : ""));
+    const auto n = static_cast<std::size_t>(c.batch * c.sample_numel);
+    std::vector<float> in = rounded_normal(n, 51, 0.0, 1.0);
+    for (float& v : in) {
+      if (v == 0.0f) v = 1.0f;  // zero then means dropped
+    }
+    std::vector<float> out(n);
+    cpu::dropout(cpu_view(in), cpu_view(out), c.batch, c.sample_numel, args);
+
+    auto in_gpu = bf16_on_gpu(in, c.offset);
+    MirroredArray<std::uint16_t> out_gpu(n, DType::bf16, c.offset);
+    MirroredArray<std::uint16_t>& result = c.in_place ? in_gpu : out_gpu;
+    cuda::dropout(in_gpu.device_view(), result.device_view(), c.batch, c.sample_numel, args, stream);
+    stream.synchronize();
+    const std::vector<std::uint16_t> actual = result.download();
+
+    std::size_t mask_mismatches = 0;
+    std::size_t first = 0;
+    std::size_t dropped = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool gpu_dropped = bf16_to_f32(actual[i]) == 0.0f;
+      const bool cpu_dropped = out[i] == 0.0f;
+      dropped += cpu_dropped ? 1 : 0;
+      if (gpu_dropped != cpu_dropped && mask_mismatches++ == 0) first = i;
+    }
+    EXPECT_EQ(mask_mismatches, 0u) << "dropout masks differ at " << mask_mismatches << " elements; first at " << first
+                                   << " (sample " << first / static_cast<std::size_t>(c.sample_numel) << ", element "
+                                   << first % static_cast<std::size_t>(c.sample_numel) << "): gpu "
+                                   << bf16_to_f32(actual[first]) << ", cpu " << out[first];
+    testing::expect_bitwise_equal(actual, to_bf16_bits(out), "dropout values");
+    if (n > 100000) {  // the reference itself drops about p of the elements
+      EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(n), 0.1, 0.01);
+    }
+  }
+}
+
+TEST(CudaDropout, ZeroProbabilityCopies) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  const std::vector<float> in = rounded_normal(1000, 52, 0.0, 1.0);
+  auto in_gpu = bf16_on_gpu(in);
+  MirroredArray<std::uint16_t> out_gpu(in.size(), DType::bf16);
+  cuda::dropout(in_gpu.device_view(), out_gpu.device_view(), 10, 100, DropoutArgs{}, stream);
+  stream.synchronize();
+  testing::expect_bitwise_equal(out_gpu.download(), to_bf16_bits(in), "p = 0 copy");
+}
+
+// ---- embeddings ----
+
+struct EmbeddingCase {
+  EmbeddingShape shape;
+  std::int64_t position_rows;  // the position table may be longer than seq
+};
+
+std::string name_of(const EmbeddingShape& s) {
+  return "batch " + std::to_string(s.batch) + " seq " + std::to_string(s.seq) + " channels " +
+         std::to_string(s.channels) + " vocab " + std::to_string(s.vocab);
+}
+
+// Token ids with heavy repeats: a third one end-of-text id, a fifth from a few ids
+// that share one 32-row tile, the rest uniform.
+std::vector<std::int32_t> repetitive_tokens(std::size_t n, std::int64_t vocab, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int64_t> any(0, vocab - 1);
+  std::uniform_int_distribution<int> kind(0, 14);
+  std::uniform_int_distribution<std::int64_t> few(0, std::min<std::int64_t>(vocab, 40) - 1);
+  std::vector<std::int32_t> tokens(n);
+  for (auto& t : tokens) {
+    const int k = kind(rng);
+    t = static_cast<std::int32_t>(k < 5 ? vocab - 1 : (k < 8 ? few(rng) : any(rng)));
+  }
+  return tokens;
+}
+
+const std::vector<EmbeddingCase> kEmbeddingCases = {
+    {{4, 512, 768, 50304}, 2048}, {{3, 37, 100, 1000}, 37}, {{2, 256, 2048, 4099}, 300}, {{1, 1, 8, 5}, 4}};
+
+TEST(CudaEmbedding, ForwardMatchesCpuBitForBit) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  for (const EmbeddingCase& c : kEmbeddingCases) {
+    const EmbeddingShape& s = c.shape;
+    SCOPED_TRACE(name_of(s));
+    const auto rows = static_cast<std::size_t>(s.batch * s.seq);
+    std::vector<float> word = rounded_uniform(static_cast<std::size_t>(s.vocab * s.channels), 61, 0.05f);
+    std::vector<float> position = rounded_normal(static_cast<std::size_t>(c.position_rows * s.channels), 62, 0.0, 0.02);
+    MirroredArray<std::int32_t> tokens(rows, DType::i32);
+    tokens.host = repetitive_tokens(rows, s.vocab, 63);
+    tokens.upload();
+    std::vector<float> out(rows * static_cast<std::size_t>(s.channels));
+    cpu::embedding_forward(tokens.host_view(), cpu_view(word), cpu_view(position), cpu_view(out), s);
+
+    auto word_gpu = bf16_on_gpu(word);
+    auto position_gpu = bf16_on_gpu(position);
+    MirroredArray<std::uint16_t> out_gpu(out.size(), DType::bf16);
+    cuda::embedding_forward(tokens.device_view(), word_gpu.device_view(), position_gpu.device_view(),
+                            out_gpu.device_view(), s, stream);
+    stream.synchronize();
+    testing::expect_bitwise_equal(out_gpu.download(), to_bf16_bits(out), "embedding out");
+  }
+}
+
+TEST(CudaEmbedding, BackwardMatchesCpuAndIsDeterministic) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  for (const EmbeddingCase& c : kEmbeddingCases) {
+    const EmbeddingShape& s = c.shape;
+    SCOPED_TRACE(name_of(s));
+    const auto rows = static_cast<std::size_t>(s.batch * s.seq);
+    const auto channels = static_cast<std::size_t>(s.channels);
+    std::vector<float> d_out = rounded_normal(rows * channels, 71, 0.0, 1.0);
+    MirroredArray<std::int32_t> tokens(rows, DType::i32);
+    tokens.host = repetitive_tokens(rows, s.vocab, 72);
+    tokens.upload();
+    const std::vector<float> d_word_initial =
+        rounded_uniform(static_cast<std::size_t>(s.vocab * s.channels), 73, 0.01f);
+    const std::vector<float> d_position_initial =
+        rounded_normal(static_cast<std::size_t>(c.position_rows) * channels, 74, 0.0, 0.01);
+    std::vector<float> d_word = d_word_initial, d_position = d_position_initial;
+    cpu::embedding_backward(cpu_view(d_out), tokens.host_view(), cpu_view(d_word), cpu_view(d_position), s);
+    std::vector<float> word_terms(d_word.size());
+    for (std::size_t i = 0; i < d_word.size(); ++i) word_terms[i] = std::abs(d_word_initial[i]);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const auto token = static_cast<std::size_t>(tokens.host[r]);
+      for (std::size_t k = 0; k < channels; ++k) word_terms[token * channels + k] += std::abs(d_out[r * channels + k]);
+    }
+
+    auto d_out_gpu = bf16_on_gpu(d_out);
+    auto d_word_gpu = f32_on_gpu(d_word_initial);
+    auto d_position_gpu = f32_on_gpu(d_position_initial);
+    auto run = [&] {
+      cuda::embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
+                               d_position_gpu.device_view(), s, stream);
+      stream.synchronize();
+    };
+    run();
+    const std::vector<float> d_word_first = d_word_gpu.download();
+    const std::vector<float> d_position_first = d_position_gpu.download();
+    expect_near_all(
+        d_word_first, d_word, [&](std::size_t i) { return 1e-5 * word_terms[i]; }, "d_word");
+    // d_position sums in the CPU kernel's order: the same bits.
+    testing::expect_bitwise_equal(d_position_first, d_position, "d_position");
+
+    d_word_gpu.upload();  // host still holds the initial values
+    d_position_gpu.upload();
+    run();
+    testing::expect_bitwise_equal(d_word_gpu.download(), d_word_first, "d_word run to run");
+    testing::expect_bitwise_equal(d_position_gpu.download(), d_position_first, "d_position run to run");
+  }
+}
+
+TEST(CudaEmbedding, TokenOutsideVocabularyGivesNanRowAndNoGradient) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  const EmbeddingShape s{1, 3, 16, 10};
+  std::vector<float> word = rounded_normal(160, 81, 0.0, 1.0);
+  std::vector<float> position = rounded_normal(48, 82, 0.0, 1.0);
+  MirroredArray<std::int32_t> tokens(3, DType::i32);
+  tokens.host = {4, 10, -1};
+  tokens.upload();
+  auto word_gpu = bf16_on_gpu(word);
+  auto position_gpu = bf16_on_gpu(position);
+  MirroredArray<std::uint16_t> out_gpu(48, DType::bf16);
+  cuda::embedding_forward(tokens.device_view(), word_gpu.device_view(), position_gpu.device_view(),
+                          out_gpu.device_view(), s, stream);
+  auto d_out_gpu = bf16_on_gpu(std::vector<float>(48, 1.0f));
+  auto d_word_gpu = f32_on_gpu(std::vector<float>(160, 0.0f));
+  auto d_position_gpu = f32_on_gpu(std::vector<float>(48, 0.0f));
+  cuda::embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
+                           d_position_gpu.device_view(), s, stream);
+  stream.synchronize();
+  const std::vector<float> out = download_bf16(out_gpu);
+  const std::vector<float> d_word = d_word_gpu.download();
+  for (std::size_t k = 0; k < 16; ++k) {
+    EXPECT_EQ(out[k], bf16_to_f32(f32_to_bf16(word[4 * 16 + k] + position[k]))) << "valid row, channel " << k;
+    EXPECT_TRUE(std::isnan(out[16 + k])) << "token 10 = vocab, channel " << k;
+    EXPECT_TRUE(std::isnan(out[32 + k])) << "token -1, channel " << k;
+  }
+  for (std::size_t i = 0; i < d_word.size(); ++i) {
+    EXPECT_EQ(d_word[i], i / 16 == 4 ? 1.0f : 0.0f) << "d_word[" << i << "]";
+  }
+}
+
+}  // namespace
+}  // namespace adamant::kernels

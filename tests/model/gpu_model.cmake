@@ -1,0 +1,4 @@
+# The GPT model on a GPU against the CPU model (label gpu: CPU-only CI skips it).
+adamant_gpu_test(NAME gpu_model_tests
+                 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/gpu_model_test.cpp
+                 LIBS adamant_model)

@@ -1,0 +1,256 @@
+// The GPT model on a GPU (bf16 weights, bf16 activations, fp32 statistics and
+// gradients) against the same model on the CPU holding the same bf16 weights and
+// computing in fp32.
+//
+// Tolerances. Every activation the GPU keeps is rounded to bf16 (relative error up
+// to 2^-9 ~ 2e-3 per rounding); a layer rounds about ten times on the way forward
+// and as often on the way back, and the errors add up roughly like a random walk
+// over the two layers, which gives ~1e-2 relative error on the activations and on
+// the weight gradients formed from them (fp32 accumulation adds nothing visible).
+// Hence gradients per parameter within a relative L2 error of 5e-2. The loss is a
+// mean over 128 tokens of values whose own errors are ~1e-2 and partly cancel:
+// 2e-2 relative is a safe bound.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "adamant/core/buffer.h"
+#include "adamant/core/device.h"
+#include "adamant/core/error.h"
+#include "adamant/core/stream.h"
+#include "model_test_util.h"
+
+namespace adamant::model {
+namespace {
+
+using testing::random_batch;
+
+constexpr double kLossTolerance = 2e-2;      // relative, see the top of the file
+constexpr double kGradientTolerance = 5e-2;  // relative L2 per parameter, see the top of the file
+
+#define ADAMANT_REQUIRE_GPU()                                        \
+  do {                                                               \
+    if (!::adamant::cuda_available()) GTEST_SKIP() << "no CUDA GPU"; \
+  } while (false)
+
+Device gpu() { return Device::cuda(0); }
+
+// 2 layers, hidden 128, 2 heads of 64, seq 64, the GPT-2 vocabulary padded to 50304.
+// init std 0.1 instead of 0.02 puts the loss well away from ln(vocab), so a wrong
+// forward cannot pass as "near uniform".
+GptConfig small_config() {
+  GptConfig config;
+  config.num_layers = 2;
+  config.hidden_size = 128;
+  config.num_attention_heads = 2;
+  config.ffn_hidden_size = 512;
+  config.seq_length = 64;
+  config.vocab_size = 50257;
+  config.init_method_std = 0.1f;
+  return config;
+}
+
+template <typename T>
+std::vector<T> download(GptModel& model, const Tensor& t) {
+  model.stream().synchronize();
+  std::vector<T> out(t.numel());
+  copy_bytes(out.data(), Device::cpu(), t.data, t.device, t.bytes());
+  return out;
+}
+
+double norm_of(const std::vector<float>& v, std::size_t begin, std::size_t end) {
+  double sum = 0;
+  for (std::size_t i = begin; i < end; ++i) sum += static_cast<double>(v[i]) * v[i];
+  return std::sqrt(sum);
+}
+
+double distance(const std::vector<float>& a, const std::vector<float>& b, std::size_t begin, std::size_t end) {
+  double sum = 0;
+  for (std::size_t i = begin; i < end; ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    sum += d * d;
+  }
+  return std::sqrt(sum);
+}
+
+// ||actual - expected|| / ||expected|| for every parameter. With zero_key_bias, the key
+// part of each query_key_value bias is set apart: its exact gradient is zero (a constant
+// added to all keys shifts every score of a query alike, and softmax ignores that), so
+// CPU and GPU only hold rounding noise there, which is bounded against the scale of the
+// whole bias gradient instead.
+enum class KeyBias { exactly_zero, compare };
+void expect_gradients_close(const ParamList& params, const std::vector<float>& actual,
+                            const std::vector<float>& expected, int hidden, double tolerance, const std::string& what,
+                            KeyBias key_bias = KeyBias::exactly_zero) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (const ParamSpec& p : params.params) {
+    const std::size_t begin = p.offset, end = p.offset + p.numel;
+    const double scale = norm_of(expected, begin, end);
+    ASSERT_GT(scale, 0.0) << what << ": " << p.name << " has no gradient on the CPU";
+    if (key_bias == KeyBias::exactly_zero && p.name.ends_with("query_key_value.bias")) {
+      const std::size_t keys = begin + static_cast<std::size_t>(hidden), values = keys + hidden;
+      const double error = std::hypot(distance(actual, expected, begin, keys), distance(actual, expected, values, end));
+      const double reference = std::hypot(norm_of(expected, begin, keys), norm_of(expected, values, end));
+      EXPECT_LE(error / reference, tolerance) << what << ": " << p.name << " (queries and values)";
+      EXPECT_LE(norm_of(actual, keys, values) / scale, tolerance) << what << ": " << p.name << " (keys, exactly 0)";
+      continue;
+    }
+    const double error = distance(actual, expected, begin, end) / scale;
+    if (error > tolerance) {
+      std::size_t worst = begin;
+      for (std::size_t i = begin; i < end; ++i) {
+        if (std::abs(actual[i] - expected[i]) > std::abs(actual[worst] - expected[worst])) worst = i;
+      }
+      ADD_FAILURE() << what << ": " << p.name << " relative L2 error " << error << " > " << tolerance
+                    << "; largest difference at element " << worst - begin << ": gpu " << actual[worst] << ", cpu "
+                    << expected[worst];
+    }
+  }
+}
+
+struct PassResult {
+  std::vector<double> losses;
+  std::vector<float> grads;
+  std::vector<std::size_t> ready_order;
+};
+
+// zero_grads, then forward_backward over the given micro-batches; the last one reports
+// its finished gradients (as the trainer does).
+PassResult run_passes(GptModel& model, const std::vector<MicroBatch>& batches, float loss_scale) {
+  PassResult out;
+  model.zero_grads();
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    const bool last = i + 1 == batches.size();
+    const GradReadyFn ready = [&out](std::size_t param) { out.ready_order.push_back(param); };
+    out.losses.push_back(model.forward_backward(batches[i], loss_scale, last ? ready : GradReadyFn{}));
+  }
+  if (model.device().is_cpu()) {
+    const auto grads = model.grads().span<float>();
+    out.grads.assign(grads.begin(), grads.end());
+  } else {
+    out.grads = download<float>(model, model.grads());
+  }
+  return out;
+}
+
+TEST(GpuGptModel, HoldsTheCpuModelsBf16WeightsAndFp32Gradients) {
+  ADAMANT_REQUIRE_GPU();
+  const GptConfig config = small_config();
+  GptModel cpu(config, DType::bf16, 2, Device::cpu(), 11);
+  GptModel gpu_model(config, DType::bf16, 2, gpu(), 11);
+  EXPECT_EQ(gpu_model.weights().dtype, DType::bf16);
+  EXPECT_EQ(gpu_model.grad_dtype(), DType::f32);
+  EXPECT_EQ(gpu_model.activation_dtype(), DType::bf16);
+  const auto host_bits = cpu.weights().span<std::uint16_t>();
+  const auto device_bits = download<std::uint16_t>(gpu_model, gpu_model.weights());
+  ASSERT_EQ(device_bits.size(), host_bits.size());
+  for (std::size_t i = 0; i < host_bits.size(); ++i) {
+    ASSERT_EQ(device_bits[i], host_bits[i]) << "weight " << i << " differs after the upload";
+  }
+}
+
+TEST(GpuGptModel, LossAndGradientsMatchTheCpuModel) {
+  ADAMANT_REQUIRE_GPU();
+  const GptConfig config = small_config();
+  const auto batch = random_batch(config, 2, 21);
+  GptModel cpu(config, DType::bf16, 2, Device::cpu(), 7);
+  GptModel gpu_model(config, DType::bf16, 2, gpu(), 7);
+  const Stream compute(gpu());  // as RunSetup does: the optimizer's stream
+  gpu_model.set_stream(compute);
+  const float loss_scale = 4.0f;  // gradients of loss_scale * mean loss
+  const PassResult expected = run_passes(cpu, {batch.view(0)}, loss_scale);
+  const PassResult actual = run_passes(gpu_model, {batch.view(0)}, loss_scale);
+
+  EXPECT_GT(expected.losses[0], std::log(50304.0) + 0.2) << "the test needs a loss away from uniform";
+  EXPECT_NEAR(actual.losses[0], expected.losses[0], kLossTolerance * expected.losses[0]);
+  EXPECT_EQ(actual.ready_order, expected.ready_order);
+  EXPECT_EQ(actual.ready_order.size(), cpu.params().size());
+  expect_gradients_close(cpu.params(), actual.grads, expected.grads, config.hidden_size, kGradientTolerance,
+                         "one micro-batch");
+
+  // Validation: the same forward without gradients.
+  const double gpu_loss = gpu_model.forward_loss(batch.view(0));
+  EXPECT_NEAR(gpu_loss, actual.losses[0], 1e-4 * actual.losses[0]) << "forward_loss runs the same forward";
+  EXPECT_NEAR(gpu_loss, cpu.forward_loss(batch.view(0)), kLossTolerance * expected.losses[0]);
+
+  gpu_model.zero_grads();
+  for (const float g : download<float>(gpu_model, gpu_model.grads())) ASSERT_EQ(g, 0.0f) << "zero_grads";
+}
+
+TEST(GpuGptModel, GradientsAccumulateOverMicroBatches) {
+  ADAMANT_REQUIRE_GPU();
+  const GptConfig config = small_config();
+  const auto first = random_batch(config, 2, 31), second = random_batch(config, 1, 32);  // a short micro-batch too
+  GptModel cpu(config, DType::bf16, 2, Device::cpu(), 3);
+  GptModel gpu_model(config, DType::bf16, 2, gpu(), 3);
+  const std::vector<MicroBatch> both = {first.view(0), second.view(2)};
+  const PassResult expected = run_passes(cpu, both, 1.0f);
+  const PassResult actual = run_passes(gpu_model, both, 1.0f);
+  for (std::size_t i = 0; i < both.size(); ++i) {
+    EXPECT_NEAR(actual.losses[i], expected.losses[i], kLossTolerance * expected.losses[i]) << "micro-batch " << i;
+  }
+  EXPECT_EQ(actual.ready_order, expected.ready_order);
+  expect_gradients_close(cpu.params(), actual.grads, expected.grads, config.hidden_size, kGradientTolerance,
+                         "two micro-batches");
+
+  // The sum is exactly what each micro-batch contributes alone. Deterministic kernels make
+  // it bitwise; 1e-3 leaves room for fp32 atomics whose order may differ run to run.
+  const PassResult alone_first = run_passes(gpu_model, {first.view(0)}, 1.0f);
+  const PassResult alone_second = run_passes(gpu_model, {second.view(2)}, 1.0f);
+  std::vector<float> sum(alone_first.grads.size());
+  for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = alone_first.grads[i] + alone_second.grads[i];
+  expect_gradients_close(cpu.params(), actual.grads, sum, config.hidden_size, 1e-3, "accumulated vs summed",
+                         KeyBias::compare);
+}
+
+TEST(GpuGptModel, DropoutMasksMatchTheCpuModel) {
+  ADAMANT_REQUIRE_GPU();
+  GptConfig config = small_config();
+  config.hidden_dropout = 0.1f;
+  config.attention_dropout = 0.1f;
+  const auto batch = random_batch(config, 2, 41);
+  const std::vector<MicroBatch> batches = {batch.view(6)};  // masks of global samples 6 and 7
+  GptModel cpu(config, DType::bf16, 2, Device::cpu(), 5);
+  GptModel gpu_model(config, DType::bf16, 2, gpu(), 5);
+  const PassResult expected = run_passes(cpu, batches, 1.0f);
+  const PassResult actual = run_passes(gpu_model, batches, 1.0f);
+  EXPECT_NEAR(actual.losses[0], expected.losses[0], kLossTolerance * expected.losses[0]);
+  expect_gradients_close(cpu.params(), actual.grads, expected.grads, config.hidden_size, kGradientTolerance,
+                         "dropout 0.1");
+
+  // Other masks (other sample indices) change the gradients far beyond the tolerance, so
+  // agreement above means the GPU drew the CPU's masks.
+  const PassResult other_masks = run_passes(cpu, {batch.view(100)}, 1.0f);
+  const std::size_t n = expected.grads.size();
+  EXPECT_GT(distance(other_masks.grads, expected.grads, 0, n) / norm_of(expected.grads, 0, n), 2 * kGradientTolerance);
+}
+
+TEST(GpuGptModel, NextTokenLogitsMatchTheCpuModel) {
+  ADAMANT_REQUIRE_GPU();
+  const GptConfig config = small_config();
+  GptModel cpu(config, DType::bf16, 2, Device::cpu(), 13);
+  GptModel gpu_model(config, DType::bf16, 2, gpu(), 13);
+  const auto batch = random_batch(config, 1, 51);
+  const std::span<const std::int32_t> prompt = std::span(batch.tokens).first(37);  // a shorter sequence
+  std::vector<float> expected(static_cast<std::size_t>(config.padded_vocab_size()));
+  std::vector<float> actual(expected.size());
+  cpu.next_token_logits(prompt, expected);
+  gpu_model.next_token_logits(prompt, actual);
+  // Logits are dot products of bf16 activations with bf16 weights: the gradients' bound applies.
+  EXPECT_LE(distance(actual, expected, 0, expected.size()) / norm_of(expected, 0, expected.size()), kGradientTolerance);
+}
+
+TEST(GpuGptModel, RejectsWeightsOtherThanBf16AndAStreamOfAnotherDevice) {
+  ADAMANT_REQUIRE_GPU();
+  const GptConfig config = small_config();
+  EXPECT_THROW(GptModel(config, DType::f32, 2, gpu(), 1), Error);
+  GptModel gpu_model(config, DType::bf16, 1, gpu(), 1);
+  const Stream host_stream;
+  EXPECT_THROW(gpu_model.set_stream(host_stream), Error);
+}
+
+}  // namespace
+}  // namespace adamant::model
