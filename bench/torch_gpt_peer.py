@@ -130,7 +130,7 @@ def main():
     peak_gib = torch.cuda.max_memory_allocated() / 2**30
     result = {"parallel": args.parallel if distributed else "single", "gpus": world, "params": n_params,
               "tokens_per_s": tokens_per_s, "step_ms": step_s * 1e3, "mfu": mfu, "peak_gib": peak_gib,
-              "loss": float(loss)}
+              "loss": float(loss.detach())}
     if rank == 0:
         print(f"torch {result['parallel']} x{world}: {n_params / 1e6:.1f}M params, {tokens_per_s:,.0f} tokens/s, "
               f"step {step_s * 1e3:.1f} ms, MFU {mfu:.1%}, peak {peak_gib:.1f} GiB")

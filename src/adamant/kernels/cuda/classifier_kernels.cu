@@ -27,25 +27,25 @@ struct MaxSum {
 __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
   const float max = fmaxf(a.max, b.max);
   if (max == -INFINITY) return a;  // both empty: exp(-inf - -inf) would be NaN
-  return {max, a.sum * __expf(a.max - max) + b.sum * __expf(b.max - max)};
+  return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max)};
 }
 
 // Adds four values with one rescale of the running sum.
 __device__ __forceinline__ void accumulate4(MaxSum& state, float x0, float x1, float x2, float x3) {
   const float local = fmaxf(fmaxf(x0, x1), fmaxf(x2, x3));
   if (local > state.max) {
-    state.sum *= __expf(state.max - local);  // 0 * exp(-inf) = 0 on the first values
+    state.sum *= expf(state.max - local);  // 0 * exp(-inf) = 0 on the first values
     state.max = local;
   }
-  state.sum += (__expf(x0 - state.max) + __expf(x1 - state.max)) + (__expf(x2 - state.max) + __expf(x3 - state.max));
+  state.sum += (expf(x0 - state.max) + expf(x1 - state.max)) + (expf(x2 - state.max) + expf(x3 - state.max));
 }
 
 __device__ __forceinline__ void accumulate1(MaxSum& state, float x) {
   if (x > state.max) {
-    state.sum *= __expf(state.max - x);
+    state.sum *= expf(state.max - x);
     state.max = x;
   }
-  state.sum += __expf(x - state.max);
+  state.sum += expf(x - state.max);
 }
 
 __device__ __forceinline__ MaxSum warp_reduce(MaxSum value) {
@@ -78,7 +78,7 @@ __device__ MaxSum block_reduce(MaxSum value) {
 // grad_scale * (softmax - onehot) of one element, as the CPU reference: e * (scale / sum) - scale at the target.
 __device__ __forceinline__ float gradient_of(float x, std::int64_t index, MaxSum stats, float factor, float grad_scale,
                                              std::int64_t target) {
-  const float g = __expf(x - stats.max) * factor;
+  const float g = expf(x - stats.max) * factor;
   return index == target ? g - grad_scale : g;
 }
 

@@ -42,9 +42,10 @@ void check_operands(const MatmulProblem& p) {
   ADAMANT_CHECK(!(p.a.dtype == DType::f32 && p.c_dtype == DType::bf16),
                 "matmul: fp32 inputs with a bf16 output are not supported; use an fp32 output");
   const bool ta = p.transpose_a == Transpose::yes, tb = p.transpose_b == Transpose::yes;
-  ADAMANT_CHECK(p.a.row_stride >= (ta ? p.m : p.k) && p.a.row_stride >= 1,
+  // An empty inner dimension (k = 0) leaves a or b with zero-length rows, and so a zero stride.
+  ADAMANT_CHECK(p.a.row_stride >= (ta ? p.m : p.k) && (p.a.row_stride >= 1 || p.k == 0),
                 "matmul: a's row stride {} is shorter than its stored rows ({})", p.a.row_stride, ta ? p.m : p.k);
-  ADAMANT_CHECK(p.b.row_stride >= (tb ? p.k : p.n) && p.b.row_stride >= 1,
+  ADAMANT_CHECK(p.b.row_stride >= (tb ? p.k : p.n) && (p.b.row_stride >= 1 || p.k == 0),
                 "matmul: b's row stride {} is shorter than its stored rows ({})", p.b.row_stride, tb ? p.k : p.n);
   ADAMANT_CHECK(p.c_row_stride >= p.n && p.c_row_stride >= 1, "matmul: c's row stride {} is shorter than n = {}",
                 p.c_row_stride, p.n);
