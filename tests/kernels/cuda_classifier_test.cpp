@@ -146,7 +146,10 @@ void check_cross_entropy(const CrossEntropyCase& c, std::uint64_t seed) {
     for (std::int64_t r = 0; r < c.rows; ++r)
       gradient_tolerance[r * c.vocab + targets[r]] = 1e-6 * std::abs(c.grad_scale);
   }
-  expect_close(logits_gpu.download(), expected, 3e-5, gradient_tolerance, "cross-entropy logits/gradient, " + what);
+  // The CPU reference sums 50304 exponentials in fp32 in order (relative error ~sqrt(n) 2^-24, up to a
+  // few 1e-5, seen 5.3e-5 on H200 against the GPU's tree sum), which scales a whole row of the gradient.
+  expect_close(logits_gpu.download(), expected, c.with_grad ? 2e-4 : 0.0, gradient_tolerance,
+               "cross-entropy logits/gradient, " + what);
 }
 
 TEST(CudaCrossEntropy, MatchesTheCpu) {
