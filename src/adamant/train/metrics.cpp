@@ -9,9 +9,9 @@
 
 namespace adamant::train {
 
-MetricsLog::MetricsLog(const std::filesystem::path& file) {
+MetricsLog::MetricsLog(const std::filesystem::path& file, bool append) {
   std::filesystem::create_directories(file.parent_path());
-  out_.open(file, std::ios::app);
+  out_.open(file, append ? std::ios::app : std::ios::trunc);
   ADAMANT_CHECK(out_.good(), "cannot open the metrics file {} for writing", file.string());
 }
 

@@ -25,7 +25,8 @@ struct StepMetrics {
 
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::filesystem::path& file);  // appends
+  // append: a resumed run continues the file; a run from step 0 starts it afresh.
+  MetricsLog(const std::filesystem::path& file, bool append);
   void step(const StepMetrics& m);
   void validation(std::int64_t step, double val_loss);
   void event(const std::string& name, std::int64_t step, const std::string& detail);

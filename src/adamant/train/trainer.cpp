@@ -105,7 +105,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   if (leader) {
     std::filesystem::create_directories(config.run_dir());
     std::ofstream(config.run_dir() / "config.yaml") << to_yaml(config);
-    metrics = std::make_unique<MetricsLog>(config.run_dir() / "metrics.jsonl");
+    metrics = std::make_unique<MetricsLog>(config.run_dir() / "metrics.jsonl", position.step > 0);
   }
   if (verbose) std::printf("%s", setup.describe().c_str());
 
