@@ -38,6 +38,7 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   const std::size_t budget_rows = std::max<std::size_t>(1, dtypes.classifier_chunk_elements / vocab);
   const std::size_t chunk_rows = budget_rows >= 16 ? budget_rows / 16 * 16 : budget_rows;
   ActivationLayout layout;
+  layout.flash_attention = dtypes.flash_attention;
   layout.classifier_chunk_rows = std::min(chunk_rows, tokens);
 
   Planner planner;
@@ -50,7 +51,11 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
     layer.ln1_mean = stat(tokens);
     layer.ln1_rstd = stat(tokens);
     layer.qkv = act(tokens * 3 * hidden);
-    layer.probs = act(probs);
+    if (dtypes.flash_attention) {
+      layer.logsumexp = planner.take(batch * heads * seq, DType::f32);
+    } else {
+      layer.probs = act(probs);
+    }
     layer.attention = act(tokens * hidden);
     layer.residual_attention = act(tokens * hidden);
     layer.ln2 = act(tokens * hidden);
@@ -73,7 +78,7 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   layout.d_attention = act(tokens * hidden);
   layout.d_qkv = act(tokens * 3 * hidden);
   layout.d_fc = act(tokens * ffn);
-  layout.d_probs = act(probs);
+  if (!dtypes.flash_attention) layout.d_probs = act(probs);
   layout.total_bytes = planner.total();
   return layout;
 }

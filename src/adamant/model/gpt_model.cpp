@@ -81,6 +81,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   dtypes.activation = activation_dtype_;
   dtypes.statistic = grad_dtype_;
   dtypes.classifier_chunk_elements = device.is_cpu() ? kCpuClassifierChunkElements : kGpuClassifierChunkElements;
+  dtypes.flash_attention = device.is_cuda();  // the CPU keeps the probability-based reference kernels
   layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes);
   const std::size_t grad_size = dtype_size(grad_dtype_);
   weights_ = Buffer(buffer_numel_ * dtype_size(weight_dtype_), device_);

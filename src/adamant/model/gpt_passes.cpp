@@ -6,6 +6,7 @@
 #include "adamant/kernels/attention.h"
 #include "adamant/kernels/cross_entropy.h"
 #include "adamant/kernels/embedding.h"
+#include "adamant/kernels/flash_attention.h"
 #include "adamant/kernels/gelu.h"
 #include "adamant/kernels/layernorm.h"
 #include "adamant/kernels/linear.h"
@@ -44,8 +45,14 @@ void GptModel::forward(const Pass& pass) {
     Tensor qkv = act(a.qkv, 3 * NC);
     kernels::linear_forward(ln1, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {B * L, C, 3 * C}, *stream_);
     Tensor attention = act(a.attention, NC);
-    kernels::attention_forward(qkv, act(a.probs, B * H * L * L), attention, {B, L, H, C / H},
-                               dropout_at(pass, config_.attention_dropout, attention_site(l)), *stream_);
+    const kernels::DropoutArgs attention_dropout = dropout_at(pass, config_.attention_dropout, attention_site(l));
+    if (layout_.flash_attention) {
+      kernels::flash_attention_forward(qkv, attention, act(a.logsumexp, static_cast<std::size_t>(B * H * L)), Tensor{},
+                                       {B, L, H, C / H}, attention_dropout, *stream_);
+    } else {
+      kernels::attention_forward(qkv, act(a.probs, B * H * L * L), attention, {B, L, H, C / H}, attention_dropout,
+                                 *stream_);
+    }
     kernels::linear_forward(attention, weight(w.proj_weight), weight(w.proj_bias), branch, {B * L, C, C}, *stream_);
     kernels::dropout(branch, branch, B, L * C, dropout_at(pass, hidden_p, attention_residual_site(l)), *stream_);
     Tensor residual_attention = act(a.residual_attention, NC);
@@ -129,10 +136,16 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
                              d_attention, micro_grad(w.proj_weight), micro_grad(w.proj_bias), {rows, C, C}, *stream_);
     finish(w.proj_bias, w.proj_weight);
     Tensor d_qkv = act(layout_.d_qkv, 3 * NC);
-    const std::size_t probs = static_cast<std::size_t>(B * H * L * L);
-    kernels::attention_backward(d_attention, act(a.qkv, 3 * NC), act(a.probs, probs), act(layout_.d_probs, probs),
-                                d_qkv, {B, L, H, C / H}, dropout_at(pass, config_.attention_dropout, attention_site(l)),
-                                *stream_);
+    const kernels::DropoutArgs attention_dropout = dropout_at(pass, config_.attention_dropout, attention_site(l));
+    if (layout_.flash_attention) {
+      kernels::flash_attention_backward(d_attention, act(a.qkv, 3 * NC), act(a.attention, NC),
+                                        act(a.logsumexp, static_cast<std::size_t>(B * H * L)), d_qkv, Tensor{},
+                                        {B, L, H, C / H}, attention_dropout, *stream_);
+    } else {
+      const std::size_t probs = static_cast<std::size_t>(B * H * L * L);
+      kernels::attention_backward(d_attention, act(a.qkv, 3 * NC), act(a.probs, probs), act(layout_.d_probs, probs),
+                                  d_qkv, {B, L, H, C / H}, attention_dropout, *stream_);
+    }
     kernels::linear_backward(d_qkv, act(a.ln1, NC), weight(w.qkv_weight), d_ln, micro_grad(w.qkv_weight),
                              micro_grad(w.qkv_bias), {rows, C, 3 * C}, *stream_);
     finish(w.qkv_bias, w.qkv_weight);

@@ -1,0 +1,364 @@
+// CUDA flash attention against the CPU reference kernels (kernels/cpu): random
+// inputs rounded to bf16, the CPU kernels in fp32 on the rounded values, the CUDA
+// kernels on the bf16 copies; logsumexp against a double-precision softmax
+// denominator computed here. Head sizes 64 and 128, a sequence of 2048, lengths
+// that end inside a 64-row block, with and without attention dropout (whose mask
+// must be the CPU's exactly).
+//
+// Tolerances follow from bf16 rounding (at most 2^-8 of a value), as in
+// cuda_attention_test.cpp: the GPU rounds each tensor-core operand it makes
+// (unnormalised probabilities times the dropout factor, score gradients) and each
+// output, and sums in fp32, so y = sum_t a_t b_t differs from the fp32 reference by
+// at most 2^-8 (|y| + sum_t |a_t b_t|); the tests allow 1.5 times that plus 1e-5.
+// Backward also takes D = rowsum(d_out o) from the bf16 output, off by at most
+// 2^-8 sum_d |d_out_d o_d|, which enters ds_ij = p_ij (dp_ij - D_i) / sqrt(d) linearly
+// and is added to the magnitude terms of dq and dk.
+// logsumexp is fp32 throughout: n-term sums and head_dim-term dot products in fp32
+// are off by at most n 2^-24 relative, so |error| <= 4 * 2^-24 (row length + 1 +
+// head_dim * max_j |q_i|.|k_j| / sqrt(d) + |lse|) + 1e-6.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "adamant/core/error.h"
+#include "adamant/core/half.h"
+#include "adamant/kernels/cpu/model_kernels_cpu.h"
+#include "adamant/kernels/flash_attention.h"
+#include "kernels/cuda_test_util.h"
+
+namespace adamant::kernels {
+namespace {
+
+using testing::MirroredArray;
+
+constexpr double kBf16Rounding = 1.0 / 256.0;  // largest relative rounding error of bf16 (half of 2^-7)
+constexpr double kBoundFactor = 1.5;
+constexpr double kAbsoluteSlack = 1e-5;
+constexpr double kFp32Rounding = 1.0 / 16777216.0;  // 2^-24
+
+struct FlashCase {
+  AttentionShape shape;
+  float dropout;
+};
+
+std::string case_name(const ::testing::TestParamInfo<FlashCase>& info) {
+  const AttentionShape& s = info.param.shape;
+  std::ostringstream name;
+  name << "b" << s.batch << "_seq" << s.seq << "_h" << s.heads << "_d" << s.head_dim << "_drop"
+       << static_cast<int>(std::lround(info.param.dropout * 100));
+  return name.str();
+}
+
+std::vector<float> random_bf16_values(std::size_t n, std::uint32_t seed, double scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, scale);
+  std::vector<float> values(n);
+  for (float& v : values) v = bf16_to_f32(f32_to_bf16(static_cast<float>(normal(rng))));
+  return values;
+}
+
+MirroredArray<std::uint16_t> upload_bf16(const std::vector<float>& values) {
+  MirroredArray<std::uint16_t> array(values.size(), DType::bf16);
+  for (std::size_t i = 0; i < values.size(); ++i) array.host[i] = f32_to_bf16(values[i]);
+  array.upload();
+  return array;
+}
+
+MirroredArray<float> upload_floats(const std::vector<float>& values) {
+  MirroredArray<float> array(values.size(), DType::f32);
+  array.host = values;
+  array.upload();
+  return array;
+}
+
+// Filled with NaN, so that any element a kernel fails to write shows.
+MirroredArray<std::uint16_t> poisoned_bf16(std::size_t n) {
+  MirroredArray<std::uint16_t> array(n, DType::bf16);
+  std::fill(array.host.begin(), array.host.end(), std::uint16_t{0x7fc0});
+  array.upload();
+  return array;
+}
+MirroredArray<float> poisoned_floats(std::size_t n) {
+  MirroredArray<float> array(n, DType::f32);
+  std::fill(array.host.begin(), array.host.end(), NAN);
+  array.upload();
+  return array;
+}
+
+std::vector<float> download_floats(const MirroredArray<std::uint16_t>& array) {
+  const std::vector<std::uint16_t> bits = array.download();
+  std::vector<float> values(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
+  return values;
+}
+
+Tensor host_tensor(std::vector<float>& values) {
+  return Tensor::flat(values.data(), DType::f32, Device::cpu(), values.size());
+}
+
+// Expects |actual - expected| <= bound[i] for every element (NaN fails); on failure
+// reports how many differ and the first and the worst of them.
+void expect_within(const std::vector<float>& actual, const std::vector<float>& expected,
+                   const std::vector<double>& bound, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  ASSERT_EQ(bound.size(), expected.size()) << what;
+  std::size_t failures = 0, first = 0, worst = 0;
+  double worst_ratio = 0.0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double error = std::abs(static_cast<double>(actual[i]) - static_cast<double>(expected[i]));
+    const double ratio = std::isfinite(actual[i]) ? error / bound[i] : INFINITY;
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+    if (ratio <= 1.0) continue;
+    if (failures++ == 0) first = i;
+  }
+  EXPECT_EQ(failures, 0u) << what << ": " << failures << " of " << actual.size()
+                          << " elements outside the bound; first at " << first << " (got " << actual[first]
+                          << ", expected " << expected[first] << "), worst at " << worst << " (got " << actual[worst]
+                          << ", expected " << expected[worst] << ", " << worst_ratio << " times the bound)";
+}
+
+// The bf16 bound: kBoundFactor * 2^-8 * (|expected| + magnitude) + kAbsoluteSlack.
+void expect_within_bf16_bound(const std::vector<float>& actual, const std::vector<float>& expected,
+                              const std::vector<double>& magnitude, const std::string& what) {
+  std::vector<double> bound(expected.size());
+  for (std::size_t i = 0; i < bound.size(); ++i) {
+    bound[i] =
+        kBoundFactor * kBf16Rounding * (std::abs(static_cast<double>(expected[i])) + magnitude[i]) + kAbsoluteSlack;
+  }
+  expect_within(actual, expected, bound, what);
+}
+
+float dropout_factor(const DropoutArgs& args, const AttentionShape& s, std::int64_t b, std::int64_t h, std::int64_t i,
+                     std::int64_t j) {
+  if (args.probability <= 0.0f) return 1.0f;
+  const auto element = static_cast<std::uint64_t>((h * s.seq + i) * s.seq + j);
+  const bool keep =
+      dropout_keeps(dropout_bits(args, static_cast<std::uint64_t>(b), element / 4)[element % 4], args.probability);
+  return keep ? 1.0f / (1.0f - args.probability) : 0.0f;
+}
+
+// Logsumexp of every row in double, and its fp32 error bound (see the top of the file).
+struct LogsumexpReference {
+  std::vector<float> value;
+  std::vector<double> bound;
+};
+
+LogsumexpReference reference_logsumexp(const std::vector<float>& qkv, const AttentionShape& s) {
+  const std::int64_t C = s.heads * s.head_dim;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+  LogsumexpReference reference;
+  reference.value.resize(static_cast<std::size_t>(s.batch * s.heads * s.seq));
+  reference.bound.resize(reference.value.size());
+  std::vector<double> scores(static_cast<std::size_t>(s.seq));
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      for (std::int64_t i = 0; i < s.seq; ++i) {
+        const float* q = qkv.data() + (b * s.seq + i) * 3 * C + h * s.head_dim;
+        double row_max = -INFINITY, largest_abs_dot = 0.0;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          const float* k = qkv.data() + (b * s.seq + j) * 3 * C + C + h * s.head_dim;
+          double dot = 0.0, abs_dot = 0.0;
+          for (std::int64_t d = 0; d < s.head_dim; ++d) {
+            dot += static_cast<double>(q[d]) * k[d];
+            abs_dot += std::abs(static_cast<double>(q[d]) * k[d]);
+          }
+          scores[j] = dot * scale;
+          row_max = std::max(row_max, scores[j]);
+          largest_abs_dot = std::max(largest_abs_dot, abs_dot * scale);
+        }
+        double sum = 0.0;
+        for (std::int64_t j = 0; j <= i; ++j) sum += std::exp(scores[j] - row_max);
+        const double lse = row_max + std::log(sum);
+        const std::size_t row = static_cast<std::size_t>((b * s.heads + h) * s.seq + i);
+        reference.value[row] = static_cast<float>(lse);
+        reference.bound[row] =
+            4.0 * kFp32Rounding * (static_cast<double>(i + 2) + s.head_dim * largest_abs_dot + std::abs(lse)) + 1e-6;
+      }
+    }
+  }
+  return reference;
+}
+
+class CudaFlashAttention : public ::testing::TestWithParam<FlashCase> {
+ protected:
+  void SetUp() override {
+    ADAMANT_REQUIRE_GPU();
+    shape_ = GetParam().shape;
+    dropout_ = DropoutArgs{GetParam().dropout, 0x1234abcd5678ull, 3, 7};
+    tokens_ = shape_.batch * shape_.seq;
+    channels_ = shape_.heads * shape_.head_dim;
+    rows_ = shape_.batch * shape_.heads * shape_.seq;
+    probs_numel_ = rows_ * shape_.seq;
+    qkv_ = random_bf16_values(static_cast<std::size_t>(tokens_ * 3 * channels_), 11, 1.0);
+  }
+  std::int64_t qkv_index(std::int64_t b, std::int64_t t, std::int64_t part, std::int64_t h, std::int64_t d) const {
+    return (b * shape_.seq + t) * 3 * channels_ + part * channels_ + h * shape_.head_dim + d;
+  }
+  std::int64_t out_index(std::int64_t b, std::int64_t t, std::int64_t h, std::int64_t d) const {
+    return (b * shape_.seq + t) * channels_ + h * shape_.head_dim + d;
+  }
+  std::int64_t probs_index(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
+    return ((b * shape_.heads + h) * shape_.seq + i) * shape_.seq + j;
+  }
+
+  AttentionShape shape_;
+  DropoutArgs dropout_;
+  std::int64_t tokens_ = 0, channels_ = 0, rows_ = 0, probs_numel_ = 0;
+  std::vector<float> qkv_;
+};
+
+TEST_P(CudaFlashAttention, ForwardMatchesCpu) {
+  const Stream stream(testing::gpu());
+  std::vector<float> probs(probs_numel_), out(tokens_ * channels_);
+  cpu::attention_forward(host_tensor(qkv_), host_tensor(probs), host_tensor(out), shape_, dropout_);
+  // sum_j p_j f_j |v_j|: the reference run on |v| (the bound's magnitude term).
+  std::vector<float> qkv_abs_v = qkv_;
+  for (std::int64_t b = 0; b < shape_.batch; ++b) {
+    for (std::int64_t t = 0; t < shape_.seq; ++t) {
+      for (std::int64_t c = 0; c < channels_; ++c) {
+        float& v = qkv_abs_v[qkv_index(b, t, 2, 0, c)];
+        v = std::abs(v);
+      }
+    }
+  }
+  std::vector<float> out_magnitude(tokens_ * channels_);
+  cpu::attention_forward(host_tensor(qkv_abs_v), host_tensor(probs), host_tensor(out_magnitude), shape_, dropout_);
+  const LogsumexpReference logsumexp = reference_logsumexp(qkv_, shape_);
+
+  auto qkv_gpu = upload_bf16(qkv_);
+  auto out_gpu = poisoned_bf16(out.size());
+  auto logsumexp_gpu = poisoned_floats(static_cast<std::size_t>(rows_));
+  flash_attention_forward(qkv_gpu.device_view(), out_gpu.device_view(), logsumexp_gpu.device_view(), Tensor{}, shape_,
+                          dropout_, stream);
+  stream.synchronize();
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+
+  const std::vector<double> magnitude(out_magnitude.begin(), out_magnitude.end());
+  expect_within_bf16_bound(download_floats(out_gpu), out, magnitude, "out");
+  expect_within(logsumexp_gpu.download(), logsumexp.value, logsumexp.bound, "logsumexp");
+}
+
+TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
+  const Stream stream(testing::gpu());
+  std::vector<float> probs(probs_numel_), out(tokens_ * channels_);
+  cpu::attention_forward(host_tensor(qkv_), host_tensor(probs), host_tensor(out), shape_, dropout_);
+  // The GPU gets the forward results as the model stores them: out in bf16, logsumexp in fp32.
+  for (float& o : out) o = bf16_to_f32(f32_to_bf16(o));
+  const LogsumexpReference logsumexp = reference_logsumexp(qkv_, shape_);
+  std::vector<float> d_out = random_bf16_values(static_cast<std::size_t>(tokens_ * channels_), 12, 1.0);
+  std::vector<float> d_probs(probs_numel_), d_qkv(qkv_.size());
+  cpu::attention_backward(host_tensor(d_out), host_tensor(qkv_), host_tensor(probs), host_tensor(d_probs),
+                          host_tensor(d_qkv), shape_, dropout_);
+
+  // Magnitude terms: dq_i = sum_j ds_ij k_j, dk_j = sum_i ds_ij q_i, dv_j = sum_i p_ij f_ij d_out_i
+  // with absolute values, plus the D error's p_ij / sqrt(d) sum_d |d_out_d o_d| in ds.
+  std::vector<double> magnitude(qkv_.size(), 0.0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(shape_.head_dim));
+  for (std::int64_t b = 0; b < shape_.batch; ++b) {
+    for (std::int64_t h = 0; h < shape_.heads; ++h) {
+      for (std::int64_t i = 0; i < shape_.seq; ++i) {
+        double weighted_sum = 0.0, d_magnitude = 0.0;
+        for (std::int64_t j = 0; j <= i; ++j)
+          weighted_sum += probs[probs_index(b, h, i, j)] * d_probs[probs_index(b, h, i, j)];
+        for (std::int64_t d = 0; d < shape_.head_dim; ++d)
+          d_magnitude += std::abs(static_cast<double>(d_out[out_index(b, i, h, d)]) * out[out_index(b, i, h, d)]);
+        for (std::int64_t j = 0; j <= i; ++j) {
+          const double p = probs[probs_index(b, h, i, j)];
+          const double d_score =
+              std::abs(p * (d_probs[probs_index(b, h, i, j)] - weighted_sum) * scale) + p * scale * d_magnitude;
+          const double dropped = std::abs(p * dropout_factor(dropout_, shape_, b, h, i, j));
+          for (std::int64_t d = 0; d < shape_.head_dim; ++d) {
+            magnitude[qkv_index(b, i, 0, h, d)] += d_score * std::abs(qkv_[qkv_index(b, j, 1, h, d)]);
+            magnitude[qkv_index(b, j, 1, h, d)] += d_score * std::abs(qkv_[qkv_index(b, i, 0, h, d)]);
+            magnitude[qkv_index(b, j, 2, h, d)] += dropped * std::abs(d_out[out_index(b, i, h, d)]);
+          }
+        }
+      }
+    }
+  }
+
+  auto qkv_gpu = upload_bf16(qkv_);
+  auto out_gpu = upload_bf16(out);
+  auto d_out_gpu = upload_bf16(d_out);
+  auto logsumexp_gpu = upload_floats(logsumexp.value);
+  auto d_qkv_gpu = poisoned_bf16(qkv_.size());
+  flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
+                           logsumexp_gpu.device_view(), d_qkv_gpu.device_view(), Tensor{}, shape_, dropout_, stream);
+  stream.synchronize();
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<std::uint16_t> first_run = d_qkv_gpu.download();
+  expect_within_bf16_bound(download_floats(d_qkv_gpu), d_qkv, magnitude, "d_qkv");
+
+  // No atomics: a second run, over a poisoned d_qkv, gives the same bits.
+  auto second_gpu = poisoned_bf16(qkv_.size());
+  flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
+                           logsumexp_gpu.device_view(), second_gpu.device_view(), Tensor{}, shape_, dropout_, stream);
+  stream.synchronize();
+  testing::expect_bitwise_equal(second_gpu.download(), first_run, "d_qkv of a second run");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaFlashAttention,
+                         ::testing::Values(FlashCase{{2, 128, 4, 64}, 0.0f}, FlashCase{{2, 128, 4, 64}, 0.1f},
+                                           FlashCase{{1, 256, 2, 128}, 0.0f}, FlashCase{{1, 256, 2, 128}, 0.1f},
+                                           FlashCase{{2, 37, 3, 64}, 0.0f}, FlashCase{{2, 37, 3, 64}, 0.1f},
+                                           FlashCase{{1, 2048, 2, 64}, 0.0f}, FlashCase{{1, 2048, 2, 64}, 0.1f},
+                                           FlashCase{{1, 1000, 2, 128}, 0.0f}, FlashCase{{1, 1000, 2, 128}, 0.1f}),
+                         case_name);
+
+TEST(CudaFlashAttentionErrors, UnsupportedHeadDimIsAnError) {
+  ADAMANT_REQUIRE_GPU();
+  const AttentionShape shape{1, 16, 2, 32};
+  MirroredArray<std::uint16_t> qkv(16 * 3 * 64, DType::bf16), out(16 * 64, DType::bf16);
+  MirroredArray<float> logsumexp(2 * 16, DType::f32);
+  const Stream stream(testing::gpu());
+  try {
+    flash_attention_forward(qkv.device_view(), out.device_view(), logsumexp.device_view(), Tensor{}, shape, {}, stream);
+    FAIL() << "head_dim 32 was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("head_dim 32"), std::string::npos) << error.what();
+  }
+}
+
+// The CPU path of the dispatcher: logsumexp against the double reference, and a
+// backward from (out, logsumexp) equal to the probability-based CPU backward.
+TEST(FlashAttentionCpu, MatchesProbabilityKernels) {
+  const AttentionShape shape{2, 45, 3, 16};
+  const DropoutArgs dropout{0.1f, 99, 5, 2};
+  const std::int64_t tokens = shape.batch * shape.seq, channels = shape.heads * shape.head_dim;
+  const std::int64_t rows = shape.batch * shape.heads * shape.seq, probs_numel = rows * shape.seq;
+  std::vector<float> qkv = random_bf16_values(static_cast<std::size_t>(tokens * 3 * channels), 21, 1.0);
+  std::vector<float> d_out = random_bf16_values(static_cast<std::size_t>(tokens * channels), 22, 1.0);
+  std::vector<float> scratch(static_cast<std::size_t>(flash_backward_cpu_scratch_numel(shape)));
+  std::vector<float> out(tokens * channels), logsumexp(rows), d_qkv(qkv.size());
+  const Stream cpu_stream;
+  flash_attention_forward(host_tensor(qkv), host_tensor(out), host_tensor(logsumexp), host_tensor(scratch), shape,
+                          dropout, cpu_stream);
+  const LogsumexpReference reference = reference_logsumexp(qkv, shape);
+  std::vector<double> lse_bound(reference.value.size());
+  for (std::size_t i = 0; i < lse_bound.size(); ++i) lse_bound[i] = 1e-5 * (1.0 + std::abs(reference.value[i]));
+  expect_within(logsumexp, reference.value, lse_bound, "cpu logsumexp");
+
+  std::vector<float> probs(probs_numel), expected_out(out.size()), d_probs(probs_numel), expected_d_qkv(qkv.size());
+  cpu::attention_forward(host_tensor(qkv), host_tensor(probs), host_tensor(expected_out), shape, dropout);
+  testing::expect_bitwise_equal(out, expected_out, "cpu out");
+  cpu::attention_backward(host_tensor(d_out), host_tensor(qkv), host_tensor(probs), host_tensor(d_probs),
+                          host_tensor(expected_d_qkv), shape, dropout);
+  flash_attention_backward(host_tensor(d_out), host_tensor(qkv), host_tensor(out), host_tensor(logsumexp),
+                           host_tensor(d_qkv), host_tensor(scratch), shape, dropout, cpu_stream);
+  // Probabilities rebuilt from logsumexp differ from the forward's by fp32 rounding only.
+  std::vector<double> bound(d_qkv.size());
+  for (std::size_t i = 0; i < bound.size(); ++i) bound[i] = 1e-4 * (1.0 + std::abs(expected_d_qkv[i]));
+  expect_within(d_qkv, expected_d_qkv, bound, "cpu d_qkv");
+}
+
+}  // namespace
+}  // namespace adamant::kernels
