@@ -4,11 +4,11 @@
 // into adamant::Error.
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <cstdint>
 
-#include "adamant/core/cuda_check.h"
+#include "adamant/core/cuda_launch_guard.h"
 #include "adamant/kernels/cuda/attention_launchers.h"
+#include "adamant/kernels/cuda/attention_operands.h"
 #include "adamant/kernels/cuda/model_kernels_cuda.h"
 
 namespace adamant::kernels::cuda {
@@ -16,90 +16,17 @@ namespace adamant::kernels::cuda {
 namespace {
 
 namespace launchers = attention_launchers;
+using attention_operands::bits_of;
+using attention_operands::check_launch;
+using attention_operands::check_shape;
+using attention_operands::dropout_of;
+using attention_operands::mutable_bits_of;
+using attention_operands::problem_of;
 
-// Makes the data's GPU current for the launch and restores the caller's afterwards.
-class AttentionDeviceGuard {
- public:
-  explicit AttentionDeviceGuard(Device device) {
-    ADAMANT_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device.index) ADAMANT_CUDA_CHECK(cudaSetDevice(device.index));
-    current_ = device.index;
-  }
-  ~AttentionDeviceGuard() {
-    if (previous_ != current_) cudaSetDevice(previous_);
-  }
-  AttentionDeviceGuard(const AttentionDeviceGuard&) = delete;
-  AttentionDeviceGuard& operator=(const AttentionDeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  int current_ = 0;
-};
-
-cudaStream_t stream_of(const Stream& stream) { return static_cast<cudaStream_t>(stream.handle()); }
-
-// Checks one bf16 operand: on `device`, at least `numel` elements (exactly, unless
-// `at_least`), and aligned to `alignment` bytes for the kernels' vector accesses.
 void check_operand(const char* op, const char* name, const Tensor& t, Device device, std::int64_t numel,
                    std::size_t alignment, bool at_least = false) {
-  ADAMANT_CHECK(t.data != nullptr, "{}: operand {} is empty", op, name);
-  ADAMANT_CHECK(t.dtype == DType::bf16, "{}: operand {} is {}; the CUDA attention kernels take bf16", op, name,
-                dtype_name(t.dtype));
-  ADAMANT_CHECK(t.device == device, "{}: operand {} is on {}, qkv on {}", op, name, t.device.str(), device.str());
-  const auto actual = static_cast<std::int64_t>(t.numel());
-  ADAMANT_CHECK(at_least ? actual >= numel : actual == numel, "{}: operand {} has {} elements, expected {}{}", op, name,
-                actual, at_least ? "at least " : "", numel);
-  ADAMANT_CHECK(reinterpret_cast<std::uintptr_t>(t.data) % alignment == 0,
-                "{}: operand {} at {} is not {}-byte aligned; allocate it on a {}-byte boundary", op, name, t.data,
-                alignment, alignment);
+  attention_operands::check_operand(op, name, t, DType::bf16, device, numel, alignment, at_least);
 }
-
-void check_shape(const char* op, const AttentionShape& shape) {
-  ADAMANT_CHECK(shape.batch >= 0 && shape.seq >= 0, "{}: batch {} and seq {} must not be negative", op, shape.batch,
-                shape.seq);
-  ADAMANT_CHECK(shape.heads > 0 && shape.heads <= 65535, "{}: heads is {}; the CUDA kernel takes 1 to 65535", op,
-                shape.heads);
-  ADAMANT_CHECK(launchers::supported_head_dim(shape.head_dim),
-                "{}: head_dim {} is not supported on CUDA; use 64 or 128 (e.g. hidden_size / num_attention_heads)", op,
-                shape.head_dim);
-  ADAMANT_CHECK(shape.batch <= 65535, "{}: batch {} exceeds the kernel's grid limit 65535; split the batch", op,
-                shape.batch);
-  ADAMANT_CHECK(shape.seq <= INT_MAX / 2, "{}: seq {} is too long", op, shape.seq);
-}
-
-launchers::Problem problem_of(const AttentionShape& shape) {
-  return {static_cast<int>(shape.batch), static_cast<int>(shape.seq), static_cast<int>(shape.heads),
-          static_cast<int>(shape.head_dim)};
-}
-
-launchers::Dropout dropout_of(const char* op, const DropoutArgs& args, std::int64_t batch) {
-  ADAMANT_CHECK(args.probability >= 0.0f && args.probability < 1.0f, "{}: dropout probability {} is outside [0, 1)", op,
-                args.probability);
-  ADAMANT_CHECK(args.site < (1u << kDropoutSiteBits), "{}: dropout site {} exceeds {} bits", op, args.site,
-                kDropoutSiteBits);
-  ADAMANT_CHECK(args.first_sample_index + static_cast<std::uint64_t>(batch) <= kMaxDropoutSample,
-                "{}: sample index {} is beyond the dropout generator's range", op, args.first_sample_index);
-  launchers::Dropout dropout{};
-  dropout.enabled = args.probability > 0.0f;
-  dropout.probability = args.probability;
-  dropout.keep_scale = 1.0f / (1.0f - args.probability);
-  dropout.seed = args.seed;
-  // Sample b's stream is dropout_stream(first + b, site): the site sits below the
-  // sample index, so consecutive samples' streams are a fixed step apart.
-  dropout.stream_base = dropout_stream(args.first_sample_index, args.site);
-  dropout.stream_per_sample = dropout_stream(args.first_sample_index + 1, args.site) - dropout.stream_base;
-  return dropout;
-}
-
-void check_launch(cudaError_t status, const char* op, const AttentionShape& shape) {
-  if (status != cudaSuccess) {
-    fail("{}: CUDA kernel failed to launch for batch {}, seq {}, heads {}, head_dim {}: {} (error {})", op, shape.batch,
-         shape.seq, shape.heads, shape.head_dim, cudaGetErrorString(status), static_cast<int>(status));
-  }
-}
-
-const std::uint16_t* bits_of(const Tensor& t) { return static_cast<const std::uint16_t*>(t.data); }
-std::uint16_t* mutable_bits_of(const Tensor& t) { return static_cast<std::uint16_t*>(t.data); }
 
 }  // namespace
 
@@ -114,9 +41,9 @@ void attention_forward(const Tensor& qkv, Tensor probs, Tensor out, const Attent
   check_operand(kOp, "probs", probs, qkv.device, shape.batch * shape.heads * shape.seq * shape.seq, 2);
   check_operand(kOp, "out", out, qkv.device, tokens * channels, 16);
   if (tokens == 0) return;
-  const AttentionDeviceGuard guard(qkv.device);
+  const CudaLaunchGuard guard(qkv.device, kOp);
   const launchers::ForwardOperands operands{bits_of(qkv), mutable_bits_of(probs), mutable_bits_of(out)};
-  check_launch(launchers::attention_forward(operands, problem_of(shape), dropout, stream_of(stream)), kOp, shape);
+  check_launch(launchers::attention_forward(operands, problem_of(shape), dropout, cuda_stream_of(stream)), kOp, shape);
 }
 
 void attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& probs, Tensor d_probs_scratch,
@@ -134,10 +61,10 @@ void attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& pr
   check_operand(kOp, "d_probs_scratch", d_probs_scratch, qkv.device, probs_numel, 2, /*at_least=*/true);
   check_operand(kOp, "d_qkv", d_qkv, qkv.device, tokens * 3 * channels, 16);
   if (tokens == 0) return;
-  const AttentionDeviceGuard guard(qkv.device);
+  const CudaLaunchGuard guard(qkv.device, kOp);
   const launchers::BackwardOperands operands{bits_of(d_out), bits_of(qkv), bits_of(probs),
                                              mutable_bits_of(d_probs_scratch), mutable_bits_of(d_qkv)};
-  check_launch(launchers::attention_backward(operands, problem_of(shape), dropout, stream_of(stream)), kOp, shape);
+  check_launch(launchers::attention_backward(operands, problem_of(shape), dropout, cuda_stream_of(stream)), kOp, shape);
 }
 
 }  // namespace adamant::kernels::cuda
