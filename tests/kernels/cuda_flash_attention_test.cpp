@@ -1,7 +1,7 @@
 // CUDA flash attention against the CPU reference kernels (kernels/cpu): random
 // inputs rounded to bf16, the CPU kernels in fp32 on the rounded values, the CUDA
 // kernels on the bf16 copies; logsumexp against a double-precision softmax
-// denominator computed here. Head sizes 64 and 128, a sequence of 2048, lengths
+// denominator computed here. Head sizes 64, 80, 96 and 128, a sequence of 2048, lengths
 // that end inside a 64-row block, with and without attention dropout (whose mask
 // must be the CPU's exactly).
 //
@@ -311,7 +311,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaFlashAttention,
                                            FlashCase{{1, 256, 2, 128}, 0.0f}, FlashCase{{1, 256, 2, 128}, 0.1f},
                                            FlashCase{{2, 37, 3, 64}, 0.0f}, FlashCase{{2, 37, 3, 64}, 0.1f},
                                            FlashCase{{1, 2048, 2, 64}, 0.0f}, FlashCase{{1, 2048, 2, 64}, 0.1f},
-                                           FlashCase{{1, 1000, 2, 128}, 0.0f}, FlashCase{{1, 1000, 2, 128}, 0.1f}),
+                                           FlashCase{{1, 1000, 2, 128}, 0.0f}, FlashCase{{1, 1000, 2, 128}, 0.1f},
+                                           FlashCase{{2, 128, 4, 80}, 0.0f}, FlashCase{{2, 128, 4, 80}, 0.1f},
+                                           FlashCase{{1, 300, 2, 96}, 0.0f}, FlashCase{{1, 300, 2, 96}, 0.1f},
+                                           FlashCase{{1, 2048, 2, 80}, 0.0f}, FlashCase{{1, 2048, 2, 80}, 0.1f}),
                          case_name);
 
 TEST(CudaFlashAttentionErrors, UnsupportedHeadDimIsAnError) {
@@ -325,7 +328,26 @@ TEST(CudaFlashAttentionErrors, UnsupportedHeadDimIsAnError) {
     FAIL() << "head_dim 32 was accepted";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("head_dim 32"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("64, 80, 96 or 128"), std::string::npos) << error.what();
   }
+}
+
+// 80 (GPT-3 2.7B's 2560 / 32) is a flash head size although the probability kernels
+// reject it: the call goes through, and its logsumexp is the reference's.
+TEST(CudaFlashAttentionErrors, HeadDim80IsAccepted) {
+  ADAMANT_REQUIRE_GPU();
+  const AttentionShape shape{1, 16, 2, 80};
+  const std::vector<float> qkv_values = random_bf16_values(16 * 3 * 2 * 80, 31, 1.0);
+  auto qkv = upload_bf16(qkv_values);
+  auto out = poisoned_bf16(16 * 2 * 80);
+  auto logsumexp = poisoned_floats(2 * 16);
+  const Stream stream(testing::gpu());
+  EXPECT_NO_THROW(flash_attention_forward(qkv.device_view(), out.device_view(), logsumexp.device_view(), Tensor{},
+                                          shape, {}, stream));
+  stream.synchronize();
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const LogsumexpReference reference = reference_logsumexp(qkv_values, shape);
+  expect_within(logsumexp.download(), reference.value, reference.bound, "logsumexp at head_dim 80");
 }
 
 // The CPU path of the dispatcher: logsumexp against the double reference, and a

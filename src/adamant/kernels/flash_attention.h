@@ -5,7 +5,7 @@
 // kernels/attention.h, so it replaces attention_forward/backward on a GPU.
 //
 // Dtypes: on a GPU qkv, out, d_out and d_qkv are bf16 and logsumexp fp32, head_dim
-// 64 or 128. On the CPU every operand has qkv's dtype (fp32 or fp64) and the work
+// 64, 80, 96 or 128. On the CPU every operand has qkv's dtype (fp32 or fp64) and the work
 // goes through the probability-based CPU kernels, which need `probs_scratch`
 // (preallocated by the caller, so that nothing allocates per call); the GPU
 // ignores it (pass an empty Tensor).

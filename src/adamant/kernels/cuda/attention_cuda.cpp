@@ -33,7 +33,7 @@ void check_operand(const char* op, const char* name, const Tensor& t, Device dev
 void attention_forward(const Tensor& qkv, Tensor probs, Tensor out, const AttentionShape& shape,
                        const DropoutArgs& dropout_args, const Stream& stream) {
   constexpr const char* kOp = "attention_forward";
-  check_shape(kOp, shape);
+  check_shape(kOp, shape, launchers::kSupportedHeadDims);
   const launchers::Dropout dropout = dropout_of(kOp, dropout_args, shape.batch);
   ADAMANT_CHECK(qkv.device.is_cuda(), "{}: qkv is on {}; the CUDA kernel needs GPU memory", kOp, qkv.device.str());
   const std::int64_t tokens = shape.batch * shape.seq, channels = shape.heads * shape.head_dim;
@@ -50,7 +50,7 @@ void attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& pr
                         Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
                         const Stream& stream) {
   constexpr const char* kOp = "attention_backward";
-  check_shape(kOp, shape);
+  check_shape(kOp, shape, launchers::kSupportedHeadDims);
   const launchers::Dropout dropout = dropout_of(kOp, dropout_args, shape.batch);
   ADAMANT_CHECK(qkv.device.is_cuda(), "{}: qkv is on {}; the CUDA kernel needs GPU memory", kOp, qkv.device.str());
   const std::int64_t tokens = shape.batch * shape.seq, channels = shape.heads * shape.head_dim;

@@ -4,12 +4,17 @@
 // checks the Tensors and calls these; each returns the launch status.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 
 namespace adamant::kernels::cuda::attention_launchers {
 
 // head_dim must be one of these (the kernels are instantiated per head size).
-constexpr bool supported_head_dim(std::int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+inline constexpr std::array<std::int64_t, 2> kSupportedHeadDims{64, 128};
+constexpr bool supported_head_dim(std::int64_t head_dim) {
+  return std::find(kSupportedHeadDims.begin(), kSupportedHeadDims.end(), head_dim) != kSupportedHeadDims.end();
+}
 
 struct Problem {
   int batch;

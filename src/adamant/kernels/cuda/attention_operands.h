@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "adamant/core/tensor.h"
 #include "adamant/kernels/attention.h"
@@ -19,8 +20,9 @@ namespace adamant::kernels::cuda::attention_operands {
 // with `at_least`), aligned to `alignment` bytes for the kernels' vector accesses.
 void check_operand(const char* op, const char* name, const Tensor& t, DType dtype, Device device, std::int64_t numel,
                    std::size_t alignment, bool at_least = false);
-// Batch, heads and head_dim within what the kernels launch.
-void check_shape(const char* op, const AttentionShape& shape);
+// Batch, heads and head_dim within what the kernels launch; each kernel family
+// passes the head sizes it is instantiated for (its launchers' kSupportedHeadDims).
+void check_shape(const char* op, const AttentionShape& shape, std::span<const std::int64_t> supported_head_dims);
 attention_launchers::Problem problem_of(const AttentionShape& shape);
 // The dropout arguments in launch form, after range checks; the same for every
 // attention kernel, so all of them drop exactly the CPU's elements.

@@ -1,9 +1,25 @@
+#include <algorithm>
 #include <climits>
+#include <string>
 
 #include "adamant/core/error.h"
 #include "adamant/kernels/cuda/attention_operands.h"
 
 namespace adamant::kernels::cuda::attention_operands {
+
+namespace {
+
+// "64 or 128", "64, 80, 96 or 128": the sizes for an error message.
+std::string list_of_sizes(std::span<const std::int64_t> sizes) {
+  std::string text;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (i > 0) text += i + 1 == sizes.size() ? " or " : ", ";
+    text += std::to_string(sizes[i]);
+  }
+  return text;
+}
+
+}  // namespace
 
 void check_operand(const char* op, const char* name, const Tensor& t, DType dtype, Device device, std::int64_t numel,
                    std::size_t alignment, bool at_least) {
@@ -19,14 +35,15 @@ void check_operand(const char* op, const char* name, const Tensor& t, DType dtyp
                 alignment, alignment);
 }
 
-void check_shape(const char* op, const AttentionShape& shape) {
+void check_shape(const char* op, const AttentionShape& shape, std::span<const std::int64_t> supported_head_dims) {
   ADAMANT_CHECK(shape.batch >= 0 && shape.seq >= 0, "{}: batch {} and seq {} must not be negative", op, shape.batch,
                 shape.seq);
   ADAMANT_CHECK(shape.heads > 0 && shape.heads <= 65535, "{}: heads is {}; the CUDA kernel takes 1 to 65535", op,
                 shape.heads);
-  ADAMANT_CHECK(attention_launchers::supported_head_dim(shape.head_dim),
-                "{}: head_dim {} is not supported on CUDA; use 64 or 128 (e.g. hidden_size / num_attention_heads)", op,
-                shape.head_dim);
+  ADAMANT_CHECK(
+      std::find(supported_head_dims.begin(), supported_head_dims.end(), shape.head_dim) != supported_head_dims.end(),
+      "{}: head_dim {} is not supported on CUDA; use {} (e.g. hidden_size / num_attention_heads)", op, shape.head_dim,
+      list_of_sizes(supported_head_dims));
   ADAMANT_CHECK(shape.batch <= 65535, "{}: batch {} exceeds the kernel's grid limit 65535; split the batch", op,
                 shape.batch);
   ADAMANT_CHECK(shape.seq <= INT_MAX / 2, "{}: seq {} is too long", op, shape.seq);

@@ -300,6 +300,7 @@ cudaError_t allow_shared_bytes(Kernel kernel, std::size_t bytes) {
 template <int kHeadDim>
 cudaError_t launch_backward(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
                             cudaStream_t stream) {
+  static_assert(fits_tiles<kHeadDim>());
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   const float scale_log2 = kLog2E * scale;
   const std::int64_t rows = static_cast<std::int64_t>(problem.batch) * problem.seq * problem.heads;
@@ -333,6 +334,10 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
   switch (problem.head_dim) {
     case 64:
       return launch_backward<64>(operands, problem, dropout, stream);
+    case 80:
+      return launch_backward<80>(operands, problem, dropout, stream);
+    case 96:
+      return launch_backward<96>(operands, problem, dropout, stream);
     case 128:
       return launch_backward<128>(operands, problem, dropout, stream);
     default:

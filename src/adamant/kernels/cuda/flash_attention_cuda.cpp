@@ -31,7 +31,7 @@ using attention_operands::problem_of;
 void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, const AttentionShape& shape,
                              const DropoutArgs& dropout_args, const Stream& stream) {
   constexpr const char* kOp = "flash_attention_forward";
-  check_shape(kOp, shape);
+  check_shape(kOp, shape, launchers::kSupportedHeadDims);
   const launchers::Dropout dropout = dropout_of(kOp, dropout_args, shape.batch);
   ADAMANT_CHECK(qkv.device.is_cuda(), "{}: qkv is on {}; the CUDA kernel needs GPU memory", kOp, qkv.device.str());
   const std::int64_t tokens = shape.batch * shape.seq, channels = shape.heads * shape.head_dim;
@@ -49,7 +49,7 @@ void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tens
                               Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
                               const Stream& stream) {
   constexpr const char* kOp = "flash_attention_backward";
-  check_shape(kOp, shape);
+  check_shape(kOp, shape, launchers::kSupportedHeadDims);
   const launchers::Dropout dropout = dropout_of(kOp, dropout_args, shape.batch);
   ADAMANT_CHECK(qkv.device.is_cuda(), "{}: qkv is on {}; the CUDA kernel needs GPU memory", kOp, qkv.device.str());
   const std::int64_t tokens = shape.batch * shape.seq, channels = shape.heads * shape.head_dim;

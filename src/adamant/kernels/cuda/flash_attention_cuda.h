@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA entry points of flash attention (kernels/flash_attention.h): bf16 qkv,
-// out, d_out and d_qkv, fp32 logsumexp, head_dim 64 or 128.
+// out, d_out and d_qkv, fp32 logsumexp, head_dim 64, 80, 96 or 128.
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
 #include "adamant/kernels/attention.h"

@@ -144,6 +144,7 @@ __global__ void __launch_bounds__(kThreads)
 template <int kHeadDim>
 cudaError_t launch_forward(const ForwardOperands& operands, const Problem& problem, const Dropout& dropout,
                            cudaStream_t stream) {
+  static_assert(fits_tiles<kHeadDim>());
   constexpr std::size_t kBytes = ForwardLayout<kHeadDim>::bytes;
   const auto kernel = flash_forward_kernel<kHeadDim>;
   const cudaError_t attribute_status =
@@ -163,6 +164,10 @@ cudaError_t flash_attention_forward(const ForwardOperands& operands, const Probl
   switch (problem.head_dim) {
     case 64:
       return launch_forward<64>(operands, problem, dropout, stream);
+    case 80:
+      return launch_forward<80>(operands, problem, dropout, stream);
+    case 96:
+      return launch_forward<96>(operands, problem, dropout, stream);
     case 128:
       return launch_forward<128>(operands, problem, dropout, stream);
     default:

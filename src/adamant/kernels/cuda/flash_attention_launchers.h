@@ -6,6 +6,8 @@
 // kernels (attention_launchers.h), so both families drop the same elements.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include "adamant/kernels/cuda/attention_launchers.h"
@@ -14,7 +16,15 @@ namespace adamant::kernels::cuda::flash_attention_launchers {
 
 using attention_launchers::Dropout;
 using attention_launchers::Problem;
-using attention_launchers::supported_head_dim;
+
+// head_dim must be one of these. Beyond the probability kernels' 64 and 128, flash
+// attention is instantiated for 80 (GPT-3 2.7B: 2560 / 32 heads) and 96; its tiles
+// take any head_dim of whole wmma fragments whose half rows are whole 16-byte
+// chunks (flash_detail::fits_tiles).
+inline constexpr std::array<std::int64_t, 4> kSupportedHeadDims{64, 80, 96, 128};
+constexpr bool supported_head_dim(std::int64_t head_dim) {
+  return std::find(kSupportedHeadDims.begin(), kSupportedHeadDims.end(), head_dim) != kSupportedHeadDims.end();
+}
 
 // 16-bit arrays hold bf16 bit patterns and must be 16-byte aligned; logsumexp is
 // fp32 [batch, heads, seq] (natural log of each row's softmax denominator of the

@@ -25,7 +25,16 @@ template <int kHeadDim>
 constexpr std::size_t acc_tile_bytes() {
   return static_cast<std::size_t>(kTile) * kAccPitch<kHeadDim> * sizeof(float);
 }
-static_assert(acc_tile_bytes<64>() % 32 == 0 && acc_tile_bytes<128>() % 32 == 0);
+
+// What the kernels need of a head size: whole 16 x 16 wmma fragments, whole 16-byte
+// chunks in each half row (lanes 2r and 2r + 1 split an output row), and tiles that
+// keep the 32-byte alignment wmma wants. Nothing needs a power of two.
+template <int kHeadDim>
+constexpr bool fits_tiles() {
+  return kHeadDim % kFrag == 0 && (kHeadDim / 2) % kChunk == 0 && token_tile_bytes(kHeadDim) % 32 == 0 &&
+         acc_tile_bytes<kHeadDim>() % 32 == 0;
+}
+static_assert(fits_tiles<64>() && fits_tiles<80>() && fits_tiles<96>() && fits_tiles<128>());
 
 // A warp's 16 rows of a token tile as row-major A fragments.
 template <int kHeadDim>
