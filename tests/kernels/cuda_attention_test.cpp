@@ -25,100 +25,13 @@
 #include "adamant/kernels/attention.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
 #include "adamant/kernels/cuda/model_kernels_cuda.h"
+#include "kernels/cuda_attention_test_util.h"
 #include "kernels/cuda_test_util.h"
 
 namespace adamant::kernels {
 namespace {
 
-using testing::MirroredArray;
-
-constexpr double kBf16Rounding = 1.0 / 256.0;  // largest relative rounding error of bf16 (half of 2^-7)
-constexpr double kBoundFactor = 1.5;
-constexpr double kAbsoluteSlack = 1e-5;
-
-struct AttentionCase {
-  AttentionShape shape;
-  float dropout;
-};
-
-std::string case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
-  const AttentionShape& s = info.param.shape;
-  std::ostringstream name;
-  name << "b" << s.batch << "_seq" << s.seq << "_h" << s.heads << "_d" << s.head_dim << "_drop"
-       << static_cast<int>(std::lround(info.param.dropout * 100));
-  return name.str();
-}
-
-// Normal values with standard deviation `scale`, already rounded to bf16.
-std::vector<float> random_bf16_values(std::size_t n, std::uint32_t seed, double scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> normal(0.0, scale);
-  std::vector<float> values(n);
-  for (float& v : values) v = bf16_to_f32(f32_to_bf16(static_cast<float>(normal(rng))));
-  return values;
-}
-
-MirroredArray<std::uint16_t> upload_bf16(const std::vector<float>& values) {
-  MirroredArray<std::uint16_t> array(values.size(), DType::bf16);
-  for (std::size_t i = 0; i < values.size(); ++i) array.host[i] = f32_to_bf16(values[i]);
-  array.upload();
-  return array;
-}
-
-// A bf16 array on the GPU filled with NaN, so that any element a kernel fails to write shows.
-MirroredArray<std::uint16_t> poisoned_bf16(std::size_t n) {
-  MirroredArray<std::uint16_t> array(n, DType::bf16);
-  std::fill(array.host.begin(), array.host.end(), std::uint16_t{0x7fc0});
-  array.upload();
-  return array;
-}
-
-std::vector<float> download_floats(const MirroredArray<std::uint16_t>& array) {
-  const std::vector<std::uint16_t> bits = array.download();
-  std::vector<float> values(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
-  return values;
-}
-
-Tensor host_tensor(std::vector<float>& values) {
-  return Tensor::flat(values.data(), DType::f32, Device::cpu(), values.size());
-}
-
-// Expects |gpu - cpu| <= kBoundFactor * 2^-8 * (|cpu| + magnitude) + kAbsoluteSlack for every
-// element; on failure reports how many differ and the first and the worst of them.
-void expect_within_bf16_bound(const std::vector<float>& gpu, const std::vector<float>& cpu,
-                              const std::vector<double>& magnitude, const std::string& what) {
-  ASSERT_EQ(gpu.size(), cpu.size()) << what;
-  ASSERT_EQ(magnitude.size(), cpu.size()) << what;
-  std::size_t failures = 0, first = 0, worst = 0;
-  double worst_ratio = 0.0;
-  for (std::size_t i = 0; i < gpu.size(); ++i) {
-    const double bound =
-        kBoundFactor * kBf16Rounding * (std::abs(static_cast<double>(cpu[i])) + magnitude[i]) + kAbsoluteSlack;
-    const double error = std::abs(static_cast<double>(gpu[i]) - static_cast<double>(cpu[i]));
-    const double ratio = std::isfinite(gpu[i]) ? error / bound : INFINITY;
-    if (ratio > worst_ratio) {
-      worst_ratio = ratio;
-      worst = i;
-    }
-    if (ratio <= 1.0) continue;
-    if (failures++ == 0) first = i;
-  }
-  EXPECT_EQ(failures, 0u) << what << ": " << failures << " of " << gpu.size()
-                          << " elements outside the bf16 bound; first at " << first << " (gpu " << gpu[first]
-                          << ", cpu " << cpu[first] << "), worst at " << worst << " (gpu " << gpu[worst] << ", cpu "
-                          << cpu[worst] << ", " << worst_ratio << " times the bound)";
-}
-
-// The dropout factor (0 or 1/(1-p)) of one attention element, as the CPU kernel draws it.
-float dropout_factor(const DropoutArgs& args, const AttentionShape& s, std::int64_t b, std::int64_t h, std::int64_t i,
-                     std::int64_t j) {
-  if (args.probability <= 0.0f) return 1.0f;
-  const auto element = static_cast<std::uint64_t>((h * s.seq + i) * s.seq + j);
-  const bool keep =
-      dropout_keeps(dropout_bits(args, static_cast<std::uint64_t>(b), element / 4)[element % 4], args.probability);
-  return keep ? 1.0f / (1.0f - args.probability) : 0.0f;
-}
+using namespace attention_testing;  // NOLINT: the shared test helpers
 
 class CudaAttention : public ::testing::TestWithParam<AttentionCase> {
  protected:

@@ -30,121 +30,15 @@
 #include "adamant/core/half.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
 #include "adamant/kernels/flash_attention.h"
+#include "kernels/cuda_attention_test_util.h"
 #include "kernels/cuda_test_util.h"
 
 namespace adamant::kernels {
 namespace {
 
-using testing::MirroredArray;
-
-constexpr double kBf16Rounding = 1.0 / 256.0;  // largest relative rounding error of bf16 (half of 2^-7)
-constexpr double kBoundFactor = 1.5;
-constexpr double kAbsoluteSlack = 1e-5;
 constexpr double kFp32Rounding = 1.0 / 16777216.0;  // 2^-24
-
-struct FlashCase {
-  AttentionShape shape;
-  float dropout;
-};
-
-std::string case_name(const ::testing::TestParamInfo<FlashCase>& info) {
-  const AttentionShape& s = info.param.shape;
-  std::ostringstream name;
-  name << "b" << s.batch << "_seq" << s.seq << "_h" << s.heads << "_d" << s.head_dim << "_drop"
-       << static_cast<int>(std::lround(info.param.dropout * 100));
-  return name.str();
-}
-
-std::vector<float> random_bf16_values(std::size_t n, std::uint32_t seed, double scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> normal(0.0, scale);
-  std::vector<float> values(n);
-  for (float& v : values) v = bf16_to_f32(f32_to_bf16(static_cast<float>(normal(rng))));
-  return values;
-}
-
-MirroredArray<std::uint16_t> upload_bf16(const std::vector<float>& values) {
-  MirroredArray<std::uint16_t> array(values.size(), DType::bf16);
-  for (std::size_t i = 0; i < values.size(); ++i) array.host[i] = f32_to_bf16(values[i]);
-  array.upload();
-  return array;
-}
-
-MirroredArray<float> upload_floats(const std::vector<float>& values) {
-  MirroredArray<float> array(values.size(), DType::f32);
-  array.host = values;
-  array.upload();
-  return array;
-}
-
-// Filled with NaN, so that any element a kernel fails to write shows.
-MirroredArray<std::uint16_t> poisoned_bf16(std::size_t n) {
-  MirroredArray<std::uint16_t> array(n, DType::bf16);
-  std::fill(array.host.begin(), array.host.end(), std::uint16_t{0x7fc0});
-  array.upload();
-  return array;
-}
-MirroredArray<float> poisoned_floats(std::size_t n) {
-  MirroredArray<float> array(n, DType::f32);
-  std::fill(array.host.begin(), array.host.end(), NAN);
-  array.upload();
-  return array;
-}
-
-std::vector<float> download_floats(const MirroredArray<std::uint16_t>& array) {
-  const std::vector<std::uint16_t> bits = array.download();
-  std::vector<float> values(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
-  return values;
-}
-
-Tensor host_tensor(std::vector<float>& values) {
-  return Tensor::flat(values.data(), DType::f32, Device::cpu(), values.size());
-}
-
-// Expects |actual - expected| <= bound[i] for every element (NaN fails); on failure
-// reports how many differ and the first and the worst of them.
-void expect_within(const std::vector<float>& actual, const std::vector<float>& expected,
-                   const std::vector<double>& bound, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  ASSERT_EQ(bound.size(), expected.size()) << what;
-  std::size_t failures = 0, first = 0, worst = 0;
-  double worst_ratio = 0.0;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    const double error = std::abs(static_cast<double>(actual[i]) - static_cast<double>(expected[i]));
-    const double ratio = std::isfinite(actual[i]) ? error / bound[i] : INFINITY;
-    if (ratio > worst_ratio) {
-      worst_ratio = ratio;
-      worst = i;
-    }
-    if (ratio <= 1.0) continue;
-    if (failures++ == 0) first = i;
-  }
-  EXPECT_EQ(failures, 0u) << what << ": " << failures << " of " << actual.size()
-                          << " elements outside the bound; first at " << first << " (got " << actual[first]
-                          << ", expected " << expected[first] << "), worst at " << worst << " (got " << actual[worst]
-                          << ", expected " << expected[worst] << ", " << worst_ratio << " times the bound)";
-}
-
-// The bf16 bound: kBoundFactor * 2^-8 * (|expected| + magnitude) + kAbsoluteSlack.
-void expect_within_bf16_bound(const std::vector<float>& actual, const std::vector<float>& expected,
-                              const std::vector<double>& magnitude, const std::string& what) {
-  std::vector<double> bound(expected.size());
-  for (std::size_t i = 0; i < bound.size(); ++i) {
-    bound[i] =
-        kBoundFactor * kBf16Rounding * (std::abs(static_cast<double>(expected[i])) + magnitude[i]) + kAbsoluteSlack;
-  }
-  expect_within(actual, expected, bound, what);
-}
-
-float dropout_factor(const DropoutArgs& args, const AttentionShape& s, std::int64_t b, std::int64_t h, std::int64_t i,
-                     std::int64_t j) {
-  if (args.probability <= 0.0f) return 1.0f;
-  const auto element = static_cast<std::uint64_t>((h * s.seq + i) * s.seq + j);
-  const bool keep =
-      dropout_keeps(dropout_bits(args, static_cast<std::uint64_t>(b), element / 4)[element % 4], args.probability);
-  return keep ? 1.0f / (1.0f - args.probability) : 0.0f;
-}
+using FlashCase = attention_testing::AttentionCase;
+using namespace attention_testing;  // NOLINT: the shared test helpers
 
 // Logsumexp of every row in double, and its fp32 error bound (see the top of the file).
 struct LogsumexpReference {
