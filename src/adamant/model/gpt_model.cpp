@@ -1,6 +1,7 @@
 #include "adamant/model/gpt_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -139,31 +140,35 @@ void GptModel::init_weights() {
     const double std = is_output_projection(spec.name) ? output_std : base_std;
     const std::uint64_t stream = init_stream(spec.name);
     const auto numel = static_cast<std::int64_t>(spec.numel);
-    auto value = [&](std::int64_t i) {
-      return random ? std * normal_at(seed_, static_cast<std::uint64_t>(i), stream) : constant;
-    };
     char* base = static_cast<char*>(host_weights) + spec.offset * dtype_size(weight_dtype_);
-    switch (weight_dtype_) {
-      case DType::f64: {
-        auto* out = reinterpret_cast<double*>(base);
+    // Element i is std * normal_at(seed, i, stream): one Philox draw gives the normal pair
+    // of elements 2p and 2p + 1, so the loop walks pairs and draws each once.
+    auto fill = [&](auto* out, auto convert) {
+      const std::int64_t pairs = (numel + 1) / 2;
 #pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
-        for (std::int64_t i = 0; i < numel; ++i) out[i] = value(i);
-        break;
-      }
-      case DType::f32: {
-        auto* out = reinterpret_cast<float*>(base);
-#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
-        for (std::int64_t i = 0; i < numel; ++i) out[i] = static_cast<float>(value(i));
-        break;
-      }
-      default: {  // 16-bit: round the fp32 value to nearest even, as a cast of fp32 weights would
-        auto* out = reinterpret_cast<std::uint16_t*>(base);
-        const bool bf16 = weight_dtype_ == DType::bf16;
-#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
-        for (std::int64_t i = 0; i < numel; ++i) {
-          const auto f = static_cast<float>(value(i));
-          out[i] = bf16 ? f32_to_bf16(f) : f32_to_f16(f);
+      for (std::int64_t p = 0; p < pairs; ++p) {
+        std::array<double, 2> v{constant, constant};
+        if (random) {
+          const auto pair = normal_pair(philox_draw(seed_, static_cast<std::uint64_t>(p), stream));
+          v = {std * pair[0], std * pair[1]};
         }
+        out[2 * p] = convert(v[0]);
+        if (2 * p + 1 < numel) out[2 * p + 1] = convert(v[1]);
+      }
+    };
+    switch (weight_dtype_) {
+      case DType::f64:
+        fill(reinterpret_cast<double*>(base), [](double x) { return x; });
+        break;
+      case DType::f32:
+        fill(reinterpret_cast<float*>(base), [](double x) { return static_cast<float>(x); });
+        break;
+      default: {  // 16-bit: round the fp32 value to nearest even, as a cast of fp32 weights would
+        const bool bf16 = weight_dtype_ == DType::bf16;
+        fill(reinterpret_cast<std::uint16_t*>(base), [bf16](double x) {
+          const auto f = static_cast<float>(x);
+          return bf16 ? f32_to_bf16(f) : f32_to_f16(f);
+        });
         break;
       }
     }

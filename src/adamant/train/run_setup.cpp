@@ -123,7 +123,6 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
   model_ = std::make_unique<model::GptModel>(gpt, weight_dtype_of(config), m.micro_batch_size, device_,
                                              static_cast<std::uint64_t>(m.seed), optimizer_->padded_numel());
   model_->set_stream(compute_stream_);  // one compute stream for the model's kernels and the optimizer's
-  model_->init_weights();
   optimizer_->attach(model_->weights(), model_->grads());
 }
 

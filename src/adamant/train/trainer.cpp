@@ -107,7 +107,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     std::ofstream(config.run_dir() / "config.yaml") << to_yaml(config);
     metrics = std::make_unique<MetricsLog>(config.run_dir() / "metrics.jsonl", position.step > 0);
   }
-  if (verbose) std::printf("%s", setup.describe().c_str());
+  if (verbose) {
+    std::printf("%s", setup.describe().c_str());
+    std::fflush(stdout);  // start-up facts show before the first (possibly long) step
+  }
 
   data::DataLoader& train_loader = setup.train_loader();
   train_loader.reset(position.consumed_samples);
@@ -135,6 +138,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     if (verbose) {
       std::printf("%svalidation | step %lld | val loss %.4f\n", live_display ? "\r\033[K" : "",
                   static_cast<long long>(step), val);
+      std::fflush(stdout);
     }
   };
 
