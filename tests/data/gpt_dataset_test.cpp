@@ -112,6 +112,18 @@ class GptDatasetTest : public ::testing::Test {
   std::shared_ptr<const IndexedDataset> data_;
 };
 
+TEST_F(GptDatasetTest, FarMoreSamplesThanTheDataHoldsIsAClearError) {
+  // 57 tokens per epoch, samples of 4: 4e10 samples would need ~3e9 epochs of index.
+  try {
+    make(40'000'000'000, 1234);
+    FAIL() << "an index of many GiB was accepted";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("trainer.max_steps"), std::string::npos) << message;
+    EXPECT_NE(message.find("larger corpus"), std::string::npos) << message;
+  }
+}
+
 // Reference: Megatron's _build_index_mappings in numpy for sizes {5,3,8,1,12,7,4,9,2,6}, seq 4, seed 1234.
 TEST_F(GptDatasetTest, IndexArraysMatchMegatronWithSeparateLastEpoch) {
   const auto dataset = make(30, 1234);  // 3 epochs; the last gives 2 < 80% of 14 samples: shuffled apart

@@ -1,5 +1,6 @@
 #include "adamant/data/gpt_dataset.h"
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -47,11 +48,24 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> data, const GptData
                 name_, prefix, documents_.size(), tokens_per_epoch_);
 
   // Fewest epochs whose tokens give num_samples samples (one token overlaps between samples).
-  std::int64_t total_tokens = 0;
-  do {
-    ++num_epochs_;
-    total_tokens += tokens_per_epoch_;
-  } while ((total_tokens - 1) / seq_length_ < options.num_samples);
+  // (E * tokens - 1) / seq >= num_samples  <=>  E >= (num_samples * seq + 1) / tokens; at least one.
+  const std::int64_t needed_tokens = options.num_samples * seq_length_ + 1;
+  const std::int64_t epochs = std::max<std::int64_t>(1, (needed_tokens + tokens_per_epoch_ - 1) / tokens_per_epoch_);
+  const std::int64_t total_tokens = epochs * tokens_per_epoch_;
+
+  // The index arrays grow with epochs x documents and with samples. Far more samples than
+  // the data holds (a long run on a small corpus) would exhaust memory before training
+  // starts: refuse with the numbers instead.
+  const double index_bytes =
+      static_cast<double>(epochs) * static_cast<double>(documents_.size()) * sizeof(std::int32_t) +
+      static_cast<double>(total_tokens / seq_length_ + 1) * (sizeof(SampleStart) + sizeof(std::int64_t));
+  ADAMANT_CHECK(index_bytes <= kMaxIndexBytes,
+                "GptDataset {} ({}): {} samples of {} tokens (trainer.max_steps x model.global_batch_size) need {} "
+                "passes over this split's {} tokens, and its index would take {:.1f} GiB; point "
+                "model.data.data_prefix at a larger corpus or lower trainer.max_steps",
+                name_, prefix, options.num_samples, seq_length_, epochs, tokens_per_epoch_,
+                index_bytes / (1024.0 * 1024.0 * 1024.0));
+  num_epochs_ = static_cast<int>(epochs);  // below 2^31: the index bound above is far smaller
 
   // Megatron shuffles a last, mostly unused epoch on its own, so that its few samples do not
   // dilute the earlier epochs' shuffle: when it contributes less than 80% of an epoch's samples.

@@ -35,6 +35,9 @@ struct SampleStart {
 
 class GptDataset final : public SampleSource {
  public:
+  // The most memory the index arrays may take; beyond it construction fails with a clear error.
+  static constexpr double kMaxIndexBytes = 8.0 * 1024 * 1024 * 1024;
+
   GptDataset(std::shared_ptr<const IndexedDataset> data, const GptDatasetOptions& options);
 
   std::int64_t size() const override { return static_cast<std::int64_t>(sample_starts_.size()) - 1; }
