@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "adamant/comm/collective_checks.h"
 #include "adamant/comm/communicator.h"
 #include "adamant/core/dtype.h"
 #include "adamant/core/half.h"
@@ -128,18 +129,6 @@ inline double reduced_value(DType dtype, ReduceOp op, int size, std::size_t i) {
   }
   store_value(dtype, scratch, 0, mean);
   return load_value(dtype, scratch, 0);
-}
-
-inline const char* op_label(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      return "sum";
-    case ReduceOp::avg:
-      return "avg";
-    case ReduceOp::max:
-      return "max";
-  }
-  return "?";
 }
 
 // The reduce ops a dtype supports (avg only for floating types).

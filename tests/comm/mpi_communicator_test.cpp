@@ -29,7 +29,7 @@ using testing::reduced_value;
 constexpr std::size_t kCounts[] = {1, 7, 1001};
 
 std::string describe(DType dtype, ReduceOp op, std::size_t n) {
-  return std::string(dtype_name(dtype)) + " " + testing::op_label(op) + " n=" + std::to_string(n);
+  return std::string(dtype_name(dtype)) + " " + std::string(comm::reduce_op_name(op)) + " n=" + std::to_string(n);
 }
 
 TEST(MpiCommunicator, RankAndSizeMatchTheWorld) {

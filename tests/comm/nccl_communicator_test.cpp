@@ -67,7 +67,7 @@ class DeviceArray {
 };
 
 std::string describe(DType dtype, ReduceOp op, std::size_t n) {
-  return std::string(dtype_name(dtype)) + " " + testing::op_label(op) + " n=" + std::to_string(n);
+  return std::string(dtype_name(dtype)) + " " + std::string(comm::reduce_op_name(op)) + " n=" + std::to_string(n);
 }
 
 // NCCL's avg scales each input by 1/size before summing, so its rounding can differ
