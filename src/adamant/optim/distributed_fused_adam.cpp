@@ -198,7 +198,7 @@ void DistributedFusedAdam::save(const std::filesystem::path& dir) const {
   // Pending all-gathers (overlap_param_sync) only write other ranks' blocks; this rank's shard is final.
   stream_.synchronize();
   const std::size_t n = plan_.shard_numel_total();
-  std::vector<float> main(n), m(n), v(n);
+  std::vector<float> main(n);
   if (options_.store_param_remainders) {
     // Rebuild the fp32 main weights from the bf16 model weights and the remainders.
     std::vector<bf16_bits> high(n), low(n);
@@ -209,10 +209,9 @@ void DistributedFusedAdam::save(const std::filesystem::path& dir) const {
     copy_bytes(low.data(), Device::cpu(), main_.data, main_.device, n * sizeof(std::uint16_t));
     for (std::size_t i = 0; i < n; ++i) main[i] = join_remainder(high[i], low[i]);
   } else {
-    copy_bytes(main.data(), Device::cpu(), main_.data, main_.device, n * sizeof(float));
+    main = download_fp32(main_, n);
   }
-  copy_bytes(m.data(), Device::cpu(), exp_avg_.data, exp_avg_.device, n * sizeof(float));
-  copy_bytes(v.data(), Device::cpu(), exp_avg_sq_.data, exp_avg_sq_.device, n * sizeof(float));
+  const std::vector<float> m = download_fp32(exp_avg_, n), v = download_fp32(exp_avg_sq_, n);
   OptimizerCheckpointInfo info;
   info.optimizer = "distributed_fused_adam";
   info.step = step_count_;
@@ -232,8 +231,8 @@ void DistributedFusedAdam::load(const std::filesystem::path& dir) {
   const std::size_t n = plan_.shard_numel_total();
   std::vector<float> main(n, 0.0f), m(n, 0.0f), v(n, 0.0f);
   const OptimizerCheckpointInfo info = read_optimizer_state(dir, params_, state_pieces(), main, m, v);
-  copy_bytes(exp_avg_.data, exp_avg_.device, m.data(), Device::cpu(), n * sizeof(float));
-  copy_bytes(exp_avg_sq_.data, exp_avg_sq_.device, v.data(), Device::cpu(), n * sizeof(float));
+  upload_fp32(m, exp_avg_);
+  upload_fp32(v, exp_avg_sq_);
   // The model weights of this rank's shards are the restored main weights rounded as Adam rounds them.
   std::vector<std::uint8_t> model(n * dtype_size(options_.model_dtype));
   round_main_to_model(main.data(), model.data(), options_.model_dtype, n);
@@ -243,7 +242,7 @@ void DistributedFusedAdam::load(const std::filesystem::path& dir) {
     for (std::size_t i = 0; i < n; ++i) low[i] = remainder_of(main[i], high[i]);
     copy_bytes(main_.data, main_.device, low.data(), Device::cpu(), n * sizeof(std::uint16_t));
   } else {
-    copy_bytes(main_.data, main_.device, main.data(), Device::cpu(), n * sizeof(float));
+    upload_fp32(main, main_);
   }
   const std::size_t model_element = dtype_size(options_.model_dtype);
   for (std::size_t b = 0; b < shards_.size(); ++b) {

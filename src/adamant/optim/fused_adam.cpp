@@ -123,10 +123,8 @@ void FusedAdam::save(const std::filesystem::path& dir) const {
   stream_.synchronize();
   if (comm_.rank() == 0) {  // every rank holds the same state
     const std::size_t n = plan_.padded_numel();
-    std::vector<float> main(n), m(n), v(n);
-    copy_bytes(main.data(), Device::cpu(), main_.data, main_.device, n * sizeof(float));
-    copy_bytes(m.data(), Device::cpu(), exp_avg_.data, exp_avg_.device, n * sizeof(float));
-    copy_bytes(v.data(), Device::cpu(), exp_avg_sq_.data, exp_avg_sq_.device, n * sizeof(float));
+    const std::vector<float> main = download_fp32(main_, n), m = download_fp32(exp_avg_, n),
+                             v = download_fp32(exp_avg_sq_, n);
     OptimizerCheckpointInfo info;
     info.optimizer = "fused_adam";
     info.step = step_count_;
@@ -146,9 +144,9 @@ void FusedAdam::load(const std::filesystem::path& dir) {
   const std::size_t n = plan_.padded_numel();
   std::vector<float> main(n, 0.0f), m(n, 0.0f), v(n, 0.0f);
   const OptimizerCheckpointInfo info = read_optimizer_state(dir, params_, state_pieces(), main, m, v);
-  copy_bytes(main_.data, main_.device, main.data(), Device::cpu(), n * sizeof(float));
-  copy_bytes(exp_avg_.data, exp_avg_.device, m.data(), Device::cpu(), n * sizeof(float));
-  copy_bytes(exp_avg_sq_.data, exp_avg_sq_.device, v.data(), Device::cpu(), n * sizeof(float));
+  upload_fp32(main, main_);
+  upload_fp32(m, exp_avg_);
+  upload_fp32(v, exp_avg_sq_);
   if (keeps_main_weights()) {
     std::vector<std::uint8_t> model(n * dtype_size(options_.model_dtype));
     round_main_to_model(main.data(), model.data(), options_.model_dtype, n);

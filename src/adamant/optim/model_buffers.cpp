@@ -39,4 +39,18 @@ void round_main_to_model(const float* main, void* model, DType model_dtype, std:
   }
 }
 
+std::vector<float> download_fp32(const Tensor& state, std::size_t count) {
+  ADAMANT_CHECK(state.dtype == DType::f32 && count <= state.numel(), "download_fp32: {} elements of a {} tensor of {}",
+                count, dtype_name(state.dtype), state.numel());
+  std::vector<float> host(count);
+  copy_bytes(host.data(), Device::cpu(), state.data, state.device, count * sizeof(float));
+  return host;
+}
+
+void upload_fp32(const std::vector<float>& host, Tensor state) {
+  ADAMANT_CHECK(state.dtype == DType::f32 && host.size() <= state.numel(),
+                "upload_fp32: {} elements into a {} tensor of {}", host.size(), dtype_name(state.dtype), state.numel());
+  copy_bytes(state.data, state.device, host.data(), Device::cpu(), host.size() * sizeof(float));
+}
+
 }  // namespace adamant::optim

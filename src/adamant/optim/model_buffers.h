@@ -1,6 +1,7 @@
 #pragma once
 // Checks on the flat model buffers handed to Optimizer::attach, shared by both optimizers.
 #include <cstddef>
+#include <vector>
 
 #include "adamant/core/device.h"
 #include "adamant/core/dtype.h"
@@ -14,5 +15,10 @@ void check_model_buffers(const Tensor& weights, const Tensor& grads, std::size_t
 
 // The model-dtype value the optimizer writes for main weight `main` (the rounding of adam.h).
 void round_main_to_model(const float* main, void* model, DType model_dtype, std::size_t count);
+
+// The first `count` fp32 elements of optimizer state (host or device) as a host vector,
+// and back: checkpoints stage state through the host.
+std::vector<float> download_fp32(const Tensor& state, std::size_t count);
+void upload_fp32(const std::vector<float>& host, Tensor state);
 
 }  // namespace adamant::optim
