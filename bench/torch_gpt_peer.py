@@ -77,6 +77,8 @@ def main():
     p.add_argument("--parallel", choices=["ddp", "fsdp2", "zero"], default="ddp")
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--json")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="after timing, print the N kernels with the most GPU time over 2 more steps")
     args = p.parse_args()
 
     distributed = "RANK" in os.environ
@@ -131,6 +133,18 @@ def main():
     result = {"parallel": args.parallel if distributed else "single", "gpus": world, "params": n_params,
               "tokens_per_s": tokens_per_s, "step_ms": step_s * 1e3, "mfu": mfu, "peak_gib": peak_gib,
               "loss": float(loss.detach())}
+    if args.profile and not distributed:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(2):
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = model(x, y)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.profile, max_name_column_width=90))
     if rank == 0:
         print(f"torch {result['parallel']} x{world}: {n_params / 1e6:.1f}M params, {tokens_per_s:,.0f} tokens/s, "
               f"step {step_s * 1e3:.1f} ms, MFU {mfu:.1%}, peak {peak_gib:.1f} GiB")

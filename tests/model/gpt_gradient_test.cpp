@@ -15,7 +15,8 @@ namespace {
 void perturb_weights(GptModel& model, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> noise(0.0, 0.15);
-  for (double& w : model.weights().span<double>()) w += noise(rng);
+  const Tensor weights = model.weights();  // a named view: g++ 13 flags a range over a temporary's span
+  for (double& w : weights.span<double>()) w += noise(rng);
 }
 
 template <typename LossFn>
