@@ -1,9 +1,10 @@
 // CUDA flash attention against the CPU reference kernels (kernels/cpu): random
 // inputs rounded to bf16, the CPU kernels in fp32 on the rounded values, the CUDA
 // kernels on the bf16 copies; logsumexp against a double-precision softmax
-// denominator computed here. Head sizes 64, 80, 96 and 128, a sequence of 2048, lengths
-// that end inside a 64-row block, with and without attention dropout (whose mask
-// must be the CPU's exactly).
+// denominator computed here. Head sizes 64, 80, 96 and 128, sequences of 2048, a
+// single token, lengths that end inside a 128-row block of the kernels or exactly at
+// or just past one of their 64-row streamed tiles, batch 1 to 3, with and without
+// attention dropout (whose mask must be the CPU's exactly).
 //
 // Tolerances follow from bf16 rounding (at most 2^-8 of a value), as in
 // cuda_attention_test.cpp: the GPU rounds each tensor-core operand it makes
@@ -208,7 +209,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaFlashAttention,
                                            FlashCase{{1, 1000, 2, 128}, 0.0f}, FlashCase{{1, 1000, 2, 128}, 0.1f},
                                            FlashCase{{2, 128, 4, 80}, 0.0f}, FlashCase{{2, 128, 4, 80}, 0.1f},
                                            FlashCase{{1, 300, 2, 96}, 0.0f}, FlashCase{{1, 300, 2, 96}, 0.1f},
-                                           FlashCase{{1, 2048, 2, 80}, 0.0f}, FlashCase{{1, 2048, 2, 80}, 0.1f}),
+                                           FlashCase{{1, 2048, 2, 80}, 0.0f}, FlashCase{{1, 2048, 2, 80}, 0.1f},
+                                           FlashCase{{1, 2048, 1, 128}, 0.0f}, FlashCase{{1, 1, 1, 64}, 0.0f},
+                                           FlashCase{{1, 1, 2, 80}, 0.1f}, FlashCase{{3, 65, 2, 128}, 0.0f},
+                                           FlashCase{{3, 65, 2, 128}, 0.1f}, FlashCase{{2, 192, 3, 96}, 0.0f},
+                                           FlashCase{{2, 192, 3, 96}, 0.1f}, FlashCase{{1, 129, 2, 64}, 0.1f}),
                          case_name);
 
 TEST(CudaFlashAttentionErrors, UnsupportedHeadDimIsAnError) {

@@ -1,10 +1,16 @@
-// Causal flash attention forward (kernels/flash_attention.h): one block per
-// (sample, head, 64 queries) walks the key blocks up to the diagonal once with an
-// online softmax (running row maximum and denominator, the output rescaled when
-// the maximum grows), so no probability leaves the chip. It writes the bf16
-// output and each row's logsumexp, from which backward recomputes probabilities.
+// Causal flash attention forward (kernels/flash_attention.h), FlashAttention-2
+// style: one block of 8 warps per (sample, head, 128 queries), each warp owning 16
+// query rows whose q fragments, scores, probabilities and output accumulators stay
+// in registers. Key and value tiles of 64 rows stream through shared memory in a
+// cp.async pipeline of several stages (flash_attention_tiles.cuh); the online
+// softmax (running row maximum and denominator, base-2 exponent with the scale
+// folded in) rescales the output only when a row's maximum outgrows the running one
+// by more than 2^8 in probability. Key tiles past the diagonal are never visited,
+// and only the tiles that straddle it are masked. It writes the bf16 output and each row's
+// logsumexp, from which backward recomputes the probabilities.
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 
@@ -18,37 +24,48 @@ namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
 
-// The query tile is only read once into fragments, so it shares the key tile's space.
-template <int kHeadDim>
-struct ForwardLayout {
-  static constexpr std::size_t k = 0;
-  static constexpr std::size_t v = k + token_tile_bytes(kHeadDim);
-  static constexpr std::size_t scores = v + token_tile_bytes(kHeadDim);  // fp32 q k^T
-  static constexpr std::size_t probs = scores + kScoreTileBytes;         // bf16 dropout(unnormalised probs)
-  static constexpr std::size_t out = probs + kProbTileBytes;             // fp32 running output
-  static constexpr std::size_t bytes = out + acc_tile_bytes<kHeadDim>();
+constexpr float kStaleMaxLog2 = 8.0f;  // see the online softmax below
+
+template <int kHeadDim, bool kDropout>
+struct ForwardConfig {
+  // Up to head_dim 80 without dropout, two blocks share a multiprocessor (128
+  // registers a thread; measured faster than one block with all it needs); the
+  // others get one block and the registers they need.
+  static constexpr int kMinBlocks = kHeadDim <= 80 && !kDropout ? 2 : 1;
+  static constexpr int kStages = kHeadDim >= 96 ? 4 : 3;  // deeper where one block holds a multiprocessor
+  static constexpr std::size_t kQuery = 0;                // 128 rows, read once into fragments, then the output staging
+  static constexpr std::size_t kKeys = kQuery + tile_bytes<kHeadDim>(kBlockRows);              // stages of 64 rows
+  static constexpr std::size_t kValues = kKeys + kStages * tile_bytes<kHeadDim>(kStreamRows);  // stages of 64 rows
+  static constexpr std::size_t kBytes = kValues + kStages * tile_bytes<kHeadDim>(kStreamRows);
 };
 
-// Lanes 2r and 2r + 1 own row r of the warp: key columns [0, 32) and [32, 64) of
-// the score tile, and halves of the head dimension of the output row.
-template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads)
+template <int kHeadDim, bool kDropout>
+__global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::kMinBlocks)
     flash_forward_kernel(ForwardOperands operands, Problem problem, Dropout dropout, float scale_log2) {
+  using Config = ForwardConfig<kHeadDim, kDropout>;
+  constexpr int kStages = Config::kStages;
+  constexpr int kSlices = kHeadDim / 16;      // k steps of q k^T
+  constexpr int kKeyTiles = kStreamRows / 8;  // n8 tiles of a score row block
+  constexpr int kOutTiles = kHeadDim / 8;     // n8 tiles of the output
+  constexpr std::uint32_t kStreamTileBytes = tile_bytes<kHeadDim>(kStreamRows);
   extern __shared__ __align__(128) unsigned char shared[];
-  using Layout = ForwardLayout<kHeadDim>;
-  auto* k_tile = reinterpret_cast<std::uint16_t*>(shared + Layout::k);
-  auto* v_tile = reinterpret_cast<std::uint16_t*>(shared + Layout::v);
-  auto* scores = reinterpret_cast<float*>(shared + Layout::scores);
-  auto* probs = reinterpret_cast<std::uint16_t*>(shared + Layout::probs);
-  auto* out_acc = reinterpret_cast<float*>(shared + Layout::out);
+  auto* query_tile = reinterpret_cast<std::uint16_t*>(shared + Config::kQuery);
+  auto* key_tiles = reinterpret_cast<std::uint16_t*>(shared + Config::kKeys);
+  auto* value_tiles = reinterpret_cast<std::uint16_t*>(shared + Config::kValues);
 
   const int seq = problem.seq;
-  const int query_block = static_cast<int>(gridDim.x - 1 - blockIdx.x);  // the longest rows start first
-  const int head = static_cast<int>(blockIdx.y);
-  const int sample = static_cast<int>(blockIdx.z);
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int first_query = query_block * kTile;
+  const int sample = static_cast<int>(blockIdx.x) / problem.heads;
+  const int head = static_cast<int>(blockIdx.x) % problem.heads;
+  // The grid's y runs over query blocks, the longest rows (most key tiles) first.
+  const int first_query = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int group = lane / 4;
+  const int pair = lane % 4;
+  const int warp_first = first_query + warp * kWarpRows;
+  const int warp_last = warp_first + kWarpRows - 1;
+  const bool warp_active = warp_first < seq;
+  const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
 
   const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
   const std::int64_t token_stride = 3 * channels;
@@ -56,104 +73,209 @@ __global__ void __launch_bounds__(kThreads)
   const std::uint16_t* k_base = q_base + channels;
   const std::uint16_t* v_base = q_base + 2 * channels;
 
-  load_token_tile<kHeadDim, kThreads>(k_tile, q_base, token_stride, first_query, seq);
-  zero_shared(out_acc, kTile * kAccPitch<kHeadDim>);
-  __syncthreads();
-  FragRowsA q_frags[kHeadDim / kFrag];
-  load_warp_rows<kHeadDim>(q_frags, k_tile, warp);
+  auto load_keys = [&](int block) {
+    const int stage = block % kStages;
+    load_tile_async<kHeadDim, kStreamRows>(key_tiles + stage * kStreamRows * kPitch<kHeadDim>, k_base, token_stride,
+                                           block * kStreamRows, seq);
+    load_tile_async<kHeadDim, kStreamRows>(value_tiles + stage * kStreamRows * kPitch<kHeadDim>, v_base, token_stride,
+                                           block * kStreamRows, seq);
+  };
+  load_tile_async<kHeadDim, kBlockRows>(query_tile, q_base, token_stride, first_query, seq);
+  load_keys(0);
+  commit_copies();
+#pragma unroll
+  for (int ahead = 1; ahead < kStages - 1; ++ahead) {
+    if (0 + ahead < key_blocks) load_keys(0 + ahead);
+    commit_copies();
+  }
 
-  const int half = lane % 2;
-  const int row_in_block = warp * kWarpRows + lane / 2;
-  const int query = first_query + row_in_block;
-  const bool row_valid = query < seq;
-  float* warp_scores = scores + warp * kWarpRows * kScorePitch;
-  const float* my_scores = scores + row_in_block * kScorePitch + half * (kTile / 2);
-  std::uint16_t* my_probs = probs + row_in_block * kProbPitch + half * (kTile / 2);
-  float* warp_out = out_acc + warp * kWarpRows * kAccPitch<kHeadDim>;
-  float* my_out = out_acc + row_in_block * kAccPitch<kHeadDim> + half * (kHeadDim / 2);
-  attention_detail::DropoutMask mask(dropout, sample);
-  const std::uint64_t mask_row =
-      (static_cast<std::uint64_t>(head) * seq + static_cast<std::uint64_t>(query)) * static_cast<std::uint64_t>(seq);
+  const std::uint32_t a_lane = a_pattern<kHeadDim>(lane);
+  const std::uint32_t b_lane = b_pattern<kHeadDim>(lane);
+  const std::uint32_t query_address = shared_address(query_tile) + tile_offset<kHeadDim>(warp * kWarpRows, 0) + a_lane;
 
-  float row_max = -INFINITY;  // of the raw scores q.k (the scale is folded into the exponent)
-  float row_sum = 0.0f;       // sum of exp((score - row_max) * scale) before dropout
-  for (int key_block = 0; key_block <= query_block; ++key_block) {
-    __syncthreads();  // the previous block's tiles (and the query tile) are consumed
-    load_token_tile<kHeadDim, kThreads>(k_tile, k_base, token_stride, key_block * kTile, seq);
-    load_token_tile<kHeadDim, kThreads>(v_tile, v_base, token_stride, key_block * kTile, seq);
+  std::uint32_t q_frags[kSlices][4];
+  float out[kOutTiles][4];
+#pragma unroll
+  for (int n = 0; n < kOutTiles; ++n) out[n][0] = out[n][1] = out[n][2] = out[n][3] = 0.0f;
+  // Per thread rows group and group + 8 of the warp: maximum of the raw scores q.k
+  // (the scale lives in the exponent) and this thread's share of the denominator
+  // (summed over the four lanes of a row at the end).
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.0f, 0.0f};
+  const int rows[2] = {warp_first + group, warp_first + group + 8};
+  attention_detail::DropoutMask masks[2] = {attention_detail::DropoutMask(dropout, sample),
+                                            attention_detail::DropoutMask(dropout, sample)};
+  std::uint64_t mask_rows[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mask_rows[h] =
+        (static_cast<std::uint64_t>(head) * static_cast<std::uint64_t>(seq) + static_cast<std::uint64_t>(rows[h])) *
+        static_cast<std::uint64_t>(seq);
+  }
+
+  for (int block = 0; block < key_blocks; ++block) {
+    wait_copies<kStages - 2>();  // this block's copies have landed; later blocks' may be in flight
     __syncthreads();
-    rows_times_tile_transposed<kHeadDim>(q_frags, k_tile, warp_scores);
-    __syncwarp();
+    if (block + kStages - 1 < key_blocks) load_keys(block + kStages - 1);
+    commit_copies();
+    const int stage = block % kStages;
 
-    const int first_key = key_block * kTile + half * (kTile / 2);
-    float tile_max = -INFINITY;
-#pragma unroll 8
-    for (int c = 0; c < kTile / 2; ++c) {
-      if (row_valid && first_key + c <= query) tile_max = fmaxf(tile_max, my_scores[c]);
-    }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    // A valid row sees key 0 in block 0 and its own key in the diagonal block, so its
-    // maximum is finite from the first block on; rows past seq keep neutral values.
-    const float new_max = fmaxf(row_max, tile_max);
-    const float rescale = row_valid ? exp2f((row_max - new_max) * scale_log2) : 1.0f;
-
-    float tile_sum = 0.0f;
+    const int first_key = block * kStreamRows;
+    if (warp_active && first_key <= warp_last) {
+      if (block == 0) {
 #pragma unroll
-    for (int chunk = 0; chunk < kTile / 2 / kChunk; ++chunk) {
-      std::uint16_t bits[kChunk];
-#pragma unroll
-      for (int e = 0; e < kChunk; ++e) {
-        const int c = chunk * kChunk + e;
-        const int key = first_key + c;
-        const bool visible = row_valid && key <= query;
-        const float p = visible ? exp2f((my_scores[c] - new_max) * scale_log2) : 0.0f;
-        tile_sum += p;
-        const float kept = visible && dropout.enabled ? p * mask.factor(mask_row + static_cast<std::uint64_t>(key)) : p;
-        bits[e] = detail::f32_to_bf16_bits(kept);
+        for (int kk = 0; kk < kSlices; ++kk)
+          load_matrices(q_frags[kk], query_address + tile_offset<kHeadDim>(0, 16 * kk));
       }
-      *reinterpret_cast<uint4*>(my_probs + chunk * kChunk) = pack_chunk(bits);
-    }
-    tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
-    row_sum = row_sum * rescale + tile_sum;
-    row_max = new_max;
-#pragma unroll 8
-    for (int d = 0; d < kHeadDim / 2; ++d) my_out[d] *= rescale;
-    __syncwarp();
-    accumulate_rows_times_tile_shared<kHeadDim>(warp_out, probs + warp * kWarpRows * kProbPitch, v_tile);
-    __syncwarp();  // the scores, probabilities and output rows are rewritten by the next block
-  }
+      const std::uint32_t key_address = shared_address(key_tiles) + stage * kStreamTileBytes + b_lane;
+      const std::uint32_t value_address = shared_address(value_tiles) + stage * kStreamTileBytes + a_lane;
 
-  if (!row_valid) return;
-  const float inv_sum = 1.0f / row_sum;
-  std::uint16_t* out_row = operands.out + (static_cast<std::int64_t>(sample) * seq + query) * channels +
-                           head * kHeadDim + half * (kHeadDim / 2);
+      float scores[kKeyTiles][4];
 #pragma unroll
-  for (int chunk = 0; chunk < kHeadDim / 2 / kChunk; ++chunk) {
-    std::uint16_t bits[kChunk];
+      for (int t = 0; t < kKeyTiles; ++t) scores[t][0] = scores[t][1] = scores[t][2] = scores[t][3] = 0.0f;
 #pragma unroll
-    for (int e = 0; e < kChunk; ++e) bits[e] = detail::f32_to_bf16_bits(my_out[chunk * kChunk + e] * inv_sum);
-    *reinterpret_cast<uint4*>(out_row + chunk * kChunk) = pack_chunk(bits);
+      for (int kk = 0; kk < kSlices; ++kk) {
+#pragma unroll
+        for (int np = 0; np < kKeyTiles / 2; ++np) {
+          std::uint32_t b[4];
+          load_matrices(b, key_address + tile_offset<kHeadDim>(16 * np, 16 * kk));
+          mma_pair(scores[2 * np], scores[2 * np + 1], q_frags[kk], b);
+        }
+      }
+
+      // Only a tile that reaches past the warp's first row has keys after some query.
+      if (first_key + kStreamRows - 1 > warp_first) {
+#pragma unroll
+        for (int t = 0; t < kKeyTiles; ++t) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = first_key + 8 * t + 2 * pair + (e & 1);
+            if (key > rows[e >> 1]) scores[t][e] = -INFINITY;
+          }
+        }
+      }
+
+      // Every row sees at least one key of this tile (the tile starts at or before
+      // the warp's first row), so its maximum is finite. Trees keep the dependent
+      // chains short.
+      float tile_max[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float m[kKeyTiles];
+#pragma unroll
+        for (int t = 0; t < kKeyTiles; ++t) m[t] = fmaxf(scores[t][2 * h], scores[t][2 * h + 1]);
+#pragma unroll
+        for (int width = kKeyTiles / 2; width > 0; width /= 2) {
+#pragma unroll
+          for (int i = 0; i < width; ++i) m[i] = fmaxf(m[i], m[i + width]);
+        }
+        tile_max[h] = fmaxf(m[0], __shfl_xor_sync(0xffffffffu, m[0], 1));
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+      }
+      // The running maximum moves only when some row of the warp outgrows it by more
+      // than 2^kStaleMaxLog2 in probability: below that, probabilities relative to a
+      // stale maximum are as exact (fp32 sums, bf16 operands) and the output and
+      // denominator need no rescaling. The first tile always moves it from -inf.
+      bool grows = false;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) grows |= (tile_max[h] - row_max[h]) * scale_log2 > kStaleMaxLog2;
+      if (__any_sync(0xffffffffu, grows)) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float new_max = fmaxf(row_max[h], tile_max[h]);
+          const float rescale = fast_exp2((row_max[h] - new_max) * scale_log2);  // 0 on the first tile
+          row_max[h] = new_max;
+          row_sum[h] *= rescale;
+#pragma unroll
+          for (int n = 0; n < kOutTiles; ++n) {
+            out[n][2 * h] *= rescale;
+            out[n][2 * h + 1] *= rescale;
+          }
+        }
+      }
+      const float max_scaled[2] = {row_max[0] * scale_log2, row_max[1] * scale_log2};
+      float sums[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+#pragma unroll
+      for (int t = 0; t < kKeyTiles; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float p = fast_exp2(fmaf(scores[t][e], scale_log2, -max_scaled[e >> 1]));
+          sums[e >> 1][t & 1] += p;
+          scores[t][e] = p;
+        }
+      }
+      row_sum[0] += sums[0][0] + sums[0][1];
+      row_sum[1] += sums[1][0] + sums[1][1];
+      if constexpr (kDropout) {
+        // Row by row, so that each row's mask reuses a Philox draw over 4 consecutive keys.
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int t = 0; t < kKeyTiles; ++t) {
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              const auto key = static_cast<std::uint64_t>(first_key + 8 * t + 2 * pair + j);
+              scores[t][2 * h + j] *= masks[h].factor(mask_rows[h] + key);
+            }
+          }
+        }
+      }
+
+#pragma unroll
+      for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
+        std::uint32_t probs[4];
+        a_from_c(probs, scores[2 * kk], scores[2 * kk + 1]);
+#pragma unroll
+        for (int dp = 0; dp < kSlices; ++dp) {
+          std::uint32_t b[4];
+          load_matrices_transposed(b, value_address + tile_offset<kHeadDim>(16 * kk, 16 * dp));
+          mma_pair(out[2 * dp], out[2 * dp + 1], probs, b);
+        }
+      }
+    }
   }
-  if (half == 0) {
-    // log(sum_j exp(s_j / sqrt(d))) = (max * scale_log2 + log2(sum)) * ln 2.
-    operands.logsumexp[(static_cast<std::int64_t>(sample) * problem.heads + head) * seq + query] =
-        (row_max * scale_log2 + log2f(row_sum)) * kLn2;
+  wait_copies<0>();
+  if (!warp_active) return;
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
   }
+  const std::int64_t out_offset = static_cast<std::int64_t>(sample) * seq * channels + head * kHeadDim;
+  // The warp's own query rows are free once its fragments are loaded: they stage the output.
+  store_warp_rows<kHeadDim>(out, 1.0f / row_sum[0], 1.0f / row_sum[1], query_tile + warp * kWarpRows * kPitch<kHeadDim>,
+                            operands.out + out_offset, channels, warp_first, seq);
+  if (pair == 0) {
+    float* logsumexp = operands.logsumexp + (static_cast<std::int64_t>(sample) * problem.heads + head) * seq;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      // log(sum_j exp(s_j / sqrt(d))) = (max * scale_log2 + log2(sum)) * ln 2.
+      if (rows[h] < seq) logsumexp[rows[h]] = (row_max[h] * scale_log2 + log2f(row_sum[h])) * kLn2;
+    }
+  }
+}
+
+template <int kHeadDim, bool kDropout>
+cudaError_t launch_forward(const ForwardOperands& operands, const Problem& problem, const Dropout& dropout,
+                           cudaStream_t stream) {
+  constexpr std::size_t kBytes = ForwardConfig<kHeadDim, kDropout>::kBytes;
+  const auto kernel = flash_forward_kernel<kHeadDim, kDropout>;
+  const cudaError_t attribute_status =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes));
+  if (attribute_status != cudaSuccess) return attribute_status;
+  const float scale_log2 = kLog2E / std::sqrt(static_cast<float>(kHeadDim));
+  const dim3 grid(static_cast<unsigned>(problem.batch * problem.heads),
+                  static_cast<unsigned>((problem.seq + kBlockRows - 1) / kBlockRows));
+  kernel<<<grid, kThreads, kBytes, stream>>>(operands, problem, dropout, scale_log2);
+  return cudaGetLastError();
 }
 
 template <int kHeadDim>
 cudaError_t launch_forward(const ForwardOperands& operands, const Problem& problem, const Dropout& dropout,
                            cudaStream_t stream) {
-  static_assert(fits_tiles<kHeadDim>());
-  constexpr std::size_t kBytes = ForwardLayout<kHeadDim>::bytes;
-  const auto kernel = flash_forward_kernel<kHeadDim>;
-  const cudaError_t attribute_status =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes));
-  if (attribute_status != cudaSuccess) return attribute_status;
-  const float scale_log2 = kLog2E / std::sqrt(static_cast<float>(kHeadDim));
-  const dim3 grid((problem.seq + kTile - 1) / kTile, problem.heads, problem.batch);
-  kernel<<<grid, kThreads, kBytes, stream>>>(operands, problem, dropout, scale_log2);
-  return cudaGetLastError();
+  return dropout.enabled ? launch_forward<kHeadDim, true>(operands, problem, dropout, stream)
+                         : launch_forward<kHeadDim, false>(operands, problem, dropout, stream);
 }
 
 }  // namespace
@@ -161,6 +283,7 @@ cudaError_t launch_forward(const ForwardOperands& operands, const Problem& probl
 cudaError_t flash_attention_forward(const ForwardOperands& operands, const Problem& problem, const Dropout& dropout,
                                     cudaStream_t stream) {
   if (problem.batch == 0 || problem.seq == 0) return cudaSuccess;
+  if (static_cast<std::int64_t>(problem.batch) * problem.heads > INT_MAX) return cudaErrorInvalidConfiguration;
   switch (problem.head_dim) {
     case 64:
       return launch_forward<64>(operands, problem, dropout, stream);

@@ -19,8 +19,7 @@ using attention_launchers::Problem;
 
 // head_dim must be one of these. Beyond the probability kernels' 64 and 128, flash
 // attention is instantiated for 80 (GPT-3 2.7B: 2560 / 32 heads) and 96; its tiles
-// take any head_dim of whole wmma fragments whose half rows are whole 16-byte
-// chunks (flash_detail::fits_tiles).
+// take any multiple of 16 (flash_detail::supported_tiles).
 inline constexpr std::array<std::int64_t, 4> kSupportedHeadDims{64, 80, 96, 128};
 constexpr bool supported_head_dim(std::int64_t head_dim) {
   return std::find(kSupportedHeadDims.begin(), kSupportedHeadDims.end(), head_dim) != kSupportedHeadDims.end();

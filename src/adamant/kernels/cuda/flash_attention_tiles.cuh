@@ -1,79 +1,206 @@
 #pragma once
-// Shared-memory helpers of the flash attention kernels, on top of the tiles of
-// attention_tiles.cuh (64-row token tiles, 64-wide score and probability tiles,
-// a warp owning 16 rows). Only for *.cu files.
+// Warp-level building blocks of the flash attention kernels: bf16 tensor-core
+// products (mma.sync m16n8k16, fp32 accumulation), shared-memory fragment loads
+// (ldmatrix, plain and transposed), asynchronous tile copies (cp.async) and the
+// padded tiles they work on. Only for *.cu files.
+//
+// Fragments of mma.m16n8k16, lane = 4 * group + pair (group 0..7, pair 0..3):
+//   A (16 x 16, row-major): a[0] = (group, 2 pair + {0,1}), a[1] = (group + 8, ...),
+//                           a[2] = (group, 8 + 2 pair + {0,1}), a[3] = (group + 8, 8 + ...)
+//   B (16 x 8, k x n):      b[0] = (k = 2 pair + {0,1}, n = group), b[1] = (k = 8 + 2 pair + {0,1}, n = group)
+//   C (16 x 8, fp32):       c[0..1] = (group, 2 pair + {0,1}), c[2..3] = (group + 8, 2 pair + {0,1})
+// Two C tiles side by side (16 x 16) hold exactly the values of one A fragment, so
+// probabilities and score gradients go from one product into the next in registers.
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
 
-#include "adamant/kernels/cuda/attention_tiles.cuh"
-
 namespace adamant::kernels::cuda::flash_detail {
 
-using namespace attention_detail;  // NOLINT(build/namespaces): the tile vocabulary shared with attention
-
-constexpr int kThreads = 128;  // 4 warps of 16 rows
+constexpr int kWarpSize = 32;
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * kWarpSize;
+constexpr int kWarpRows = 16;                   // rows of the block's own tile a warp owns
+constexpr int kBlockRows = kWarps * kWarpRows;  // queries (or keys) a block owns
+constexpr int kStreamRows = 64;                 // keys (or queries) streamed through shared memory per step
+// Streamed tiles rotate through a kernel's kStages (at least 2) shared-memory
+// stages: step i waits for its own copies, passes one barrier (after which every
+// warp is done with step i - 1), then starts the copies of step i + kStages - 1 into
+// step i - 1's stage. One barrier a step, copies kStages - 1 steps ahead.
+constexpr int kChunk = 8;  // bf16 per 16-byte access
 constexpr float kLog2E = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// fp32 rows of head_dim values (the forward's output accumulator): a multiple of 4
-// floats, as wmma wants, with a skew that spreads the banks.
+// Token tiles: rows of one head's q, k, v or d_out slice. A 16-byte skew per row
+// puts the 8 rows an ldmatrix phase reads at one column into 8 distinct groups of
+// 4 banks for every supported head size (pitch = 4 mod 8 words).
 template <int kHeadDim>
-constexpr int kAccPitch = kHeadDim + 4;
+constexpr int kPitch = kHeadDim + kChunk;
 template <int kHeadDim>
-constexpr std::size_t acc_tile_bytes() {
-  return static_cast<std::size_t>(kTile) * kAccPitch<kHeadDim> * sizeof(float);
+constexpr std::size_t tile_bytes(int rows) {
+  return static_cast<std::size_t>(rows) * kPitch<kHeadDim> * sizeof(std::uint16_t);
+}
+template <int kHeadDim>
+constexpr bool supported_tiles() {
+  return kHeadDim % 16 == 0 && (kPitch<kHeadDim> / 2) % 8 == 4;
+}
+static_assert(supported_tiles<64>() && supported_tiles<80>() && supported_tiles<96>() && supported_tiles<128>());
+
+__device__ __forceinline__ std::uint32_t shared_address(const void* pointer) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
 }
 
-// What the kernels need of a head size: whole 16 x 16 wmma fragments, whole 16-byte
-// chunks in each half row (lanes 2r and 2r + 1 split an output row), and tiles that
-// keep the 32-byte alignment wmma wants. Nothing needs a power of two.
-template <int kHeadDim>
-constexpr bool fits_tiles() {
-  return kHeadDim % kFrag == 0 && (kHeadDim / 2) % kChunk == 0 && token_tile_bytes(kHeadDim) % 32 == 0 &&
-         acc_tile_bytes<kHeadDim>() % 32 == 0;
-}
-static_assert(fits_tiles<64>() && fits_tiles<80>() && fits_tiles<96>() && fits_tiles<128>());
+// ---- asynchronous copies (zero fill where `valid` is false) ----
 
-// A warp's 16 rows of a token tile as row-major A fragments.
-template <int kHeadDim>
-__device__ __forceinline__ void load_warp_rows(FragRowsA (&frags)[kHeadDim / kFrag], const std::uint16_t* tile,
-                                               int warp) {
-#pragma unroll
-  for (int k = 0; k < kHeadDim / kFrag; ++k) {
-    wmma::load_matrix_sync(frags[k], as_bf16(tile + warp * kWarpRows * kTokenPitch<kHeadDim> + k * kFrag),
-                           kTokenPitch<kHeadDim>);
-  }
+__device__ __forceinline__ void copy_async_16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void copy_async_8(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(valid ? 8 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most kPending of the committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// acc_rows[16 x kHeadDim] (fp32 in shared memory, pitch kAccPitch) += rows[16 x 64]
-// (bf16, pitch kProbPitch) . tile[64 x kHeadDim]. The accumulator stays in shared
-// memory because the online softmax rescales it row by row, which wmma fragments
-// (whose element-to-row mapping is opaque) cannot do in registers.
-template <int kHeadDim>
-__device__ __forceinline__ void accumulate_rows_times_tile_shared(float* acc_rows, const std::uint16_t* rows,
-                                                                  const std::uint16_t* tile) {
-  FragRowsA a[kTile / kFrag];
+// Starts copying rows [first_row, first_row + kRows) of one head's slice (kHeadDim
+// bf16 at base + row * row_stride) into a token tile; rows at or past `seq` become zero.
+template <int kHeadDim, int kRows>
+__device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::uint16_t* base, std::int64_t row_stride,
+                                                int first_row, int seq) {
+  constexpr int kChunksPerRow = kHeadDim / kChunk;
+  constexpr int kTotal = kRows * kChunksPerRow;
 #pragma unroll
-  for (int k = 0; k < kTile / kFrag; ++k) wmma::load_matrix_sync(a[k], as_bf16(rows + k * kFrag), kProbPitch);
-#pragma unroll
-  for (int n = 0; n < kHeadDim / kFrag; ++n) {
-    FragAcc acc;
-    wmma::load_matrix_sync(acc, acc_rows + n * kFrag, kAccPitch<kHeadDim>, wmma::mem_row_major);
-#pragma unroll
-    for (int k = 0; k < kTile / kFrag; ++k) {
-      FragRowsB b;
-      wmma::load_matrix_sync(b, as_bf16(tile + k * kFrag * kTokenPitch<kHeadDim> + n * kFrag), kTokenPitch<kHeadDim>);
-      wmma::mma_sync(acc, a[k], b, acc);
+  for (int step = 0; step < (kTotal + kThreads - 1) / kThreads; ++step) {
+    const int index = step * kThreads + static_cast<int>(threadIdx.x);
+    if (kTotal % kThreads == 0 || index < kTotal) {
+      const int r = index / kChunksPerRow;
+      const int c = index % kChunksPerRow;
+      const int row = first_row + r;
+      const bool valid = row < seq;
+      const std::uint16_t* src = base + static_cast<std::int64_t>(valid ? row : 0) * row_stride + c * kChunk;
+      copy_async_16(tile + r * kPitch<kHeadDim> + c * kChunk, src, valid);
     }
-    wmma::store_matrix_sync(acc_rows + n * kFrag, acc, kAccPitch<kHeadDim>, wmma::mem_row_major);
   }
 }
 
-// Sets every element of a block-shared fp32 array to zero.
-__device__ __forceinline__ void zero_shared(float* data, int count) {
-  for (int i = static_cast<int>(threadIdx.x); i < count; i += static_cast<int>(blockDim.x)) data[i] = 0.0f;
+// ---- fragments ----
+
+// Per-lane byte offsets of the rows an x4 ldmatrix reads, relative to the 16 x 16
+// sub-tile at (row0, col0) of a token tile:
+//  - a_pattern: A fragment of rows x columns (non-transposed load), or, with the
+//    transposed load, the B fragments of two n8 tiles where tile rows are k and
+//    columns n ({b[0], b[1]} for columns col0 .. col0 + 7, {b[2], b[3]} for the next 8);
+//  - b_pattern: the B fragments of two n8 tiles where tile rows are n and columns k
+//    (non-transposed load; {b[0], b[1]} for rows row0 .. row0 + 7, {b[2], b[3]} for the next 8).
+template <int kHeadDim>
+__device__ __forceinline__ std::uint32_t a_pattern(int lane) {
+  return static_cast<std::uint32_t>(((lane & 7) + (lane & 8)) * kPitch<kHeadDim> + (lane >> 4) * 8) * 2u;
+}
+template <int kHeadDim>
+__device__ __forceinline__ std::uint32_t b_pattern(int lane) {
+  return static_cast<std::uint32_t>(((lane & 7) + (lane >> 4) * 8) * kPitch<kHeadDim> + (lane & 8)) * 2u;
+}
+// Byte offset of element (row, col) of a token tile.
+template <int kHeadDim>
+constexpr std::uint32_t tile_offset(int row, int col) {
+  return static_cast<std::uint32_t>(row * kPitch<kHeadDim> + col) * 2u;
+}
+
+__device__ __forceinline__ void load_matrices(std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
+}
+__device__ __forceinline__ void load_matrices_transposed(std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
+}
+
+// c += a . b for one 16 x 8 tile.
+__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// c[2j], c[2j + 1] += a . (the two n8 tiles of one x4 load).
+__device__ __forceinline__ void mma_pair(float (&c0)[4], float (&c1)[4], const std::uint32_t (&a)[4],
+                                         const std::uint32_t (&b)[4]) {
+  mma(c0, a, b[0], b[1]);
+  mma(c1, a, b[2], b[3]);
+}
+
+// Two fp32 as bf16 (round to nearest even) in one register, `low` in the low half.
+__device__ __forceinline__ std::uint32_t pack_bf16(float low, float high) {
+  std::uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(high), "f"(low));
+  return packed;
+}
+// The A fragment made of two adjacent C tiles (columns 0..7 and 8..15).
+__device__ __forceinline__ void a_from_c(std::uint32_t (&a)[4], const float (&left)[4], const float (&right)[4]) {
+  a[0] = pack_bf16(left[0], left[1]);
+  a[1] = pack_bf16(left[2], left[3]);
+  a[2] = pack_bf16(right[0], right[1]);
+  a[3] = pack_bf16(right[2], right[3]);
+}
+
+// 2^x on the special function unit (relative error about 2^-22); 2^-inf = 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Backward's per-row statistics (D = rowsum(d_out o), logsumexp * log2(e)) of
+// (token, head): two fp32 at the start of that head's dq slice of d_qkv, which the
+// query pass overwrites with dq only after reading them.
+__device__ __forceinline__ float* row_statistics_slot(std::uint16_t* d_qkv, std::int64_t token,
+                                                      std::int64_t token_stride, int head, int head_dim) {
+  return reinterpret_cast<float*>(d_qkv + token * token_stride + static_cast<std::int64_t>(head) * head_dim);
+}
+
+// A warp's 16 rows of fp32 C fragments (kTiles n8 tiles, times `scale`, row `group`
+// and `group + 8` of each tile) to bf16 global rows: staged through the warp's own
+// 16 rows of a token tile so that each lane writes whole 16-byte chunks. Rows at or
+// past `seq` are not written. The caller guarantees that no other warp touches
+// those staging rows.
+template <int kHeadDim>
+__device__ __forceinline__ void store_warp_rows(const float (&acc)[kHeadDim / 8][4], float scale_row0, float scale_row1,
+                                                std::uint16_t* staging, std::uint16_t* dst, std::int64_t row_stride,
+                                                int first_row, int seq) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int group = lane / 4;
+  const int pair = lane % 4;
+  __syncwarp();  // every lane's earlier reads of the staging rows are done
+#pragma unroll
+  for (int n = 0; n < kHeadDim / 8; ++n) {
+    const int col = n * 8 + 2 * pair;
+    *reinterpret_cast<std::uint32_t*>(staging + group * kPitch<kHeadDim> + col) =
+        pack_bf16(acc[n][0] * scale_row0, acc[n][1] * scale_row0);
+    *reinterpret_cast<std::uint32_t*>(staging + (group + 8) * kPitch<kHeadDim> + col) =
+        pack_bf16(acc[n][2] * scale_row1, acc[n][3] * scale_row1);
+  }
+  __syncwarp();
+  constexpr int kChunksPerRow = kHeadDim / kChunk;
+#pragma unroll
+  for (int index = lane; index < kWarpRows * kChunksPerRow; index += kWarpSize) {
+    const int r = index / kChunksPerRow;
+    const int c = index % kChunksPerRow;
+    if (first_row + r < seq) {
+      *reinterpret_cast<uint4*>(dst + static_cast<std::int64_t>(first_row + r) * row_stride + c * kChunk) =
+          *reinterpret_cast<const uint4*>(staging + r * kPitch<kHeadDim> + c * kChunk);
+    }
+  }
 }
 
 }  // namespace adamant::kernels::cuda::flash_detail

@@ -1,0 +1,198 @@
+// Benchmark of the CUDA flash attention kernels (causal, bf16) on the attention
+// shapes of GPT-3 126M, 1.3B and 2.7B at sequence 2048. Times the launch functions
+// the kernels/ API calls (kernels/cuda/flash_attention_launchers.h) with CUDA
+// events: 3 warm-up runs, then the median of --reps runs. FLOPs counted as for
+// causal attention: forward 2 B H L^2 d (half of the dense 4 B H L^2 d), backward
+// 2.5 times that. bench/torch_sdpa_peer.py times PyTorch on the same shapes.
+//
+//   flash_attention_bench [--reps 20] [--dropout 0] [--json out.json]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "adamant/kernels/cuda/flash_attention_launchers.h"
+
+namespace {
+
+namespace launchers = adamant::kernels::cuda::flash_attention_launchers;
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "flash_attention_bench: %s failed: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+// Owning device allocation.
+class DeviceArray {
+ public:
+  explicit DeviceArray(std::size_t bytes) { check(cudaMalloc(&data_, bytes), "cudaMalloc"); }
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  void* data_ = nullptr;
+};
+
+// Owning CUDA event pair for one timing.
+class EventPair {
+ public:
+  EventPair() {
+    check(cudaEventCreate(&start_), "cudaEventCreate");
+    check(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  ~EventPair() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  float time_ms(const std::function<void()>& run) {
+    check(cudaEventRecord(start_), "cudaEventRecord");
+    run();
+    check(cudaEventRecord(stop_), "cudaEventRecord");
+    check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+};
+
+// bf16 bits of a value uniform in [-1, 1) from a hash of the index: random, reproducible inputs.
+__global__ void fill_bf16(std::uint16_t* x, std::int64_t n, std::uint64_t seed) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::uint64_t h = static_cast<std::uint64_t>(i) * 0x9e3779b97f4a7c15ull + seed;
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    const float u = static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    x[i] = static_cast<std::uint16_t>(__float_as_uint(u) >> 16);
+  }
+}
+
+struct Shape {
+  const char* model;
+  int batch, heads, seq, head_dim;
+};
+
+struct Result {
+  Shape shape;
+  double forward_ms, backward_ms, forward_tflops, backward_tflops;
+};
+
+double median_ms(int reps, const std::function<void()>& run) {
+  EventPair events;
+  for (int i = 0; i < 3; ++i) run();
+  check(cudaDeviceSynchronize(), "warm-up");
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) times.push_back(events.time_ms(run));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+Result measure(const Shape& shape, float dropout_probability, int reps) {
+  const std::int64_t tokens = static_cast<std::int64_t>(shape.batch) * shape.seq;
+  const std::int64_t channels = static_cast<std::int64_t>(shape.heads) * shape.head_dim;
+  const std::int64_t qkv_numel = tokens * 3 * channels, out_numel = tokens * channels;
+  DeviceArray qkv(qkv_numel * 2), out(out_numel * 2), d_out(out_numel * 2), d_qkv(qkv_numel * 2);
+  DeviceArray logsumexp(static_cast<std::size_t>(tokens) * shape.heads * sizeof(float));
+  fill_bf16<<<1024, 256>>>(qkv.as<std::uint16_t>(), qkv_numel, 1);
+  fill_bf16<<<1024, 256>>>(d_out.as<std::uint16_t>(), out_numel, 2);
+  check(cudaGetLastError(), "fill");
+
+  const launchers::Problem problem{shape.batch, shape.seq, shape.heads, shape.head_dim};
+  launchers::Dropout dropout{};
+  dropout.enabled = dropout_probability > 0.0f;
+  dropout.probability = dropout_probability;
+  dropout.keep_scale = 1.0f / (1.0f - dropout_probability);
+  dropout.seed = 1234;
+  dropout.stream_base = 0;
+  dropout.stream_per_sample = 1;
+  const launchers::ForwardOperands forward{qkv.as<std::uint16_t>(), out.as<std::uint16_t>(), logsumexp.as<float>()};
+  const launchers::BackwardOperands backward{d_out.as<std::uint16_t>(), qkv.as<std::uint16_t>(),
+                                             out.as<std::uint16_t>(), logsumexp.as<float>(), d_qkv.as<std::uint16_t>()};
+
+  Result r{shape, 0, 0, 0, 0};
+  r.forward_ms = median_ms(reps, [&] {
+    check(launchers::flash_attention_forward(forward, problem, dropout, nullptr), "flash_attention_forward");
+  });
+  r.backward_ms = median_ms(reps, [&] {
+    check(launchers::flash_attention_backward(backward, problem, dropout, nullptr), "flash_attention_backward");
+  });
+  const double forward_flops =
+      2.0 * shape.batch * shape.heads * static_cast<double>(shape.seq) * shape.seq * shape.head_dim;
+  r.forward_tflops = forward_flops / (r.forward_ms * 1e-3) / 1e12;
+  r.backward_tflops = 2.5 * forward_flops / (r.backward_ms * 1e-3) / 1e12;
+  std::printf("%-5s B=%d H=%2d L=%d d=%3d   forward %8.3f ms %6.1f TFLOP/s   backward %8.3f ms %6.1f TFLOP/s\n",
+              shape.model, shape.batch, shape.heads, shape.seq, shape.head_dim, r.forward_ms, r.forward_tflops,
+              r.backward_ms, r.backward_tflops);
+  std::fflush(stdout);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 20;
+  float dropout = 0.0f;
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--dropout" && i + 1 < argc) {
+      dropout = static_cast<float>(std::atof(argv[++i]));
+    } else if (arg == "--json" && i + 1 < argc) {
+      json_path = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: flash_attention_bench [--reps N] [--dropout P] [--json PATH]\n");
+      return 2;
+    }
+  }
+  cudaDeviceProp props{};
+  check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
+  std::printf("device: %s, %d SMs; causal, bf16, dropout %g, median of %d\n", props.name, props.multiProcessorCount,
+              static_cast<double>(dropout), reps);
+
+  const std::vector<Shape> shapes{{"126M", 8, 12, 2048, 64}, {"1.3B", 4, 16, 2048, 128}, {"2.7B", 4, 32, 2048, 80}};
+  std::vector<Result> results;
+  for (const Shape& shape : shapes) results.push_back(measure(shape, dropout, reps));
+
+  if (!json_path.empty()) {
+    FILE* file = std::fopen(json_path.c_str(), "w");
+    if (file == nullptr) {
+      std::fprintf(stderr, "flash_attention_bench: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+    std::fprintf(file, "{\n  \"device\": \"%s\",\n  \"dropout\": %g,\n  \"reps\": %d,\n  \"results\": [\n", props.name,
+                 static_cast<double>(dropout), reps);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      std::fprintf(file,
+                   "    {\"model\": \"%s\", \"batch\": %d, \"heads\": %d, \"seq\": %d, \"head_dim\": %d, "
+                   "\"forward_ms\": %.4f, \"backward_ms\": %.4f, \"forward_tflops\": %.2f, "
+                   "\"backward_tflops\": %.2f}%s\n",
+                   r.shape.model, r.shape.batch, r.shape.heads, r.shape.seq, r.shape.head_dim, r.forward_ms,
+                   r.backward_ms, r.forward_tflops, r.backward_tflops, i + 1 < results.size() ? "," : "");
+    }
+    std::fprintf(file, "  ]\n}\n");
+    std::fclose(file);
+  }
+  return 0;
+}

@@ -1,0 +1,25 @@
+#pragma once
+// The passes of the CUDA flash attention backward (flash_attention_backward.cu
+// runs them in this order on one stream), each in its own file so that they
+// compile in parallel:
+//  1. row statistics: per (token, head), D = rowsum(d_out o) and logsumexp * log2(e),
+//     parked as two fp32 at the start of the token's dq slice of d_qkv;
+//  2. key pass (flash_attention_backward_keys.cu): dk and dv, one block per 128 keys;
+//  3. query pass (flash_attention_backward_queries.cu): dq, one block per 128 queries,
+//     written over the statistics of its own rows after reading them.
+// No output element is summed by more than one thread, in a fixed order, so runs
+// agree bit for bit.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "adamant/kernels/cuda/flash_attention_launchers.h"
+
+namespace adamant::kernels::cuda::flash_attention_launchers {
+
+cudaError_t launch_backward_key_pass(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
+                                     cudaStream_t stream);
+cudaError_t launch_backward_query_pass(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
+                                       cudaStream_t stream);
+
+}  // namespace adamant::kernels::cuda::flash_attention_launchers
