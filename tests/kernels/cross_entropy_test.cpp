@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
 #include "model_kernels_test_util.h"
 
 namespace adamant::kernels {
@@ -96,6 +101,97 @@ TEST(FusedClassifier, ChunkedMatchesDirectAndFiniteDifferences) {
                    view(d_embedding2), false, shape, stream);
   for (int i = 0; i < 35; ++i) EXPECT_NEAR(d_x2[i], d_x[i], 1e-14);
   for (int i = 0; i < 65; ++i) EXPECT_NEAR(d_embedding2[i], d_embedding[i], 1e-14);
+}
+
+// The vocabulary-parallel classifier over the slices [starts[s], starts[s + 1]) of the
+// embedding, run as the ranks of a tensor-parallel group would (the test gathers the
+// stats and sums the d_x parts), against fused_classifier over the whole vocabulary.
+template <typename T>
+void check_vocab_parallel(const std::vector<std::int64_t>& starts, bool accumulate, double tolerance) {
+  Stream stream;
+  const std::int64_t rows = 7, C = 5, vocab = starts.back();
+  const int tp = static_cast<int>(starts.size()) - 1;
+  const double scale = 0.25;
+  const auto x64 = random_normal(rows * C, 2), embedding64 = random_normal(vocab * C, 3, 2.0);
+  std::vector<T> x(x64.begin(), x64.end()), embedding(embedding64.begin(), embedding64.end());
+  std::vector<std::int32_t> targets(rows);
+  for (std::int64_t r = 0; r < rows; ++r) targets[r] = static_cast<std::int32_t>((r * 5 + 3) % vocab);
+  targets[0] = 0;  // the ends of the vocabulary and the first row of every slice
+  targets[1] = static_cast<std::int32_t>(vocab - 1);
+  for (int s = 1; s < tp && s + 1 < rows; ++s) targets[s + 1] = static_cast<std::int32_t>(starts[s]);
+  const T old_d_embedding = 1.5;
+
+  // The reference, in one piece.
+  std::vector<T> scratch(vocab), losses(rows), d_x(rows * C), d_embedding(vocab * C, old_d_embedding);
+  fused_classifier(view(x), view(embedding), view(targets), view(losses), view(scratch), scale, view(d_x),
+                   view(d_embedding), accumulate, {rows, C, vocab}, stream);
+
+  std::vector<T> gathered;
+  auto slice_of = [&](const std::vector<T>& table, int s) {
+    return std::vector<T>(table.begin() + starts[s] * C, table.begin() + starts[s + 1] * C);
+  };
+  for (int s = 0; s < tp; ++s) {
+    const VocabParallelShape shape{rows, C, starts[s + 1] - starts[s], starts[s]};
+    auto slice = slice_of(embedding, s);
+    std::vector<T> slice_scratch(3 * shape.vocab + 1);  // chunks of 3, 3, 1 rows
+    std::vector<T> stats(2 * rows, std::nan(""));
+    vocab_parallel_classifier_stats(view(x), view(slice), view(targets), view(stats), view(slice_scratch), shape,
+                                    stream);
+    gathered.insert(gathered.end(), stats.begin(), stats.end());
+  }
+  std::vector<T> parallel_losses(rows), lse(rows);
+  vocab_parallel_combine(view(gathered), tp, rows, view(parallel_losses), view(lse), stream);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    EXPECT_NEAR(parallel_losses[r], losses[r], tolerance * std::max(1.0, std::abs(double(losses[r])))) << "row " << r;
+  }
+
+  std::vector<T> summed_d_x(rows * C, 0), parallel_d_embedding;
+  for (int s = 0; s < tp; ++s) {
+    const VocabParallelShape shape{rows, C, starts[s + 1] - starts[s], starts[s]};
+    auto slice = slice_of(embedding, s);
+    std::vector<T> slice_scratch(2 * shape.vocab);  // chunks of 2 rows
+    std::vector<T> part_d_x(rows * C, std::nan("")), slice_d_embedding(shape.vocab * C, old_d_embedding);
+    if (!accumulate) std::fill(slice_d_embedding.begin(), slice_d_embedding.end(), std::nan(""));
+    vocab_parallel_classifier_backward(view(x), view(slice), view(targets), view(lse), scale, view(slice_scratch),
+                                       view(part_d_x), view(slice_d_embedding), accumulate, shape, stream);
+    for (std::size_t i = 0; i < part_d_x.size(); ++i) summed_d_x[i] += part_d_x[i];
+    parallel_d_embedding.insert(parallel_d_embedding.end(), slice_d_embedding.begin(), slice_d_embedding.end());
+  }
+  for (std::size_t i = 0; i < d_x.size(); ++i) {
+    EXPECT_NEAR(summed_d_x[i], d_x[i], tolerance * std::max(1e-2, std::abs(double(d_x[i])))) << "d_x[" << i << "]";
+  }
+  ASSERT_EQ(parallel_d_embedding.size(), d_embedding.size());
+  for (std::size_t i = 0; i < d_embedding.size(); ++i) {
+    EXPECT_NEAR(parallel_d_embedding[i], d_embedding[i], tolerance * std::max(1e-2, std::abs(double(d_embedding[i]))))
+        << "d_embedding[" << i << "]";
+  }
+}
+
+TEST(VocabParallelClassifier, SlicesCombineToTheWholeVocabulary) {
+  for (const bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "accumulating d_embedding" : "overwriting d_embedding");
+    check_vocab_parallel<double>({0, 13}, accumulate, 1e-12);        // T = 1
+    check_vocab_parallel<double>({0, 6, 12}, accumulate, 1e-12);     // T = 2, even
+    check_vocab_parallel<double>({0, 7, 13}, accumulate, 1e-12);     // T = 2, uneven
+    check_vocab_parallel<double>({0, 4, 8, 12}, accumulate, 1e-12);  // T = 3, even
+    check_vocab_parallel<double>({0, 5, 9, 13}, accumulate, 1e-12);  // T = 3, uneven
+    check_vocab_parallel<double>({0, 1, 2, 13}, accumulate, 1e-12);  // slices of one row
+    check_vocab_parallel<float>({0, 5, 9, 13}, accumulate, 2e-5);    // fp32: the fast exp
+  }
+}
+
+TEST(VocabParallelClassifier, CombineIsTheLogSumExpOfTheSlices) {
+  Stream stream;
+  // Two rows, three ranks: gathered[t] = {lse_t(row 0), lse_t(row 1), target_t(row 0), target_t(row 1)}.
+  std::vector<double> gathered{1.0, -2.0, 0.5, 0.0, 3.0, 700.0, 0.0, 0.0, -1.0, 699.0, 0.0, 4.0};
+  std::vector<double> losses(2), lse(2);
+  vocab_parallel_combine(view(gathered), 3, 2, view(losses), view(lse), stream);
+  const double lse0 = std::log(std::exp(1.0) + std::exp(3.0) + std::exp(-1.0));
+  const double lse1 = 700.0 + std::log(std::exp(-702.0) + 1.0 + std::exp(-1.0));  // no overflow at 700
+  EXPECT_NEAR(lse[0], lse0, 1e-14);
+  EXPECT_NEAR(lse[1], lse1, 1e-12);
+  EXPECT_NEAR(losses[0], lse0 - 0.5, 1e-14);
+  EXPECT_NEAR(losses[1], lse1 - 4.0, 1e-12);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// CUDA softmax cross-entropy and fused classifier against the CPU reference kernels.
+// CUDA softmax cross-entropy, fused classifier and vocabulary-parallel classifier against
+// the CPU reference kernels.
 //
 // Cross-entropy runs in fp32 on both sides: they differ only in the order of the row
 // sum and in the exp implementation (a few fp32 ulps each), so losses must agree to
@@ -14,6 +15,7 @@
 // differences of the order of the magnitude itself.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -293,6 +295,185 @@ TEST(CudaFusedClassifier, MatchesTheCpu) {
   };
   std::uint64_t seed = 21;
   for (const auto& c : cases) check_classifier(c, seed++);
+}
+
+// ---- the vocabulary-parallel classifier ----
+//
+// Each slice on the GPU against the same slice on the CPU (fp32 on the rounded values),
+// the whole pipeline on each side: stats per slice, gathered in rank order, combined,
+// then backward per slice from the combined lse. The slice statistics are log-sum-exps
+// and logits, compared as the losses above; the gradients as the fused classifier's,
+// against the magnitudes |g_slice| |embedding_slice| and |g_slice|^T |x|.
+
+struct VocabParallelCase {
+  std::int64_t rows, channels;
+  std::vector<std::int64_t> starts;  // slice s: rows [starts[s], starts[s + 1]) of the embedding
+  std::int64_t chunk_rows;
+  DType dtype;
+};
+
+std::string describe(const VocabParallelCase& c) {
+  std::string slices;
+  for (const std::int64_t start : c.starts) {
+    slices += ' ';
+    slices += std::to_string(start);
+  }
+  return std::to_string(c.rows) + " rows, " + std::to_string(c.channels) + " channels, slices at" + slices +
+         ", chunks of " + std::to_string(c.chunk_rows) + ", " + std::string(dtype_name(c.dtype));
+}
+
+// The activation-dtype copy of host values on the GPU: bf16, or fp32 throughout.
+class ActivationArray {
+ public:
+  ActivationArray(const std::vector<float>& values, DType dtype)
+      : dtype_(dtype),
+        bf16_(dtype == DType::bf16 ? on_gpu_bf16(values) : MirroredArray<std::uint16_t>(0, DType::bf16)),
+        f32_(dtype == DType::f32 ? on_gpu(values, DType::f32) : MirroredArray<float>(0, DType::f32)) {}
+  Tensor view() { return dtype_ == DType::bf16 ? bf16_.device_view() : f32_.device_view(); }
+  std::vector<float> download() const {
+    return dtype_ == DType::bf16 ? bf16_values(bf16_.download()) : f32_.download();
+  }
+
+ private:
+  DType dtype_;
+  MirroredArray<std::uint16_t> bf16_;
+  MirroredArray<float> f32_;
+};
+
+std::vector<float> rows_of(const std::vector<float>& table, std::int64_t begin, std::int64_t end, std::int64_t width) {
+  return {table.begin() + begin * width, table.begin() + end * width};
+}
+
+void check_vocab_parallel(const VocabParallelCase& c, std::uint64_t seed) {
+  const bool bf16 = c.dtype == DType::bf16;
+  const std::int64_t rows = c.rows, C = c.channels, vocab = c.starts.back();
+  const int tp = static_cast<int>(c.starts.size()) - 1;
+  const double grad_scale = 1.0 / static_cast<double>(rows);
+  std::mt19937_64 rng(seed);
+  auto x = random_values(rows * C, rng, 1.0f, bf16);
+  auto embedding = random_values(vocab * C, rng, 0.2f, bf16);
+  auto targets = random_targets(rows, vocab, rng);
+  for (int s = 1; s < tp && s + 1 < rows; ++s) targets[s] = static_cast<std::int32_t>(c.starts[s]);  // slice edges
+  const auto old_d_embedding = random_values(vocab * C, rng, 1e-3f, false);
+  const std::string what = describe(c);
+
+  // |g| over the whole vocabulary, from the CPU kernels, for the gradient tolerances.
+  std::vector<float> g(rows * vocab), unused_losses(rows);
+  cpu::gemm<float>(Transpose::no, Transpose::yes, rows, vocab, C, 1.0f, x.data(), embedding.data(), 0.0f, g.data());
+  cpu::softmax_cross_entropy(host_view(g), host_view(targets), host_view(unused_losses), rows, vocab, true, grad_scale);
+  const auto abs_g = absolute(g), abs_x = absolute(x), abs_embedding = absolute(embedding);
+  const double gradient_factor = bf16 ? 1.0 / 256 : 1e-4;
+  const double d_x_relative = bf16 ? 1.0 / 256 : 1e-6;
+
+  ActivationArray x_gpu(x, c.dtype);
+  auto targets_gpu = on_gpu(targets, DType::i32);
+  Stream stream(testing::gpu());
+
+  // Pass 1 on both sides, slice by slice; each side gathers its own stats.
+  std::vector<float> cpu_gathered, gpu_gathered;
+  for (int s = 0; s < tp; ++s) {
+    const VocabParallelShape shape{rows, C, c.starts[s + 1] - c.starts[s], c.starts[s]};
+    auto slice = rows_of(embedding, c.starts[s], c.starts[s + 1], C);
+    std::vector<float> scratch(c.chunk_rows * shape.vocab), stats(2 * rows);
+    cpu::vocab_parallel_classifier_stats(host_view(x), host_view(slice), host_view(targets), host_view(stats),
+                                         host_view(scratch), shape);
+    ActivationArray slice_gpu(slice, c.dtype);
+    MirroredArray<float> scratch_gpu(scratch.size(), DType::f32);
+    auto stats_gpu = on_gpu(std::vector<float>(2 * rows, std::nanf("")), DType::f32);
+    cuda::vocab_parallel_classifier_stats(x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(),
+                                          stats_gpu.device_view(), scratch_gpu.device_view(), shape, stream);
+    stream.synchronize();
+    const auto gpu_stats = stats_gpu.download();
+    expect_close(gpu_stats, stats, 1e-4, scaled(stats, 0.0, 1e-4),
+                 "slice " + std::to_string(s) + " stats (lse, then target logits), " + what);
+    cpu_gathered.insert(cpu_gathered.end(), stats.begin(), stats.end());
+    gpu_gathered.insert(gpu_gathered.end(), gpu_stats.begin(), gpu_stats.end());
+  }
+
+  // Combine: the CPU's own, the GPU's on the CPU's gathered stats (only exp/log differ),
+  // and the GPU's on its own.
+  std::vector<float> losses(rows), lse(rows);
+  cpu::vocab_parallel_combine(host_view(cpu_gathered), tp, rows, host_view(losses), host_view(lse));
+  auto gathered_gpu = on_gpu(cpu_gathered, DType::f32);
+  auto losses_gpu = on_gpu(std::vector<float>(rows, std::nanf("")), DType::f32);
+  auto lse_gpu = on_gpu(std::vector<float>(rows, std::nanf("")), DType::f32);
+  cuda::vocab_parallel_combine(gathered_gpu.device_view(), tp, rows, losses_gpu.device_view(), lse_gpu.device_view(),
+                               stream);
+  stream.synchronize();
+  expect_close(lse_gpu.download(), lse, 1e-6, scaled(lse, 0.0, 1e-6), "combined lse of the CPU stats, " + what);
+  expect_close(losses_gpu.download(), losses, 1e-6, scaled(lse, 1e-6, 1e-6), "losses of the CPU stats, " + what);
+  gathered_gpu.host = gpu_gathered;
+  gathered_gpu.upload();
+  cuda::vocab_parallel_combine(gathered_gpu.device_view(), tp, rows, losses_gpu.device_view(), lse_gpu.device_view(),
+                               stream);
+  stream.synchronize();
+  expect_close(losses_gpu.download(), losses, 1e-4, scaled(losses, 0.0, 1e-4), "losses, " + what);
+
+  // Pass 2 per slice from each side's lse: overwriting d_embedding, then accumulating.
+  for (int s = 0; s < tp; ++s) {
+    const VocabParallelShape shape{rows, C, c.starts[s + 1] - c.starts[s], c.starts[s]};
+    const std::string slice_what = "slice " + std::to_string(s) + ", " + what;
+    auto slice = rows_of(embedding, c.starts[s], c.starts[s + 1], C);
+    std::vector<float> scratch(c.chunk_rows * shape.vocab), d_x(rows * C), d_embedding(shape.vocab * C);
+    cpu::vocab_parallel_classifier_backward(host_view(x), host_view(slice), host_view(targets), host_view(lse),
+                                            grad_scale, host_view(scratch), host_view(d_x), host_view(d_embedding),
+                                            false, shape);
+    const auto old_slice = rows_of(old_d_embedding, c.starts[s], c.starts[s + 1], C);
+    auto accumulated = old_slice;
+    cpu::vocab_parallel_classifier_backward(host_view(x), host_view(slice), host_view(targets), host_view(lse),
+                                            grad_scale, host_view(scratch), host_view(d_x), host_view(accumulated),
+                                            true, shape);
+
+    // Magnitudes from the slice's columns of |g|.
+    std::vector<float> abs_g_slice(rows * shape.vocab);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::copy(abs_g.begin() + r * vocab + c.starts[s], abs_g.begin() + r * vocab + c.starts[s + 1],
+                abs_g_slice.begin() + r * shape.vocab);
+    }
+    const auto abs_slice = rows_of(abs_embedding, c.starts[s], c.starts[s + 1], C);
+    std::vector<float> d_x_magnitude(d_x.size()), d_embedding_magnitude(d_embedding.size());
+    cpu::gemm<float>(Transpose::no, Transpose::no, rows, C, shape.vocab, 1.0f, abs_g_slice.data(), abs_slice.data(),
+                     0.0f, d_x_magnitude.data());
+    cpu::gemm<float>(Transpose::yes, Transpose::no, shape.vocab, C, rows, 1.0f, abs_g_slice.data(), abs_x.data(), 0.0f,
+                     d_embedding_magnitude.data());
+
+    ActivationArray slice_gpu(slice, c.dtype);
+    MirroredArray<float> scratch_gpu(scratch.size(), DType::f32);
+    ActivationArray d_x_gpu(std::vector<float>(d_x.size(), std::nanf("")), c.dtype);
+    auto d_embedding_gpu = on_gpu(std::vector<float>(d_embedding.size(), std::nanf("")), DType::f32);
+    cuda::vocab_parallel_classifier_backward(x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(),
+                                             lse_gpu.device_view(), grad_scale, scratch_gpu.device_view(),
+                                             d_x_gpu.view(), d_embedding_gpu.device_view(), false, shape, stream);
+    stream.synchronize();
+    expect_close(d_x_gpu.download(), d_x, d_x_relative, scaled(d_x_magnitude, gradient_factor), "d_x, " + slice_what);
+    expect_close(d_embedding_gpu.download(), d_embedding, 1e-6, scaled(d_embedding_magnitude, gradient_factor),
+                 "d_embedding, " + slice_what);
+
+    d_embedding_gpu.host = old_slice;
+    d_embedding_gpu.upload();
+    cuda::vocab_parallel_classifier_backward(x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(),
+                                             lse_gpu.device_view(), grad_scale, scratch_gpu.device_view(),
+                                             d_x_gpu.view(), d_embedding_gpu.device_view(), true, shape, stream);
+    stream.synchronize();
+    std::vector<double> accumulate_tolerance = scaled(d_embedding_magnitude, gradient_factor);
+    for (std::size_t i = 0; i < accumulate_tolerance.size(); ++i)
+      accumulate_tolerance[i] += 1e-6 * std::abs(old_slice[i]);
+    expect_close(d_embedding_gpu.download(), accumulated, 1e-6, accumulate_tolerance,
+                 "d_embedding accumulated, " + slice_what);
+  }
+}
+
+TEST(CudaVocabParallelClassifier, MatchesTheCpu) {
+  ADAMANT_REQUIRE_GPU();
+  const std::vector<VocabParallelCase> cases = {
+      {100, 64, {0, 25152, 50304}, 32, DType::bf16},     // GPT vocabulary, T = 2; last chunk of 4 rows
+      {100, 64, {0, 1000}, 32, DType::bf16},             // T = 1
+      {100, 64, {0, 333, 667, 1000}, 32, DType::bf16},   // T = 3, uneven and odd slices: the scalar row path
+      {37, 48, {0, 512, 1024, 1536}, 100, DType::bf16},  // one chunk larger than the rows
+      {50, 40, {0, 400, 1000}, 16, DType::f32},          // fp32 throughout: g stays fp32
+  };
+  std::uint64_t seed = 31;
+  for (const auto& c : cases) check_vocab_parallel(c, seed++);
 }
 
 }  // namespace

@@ -221,11 +221,13 @@ struct LinearCase {
   LinearShape shape;
   DType dtype;
   bool with_d_in;
+  bool with_bias = true;  // false: empty bias and d_bias (the default epilogue, no bias gradient)
 };
 
 std::string describe(const LinearCase& c) {
   return std::to_string(c.shape.rows) + " rows, " + std::to_string(c.shape.in_features) + " -> " +
-         std::to_string(c.shape.out_features) + ", " + std::string(dtype_name(c.dtype));
+         std::to_string(c.shape.out_features) + ", " + std::string(dtype_name(c.dtype)) +
+         (c.with_bias ? "" : ", no bias");
 }
 
 void check_linear(const LinearCase& c, std::uint64_t seed) {
@@ -242,14 +244,16 @@ void check_linear(const LinearCase& c, std::uint64_t seed) {
   std::vector<float> in_c = in, weight_c = weight, bias_c = bias, d_out_c = d_out;
   std::vector<float> out(s.rows * s.out_features), d_in(s.rows * s.in_features),
       d_weight(s.out_features * s.in_features), d_bias(s.out_features);
-  cpu::linear_forward(host(in_c), host(weight_c), host(bias_c), host(out), s);
-  cpu::linear_backward(host(d_out_c), host(in_c), host(weight_c), host(d_in), host(d_weight), host(d_bias), s);
+  // Without a bias, the CPU kernels run without one too: the reference is then in[rows, in] weight^T.
+  auto optional = [&](std::vector<float>& v) { return c.with_bias ? host(v) : Tensor{}; };
+  cpu::linear_forward(host(in_c), host(weight_c), optional(bias_c), host(out), s);
+  cpu::linear_backward(host(d_out_c), host(in_c), host(weight_c), host(d_in), host(d_weight), optional(d_bias), s);
   auto abs_in = absolute(in), abs_weight = absolute(weight), abs_bias = absolute(bias), abs_d_out = absolute(d_out);
   std::vector<float> out_mag(out.size()), d_in_mag(d_in.size()), d_weight_mag(d_weight.size()),
       d_bias_mag(d_bias.size());
-  cpu::linear_forward(host(abs_in), host(abs_weight), host(abs_bias), host(out_mag), s);
+  cpu::linear_forward(host(abs_in), host(abs_weight), optional(abs_bias), host(out_mag), s);
   cpu::linear_backward(host(abs_d_out), host(abs_in), host(abs_weight), host(d_in_mag), host(d_weight_mag),
-                       host(d_bias_mag), s);
+                       optional(d_bias_mag), s);
 
   const std::vector<float> poison_activation(d_in.size(), std::numeric_limits<float>::quiet_NaN());
   const std::vector<float> poison_weight(d_weight.size(), std::numeric_limits<float>::quiet_NaN());
@@ -259,9 +263,10 @@ void check_linear(const LinearCase& c, std::uint64_t seed) {
   DeviceMatrix d_in_gpu(poison_activation, c.dtype), d_weight_gpu(poison_weight, DType::f32),
       d_bias_gpu(poison_bias, DType::f32);
   Stream stream(testing::gpu());
-  cuda::linear_forward(in_gpu.view(), weight_gpu.view(), bias_gpu.view(), out_gpu.view(), s, stream);
+  cuda::linear_forward(in_gpu.view(), weight_gpu.view(), c.with_bias ? bias_gpu.view() : Tensor{}, out_gpu.view(), s,
+                       stream);
   cuda::linear_backward(d_out_gpu.view(), in_gpu.view(), weight_gpu.view(), c.with_d_in ? d_in_gpu.view() : Tensor{},
-                        d_weight_gpu.view(), d_bias_gpu.view(), s, stream);
+                        d_weight_gpu.view(), c.with_bias ? d_bias_gpu.view() : Tensor{}, s, stream);
   stream.synchronize();
 
   const double relative = c.dtype == DType::bf16 ? kBf16OutputRelative : 1e-6;
@@ -274,20 +279,28 @@ void check_linear(const LinearCase& c, std::uint64_t seed) {
   }
   expect_close(d_weight_gpu.download(), d_weight, d_weight_mag, 1e-6, kAccumulation,
                "linear_backward d_weight, " + describe(c));
-  expect_close(d_bias_gpu.download(), d_bias, d_bias_mag, 1e-6, kAccumulation,
-               "linear_backward d_bias, " + describe(c));
+  if (c.with_bias) {
+    expect_close(d_bias_gpu.download(), d_bias, d_bias_mag, 1e-6, kAccumulation,
+                 "linear_backward d_bias, " + describe(c));
+  } else {
+    const auto untouched = d_bias_gpu.download();
+    EXPECT_TRUE(std::isnan(untouched.front()) && std::isnan(untouched.back())) << "an empty d_bias was written";
+  }
 }
 
 TEST(CudaLinear, ForwardAndBackwardMatchTheCpu) {
   ADAMANT_REQUIRE_GPU();
   const std::vector<LinearCase> cases = {
-      {{13, 37, 29}, DType::bf16, true},      // odd sizes
-      {{13, 37, 29}, DType::bf16, false},     // d_in skipped
-      {{256, 768, 2304}, DType::bf16, true},  // 126M qkv projection
-      {{256, 3072, 768}, DType::bf16, true},  // 126M MLP down projection
-      {{64, 2048, 2048}, DType::bf16, true},  // 1.3B attention output projection
-      {{19, 40, 24}, DType::f32, true},       // fp32 throughout
-      {{300, 64, 96}, DType::bf16, true},     // more rows than one slice of the column sums
+      {{13, 37, 29}, DType::bf16, true},             // odd sizes
+      {{13, 37, 29}, DType::bf16, false},            // d_in skipped
+      {{256, 768, 2304}, DType::bf16, true},         // 126M qkv projection
+      {{256, 3072, 768}, DType::bf16, true},         // 126M MLP down projection
+      {{64, 2048, 2048}, DType::bf16, true},         // 1.3B attention output projection
+      {{19, 40, 24}, DType::f32, true},              // fp32 throughout
+      {{300, 64, 96}, DType::bf16, true},            // more rows than one slice of the column sums
+      {{256, 768, 2304}, DType::bf16, true, false},  // no bias (row-parallel ranks but one)
+      {{13, 37, 29}, DType::bf16, false, false},
+      {{19, 40, 24}, DType::f32, true, false},
   };
   std::uint64_t seed = 11;
   for (const LinearCase& c : cases) check_linear(c, seed++);

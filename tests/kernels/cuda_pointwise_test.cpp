@@ -361,12 +361,12 @@ TEST(CudaDropout, MaskAndValuesMatchCpuBitForBit) {
       if (v == 0.0f) v = 1.0f;  // zero then means dropped
     }
     std::vector<float> out(n);
-    cpu::dropout(cpu_view(in), cpu_view(out), c.batch, c.sample_numel, args);
+    cpu::dropout(cpu_view(in), cpu_view(out), c.batch * c.sample_numel, c.sample_numel, args);
 
     auto in_gpu = bf16_on_gpu(in, c.offset);
     MirroredArray<std::uint16_t> out_gpu(n, DType::bf16, c.offset);
     MirroredArray<std::uint16_t>& result = c.in_place ? in_gpu : out_gpu;
-    cuda::dropout(in_gpu.device_view(), result.device_view(), c.batch, c.sample_numel, args, stream);
+    cuda::dropout(in_gpu.device_view(), result.device_view(), c.batch * c.sample_numel, c.sample_numel, args, stream);
     stream.synchronize();
     const std::vector<std::uint16_t> actual = result.download();
 
@@ -390,13 +390,67 @@ TEST(CudaDropout, MaskAndValuesMatchCpuBitForBit) {
   }
 }
 
+// A sequence-parallel shard: rows [first_element, first_element + numel) of the batch,
+// possibly starting and ending inside samples, against that slice of the CPU kernel's
+// whole-batch output.
+TEST(CudaDropout, ShardAtAnElementOffsetMatchesTheSliceOfTheWholeBatch) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  DropoutArgs args;
+  args.probability = 0.3f;
+  args.seed = 0x0ddba11cafef00dull;
+  args.first_sample_index = 4242;
+  args.site = 5;
+  struct Shard {
+    std::int64_t sample_numel;
+    std::int64_t first_element;
+    std::int64_t numel;
+    std::size_t offset;  // elements into the GPU allocation: 1 forces the scalar path
+  };
+  const std::int64_t samples = 4;
+  const std::vector<Shard> shards = {{128 * 768, 96 * 768, 128 * 768, 0},  // two half samples (SP, T = 2 of L = 128)
+                                     {128 * 768, 4, 3 * 128 * 768 - 4, 0},
+                                     {128 * 768, 128 * 768 - 4, 13, 0},
+                                     {1001, 996, 1000, 0},
+                                     {1001, 2000, 2004, 0},
+                                     {1024, 1020, 2051, 1},
+                                     {1024, 1020, 2051, 0},
+                                     {6, 4, 13, 0}};
+  for (const Shard& shard : shards) {
+    SCOPED_TRACE("sample " + std::to_string(shard.sample_numel) + " shard [" + std::to_string(shard.first_element) +
+                 ", +" + std::to_string(shard.numel) + ") offset " + std::to_string(shard.offset));
+    const std::int64_t total = samples * shard.sample_numel;
+    ASSERT_LE(shard.first_element + shard.numel, total);
+    std::vector<float> in = rounded_normal(static_cast<std::size_t>(total), 53, 0.0, 1.0);
+    for (float& v : in) {
+      if (v == 0.0f) v = 1.0f;  // zero then means dropped
+    }
+    std::vector<float> whole(in.size());
+    cpu::dropout(cpu_view(in), cpu_view(whole), total, shard.sample_numel, args);
+    const std::vector<float> expected(whole.begin() + shard.first_element,
+                                      whole.begin() + shard.first_element + shard.numel);
+
+    const std::vector<float> part(in.begin() + shard.first_element, in.begin() + shard.first_element + shard.numel);
+    auto part_gpu = bf16_on_gpu(part, shard.offset);
+    DropoutArgs shard_args = args;
+    shard_args.first_element = static_cast<std::uint64_t>(shard.first_element);
+    cuda::dropout(part_gpu.device_view(), part_gpu.device_view(), shard.numel, shard.sample_numel, shard_args, stream);
+    stream.synchronize();
+    testing::expect_bitwise_equal(part_gpu.download(), to_bf16_bits(expected), "the shard's dropout");
+  }
+  auto any = bf16_on_gpu(std::vector<float>(16, 1.0f));
+  DropoutArgs misaligned = args;
+  misaligned.first_element = 2;
+  EXPECT_THROW(cuda::dropout(any.device_view(), any.device_view(), 16, 8, misaligned, stream), Error);
+}
+
 TEST(CudaDropout, ZeroProbabilityCopies) {
   ADAMANT_REQUIRE_GPU();
   const Stream stream(testing::gpu());
   const std::vector<float> in = rounded_normal(1000, 52, 0.0, 1.0);
   auto in_gpu = bf16_on_gpu(in);
   MirroredArray<std::uint16_t> out_gpu(in.size(), DType::bf16);
-  cuda::dropout(in_gpu.device_view(), out_gpu.device_view(), 10, 100, DropoutArgs{}, stream);
+  cuda::dropout(in_gpu.device_view(), out_gpu.device_view(), 1000, 100, DropoutArgs{}, stream);
   stream.synchronize();
   testing::expect_bitwise_equal(out_gpu.download(), to_bf16_bits(in), "p = 0 copy");
 }
@@ -505,7 +559,8 @@ TEST(CudaEmbedding, BackwardMatchesCpuAndIsDeterministic) {
   }
 }
 
-TEST(CudaEmbedding, TokenOutsideVocabularyGivesNanRowAndNoGradient) {
+// A token beyond the table belongs to another rank's slice: a zero word row. A negative one is invalid: NaN.
+TEST(CudaEmbedding, TokenOutsideTheTableGivesZeroWordRowAndNegativeGivesNaN) {
   ADAMANT_REQUIRE_GPU();
   const Stream stream(testing::gpu());
   const EmbeddingShape s{1, 3, 16, 10};
@@ -529,7 +584,7 @@ TEST(CudaEmbedding, TokenOutsideVocabularyGivesNanRowAndNoGradient) {
   const std::vector<float> d_word = d_word_gpu.download();
   for (std::size_t k = 0; k < 16; ++k) {
     EXPECT_EQ(out[k], bf16_to_f32(f32_to_bf16(word[4 * 16 + k] + position[k]))) << "valid row, channel " << k;
-    EXPECT_TRUE(std::isnan(out[16 + k])) << "token 10 = vocab, channel " << k;
+    EXPECT_EQ(out[16 + k], position[16 + k]) << "token 10 = vocab, channel " << k;
     EXPECT_TRUE(std::isnan(out[32 + k])) << "token -1, channel " << k;
   }
   for (std::size_t i = 0; i < d_word.size(); ++i) {

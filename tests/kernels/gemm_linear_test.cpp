@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
 #include "adamant/kernels/gemm.h"
 #include "adamant/kernels/linear.h"
@@ -93,6 +96,29 @@ TEST(Linear, ForwardMatchesDefinitionAndBackwardMatchesFiniteDifferences) {
   linear_backward(view(d_out), view(in), view(weight), Tensor{}, view(d_weight2), view(d_bias2), shape, stream);
   EXPECT_EQ(d_weight2, d_weight);
   EXPECT_EQ(d_bias2, d_bias);
+}
+
+TEST(Linear, WithoutBiasAddsNoneAndComputesNoBiasGradient) {
+  Stream stream;
+  const LinearShape shape{6, 5, 4};
+  auto in = random_normal(6 * 5, 15), weight = random_normal(4 * 5, 16);
+  std::vector<double> out(6 * 4, std::nan(""));  // beta = 0: old contents, NaN included, are ignored
+  linear_forward(view(in), view(weight), Tensor{}, view(out), shape, stream);
+  const auto expected = naive_gemm(false, true, 6, 4, 5, 1.0, in, weight, 0.0, std::vector<double>(6 * 4));
+  for (int i = 0; i < 6 * 4; ++i) EXPECT_NEAR(out[i], expected[i], 1e-12) << "out[" << i << "]";
+  std::vector<float> in32 = testing::to_float(in), weight32 = testing::to_float(weight), out32(6 * 4, 7.0f);
+  linear_forward(view(in32), view(weight32), Tensor{}, view(out32), shape, stream);
+  for (int i = 0; i < 6 * 4; ++i) EXPECT_NEAR(out32[i], expected[i], 1e-5) << "fp32 out[" << i << "]";
+
+  auto d_out = random_normal(6 * 4, 17);
+  const auto d_in_expected = naive_gemm(false, false, 6, 5, 4, 1.0, d_out, weight, 0.0, std::vector<double>(6 * 5));
+  const auto d_weight_expected = naive_gemm(true, false, 4, 5, 6, 1.0, d_out, in, 0.0, std::vector<double>(4 * 5));
+  std::vector<double> d_in(in.size(), 99.0), d_weight(weight.size(), 99.0);
+  linear_backward(view(d_out), view(in), view(weight), view(d_in), view(d_weight), Tensor{}, shape, stream);
+  for (std::size_t i = 0; i < d_in.size(); ++i) EXPECT_NEAR(d_in[i], d_in_expected[i], 1e-12) << "d_in[" << i << "]";
+  for (std::size_t i = 0; i < d_weight.size(); ++i) {
+    EXPECT_NEAR(d_weight[i], d_weight_expected[i], 1e-12) << "d_weight[" << i << "]";
+  }
 }
 
 }  // namespace

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "adamant/core/rng.h"
 #include "adamant/kernels/dropout.h"
 #include "adamant/kernels/gelu.h"
 #include "adamant/kernels/residual.h"
@@ -45,7 +49,7 @@ TEST(Dropout, DropsAboutPAndScalesTheRest) {
   const int batch = 4, numel = 25003;  // not a multiple of four
   std::vector<float> x(batch * numel, 2.0f), y(x.size());
   const DropoutArgs args{0.25f, 7, 1000, 3};
-  dropout(view(x), view(y), batch, numel, args, stream);
+  dropout(view(x), view(y), batch * numel, numel, args, stream);
   int dropped = 0;
   for (const float v : y) {
     if (v == 0.0f) {
@@ -56,7 +60,7 @@ TEST(Dropout, DropsAboutPAndScalesTheRest) {
   }
   EXPECT_NEAR(dropped / static_cast<double>(y.size()), 0.25, 0.01);
   // In place gives the same result, and it is run-to-run reproducible.
-  dropout(view(x), view(x), batch, numel, args, stream);
+  dropout(view(x), view(x), batch * numel, numel, args, stream);
   EXPECT_EQ(x, y);
 }
 
@@ -65,15 +69,15 @@ TEST(Dropout, MaskDependsOnlyOnSeedSampleAndSite) {
   const int numel = 1001;
   const auto source = testing::to_float(random_normal(3 * numel, 3));
   auto whole = source;
-  dropout(view(whole), view(whole), 3, numel, {0.5f, 11, 40, 2}, stream);
+  dropout(view(whole), view(whole), 3 * numel, numel, {0.5f, 11, 40, 2}, stream);
   for (int b = 0; b < 3; ++b) {  // sample 40 + b alone, as the first of its own batch
     std::vector<float> single(source.begin() + b * numel, source.begin() + (b + 1) * numel);
-    dropout(view(single), view(single), 1, numel, {0.5f, 11, 40u + b, 2}, stream);
+    dropout(view(single), view(single), numel, numel, {0.5f, 11, 40u + b, 2}, stream);
     EXPECT_TRUE(std::equal(single.begin(), single.end(), whole.begin() + b * numel)) << "sample " << b;
   }
   auto other_site = source, other_seed = source;
-  dropout(view(other_site), view(other_site), 3, numel, {0.5f, 11, 40, 3}, stream);
-  dropout(view(other_seed), view(other_seed), 3, numel, {0.5f, 12, 40, 2}, stream);
+  dropout(view(other_site), view(other_site), 3 * numel, numel, {0.5f, 11, 40, 3}, stream);
+  dropout(view(other_seed), view(other_seed), 3 * numel, numel, {0.5f, 12, 40, 2}, stream);
   EXPECT_NE(other_site, whole);
   EXPECT_NE(other_seed, whole);
 }
@@ -82,9 +86,67 @@ TEST(Dropout, ZeroProbabilityIsIdentity) {
   Stream stream;
   auto x = random_normal(10, 4);
   std::vector<double> y(10);
-  dropout(view(x), view(y), 2, 5, {}, stream);
+  dropout(view(x), view(y), 10, 5, {}, stream);
   EXPECT_EQ(x, y);
-  EXPECT_THROW(dropout(view(x), view(y), 2, 5, {1.0f, 0, 0, 0}, stream), Error);
+  EXPECT_THROW(dropout(view(x), view(y), 10, 5, {1.0f, 0, 0, 0}, stream), Error);
+}
+
+// Element j of the batch flattened as [samples, sample_numel], straight from the
+// generator: sample j / sample_numel, element e = j % sample_numel, word e % 4 of the
+// draw at counter e / 4 of that (sample, site) stream.
+bool reference_keeps(const DropoutArgs& args, std::int64_t j, std::int64_t sample_numel) {
+  const auto sample = static_cast<std::uint64_t>(j / sample_numel);
+  const std::int64_t e = j % sample_numel;
+  const PhiloxCounter bits = philox_draw(args.seed, static_cast<std::uint64_t>(e / 4),
+                                         dropout_stream(args.first_sample_index + sample, args.site));
+  return uniform_float(bits[static_cast<std::size_t>(e % 4)]) >= args.probability;
+}
+
+struct DropoutShard {
+  std::int64_t sample_numel;
+  std::int64_t first_element;
+  std::int64_t numel;
+};
+
+TEST(Dropout, ShardAtAnElementOffsetIsThatSliceOfTheWholeMask) {
+  Stream stream;
+  const std::int64_t samples = 4;
+  // Shards that start inside a sample, straddle one or two sample boundaries, end at
+  // the batch's end, are shorter than a sample, or have a length that is not a multiple
+  // of 4; samples of a length that is, and is not, a multiple of 4.
+  const std::vector<DropoutShard> shards = {{1001, 996, 1000}, {1001, 0, 1001}, {1001, 2000, 2004}, {1001, 1000, 7},
+                                            {1001, 3996, 8},   {1024, 1020, 9}, {1024, 512, 2048},  {1024, 3072, 1024},
+                                            {6, 4, 13},        {6, 20, 4}};
+  for (const DropoutShard& shard : shards) {
+    SCOPED_TRACE("sample " + std::to_string(shard.sample_numel) + " shard [" + std::to_string(shard.first_element) +
+                 ", +" + std::to_string(shard.numel) + ")");
+    const std::int64_t total = samples * shard.sample_numel;
+    ASSERT_LE(shard.first_element + shard.numel, total);
+    const DropoutArgs args{0.5f, 0xfeedbeefull, 12345, 9};
+    const auto source = random_normal(static_cast<std::size_t>(total), 21);
+    auto whole = source;
+    dropout(view(whole), view(whole), total, shard.sample_numel, args, stream);
+    std::vector<double> part(source.begin() + shard.first_element, source.begin() + shard.first_element + shard.numel);
+    DropoutArgs shard_args = args;
+    shard_args.first_element = static_cast<std::uint64_t>(shard.first_element);
+    dropout(view(part), view(part), shard.numel, shard.sample_numel, shard_args, stream);
+    for (std::int64_t i = 0; i < shard.numel; ++i) {
+      const std::int64_t j = shard.first_element + i;
+      ASSERT_EQ(part[i], whole[j]) << "element " << i << " of the shard";
+      const double expected = reference_keeps(args, j, shard.sample_numel) ? source[j] * 2.0 : 0.0;
+      ASSERT_EQ(part[i], expected) << "element " << i << " of the shard";
+    }
+  }
+}
+
+TEST(Dropout, ShardMustStartAtAMultipleOfFour) {
+  Stream stream;
+  auto x = random_normal(12, 22);
+  DropoutArgs args{0.5f, 1, 0, 0};
+  args.first_element = 6;
+  EXPECT_THROW(dropout(view(x), view(x), 12, 10, args, stream), Error);
+  args.first_element = 8;
+  EXPECT_NO_THROW(dropout(view(x), view(x), 12, 10, args, stream));
 }
 
 TEST(Residual, AddsElementwise) {

@@ -16,7 +16,14 @@ struct DropoutArgs {
   std::uint64_t seed = 0;
   std::uint64_t first_sample_index = 0;  // global index of the batch's first sample
   std::uint32_t site = 0;                // which dropout of the model (embeddings, layer l attention, ...)
+  // dropout() only: where `in` starts in the batch flattened as [batch, sample_numel], so
+  // that a shard of rows (sequence parallelism) gets exactly its slice of the batch's
+  // mask. A multiple of 4. The attention kernels ignore it (they always see whole samples).
+  std::uint64_t first_element = 0;
 };
+
+// One Philox draw decides this many consecutive elements of a sample.
+constexpr std::int64_t kDropoutGroup = 4;
 
 constexpr int kDropoutSiteBits = 24;
 constexpr std::uint64_t kMaxDropoutSample = std::uint64_t{1} << (63 - kDropoutSiteBits);
@@ -32,9 +39,11 @@ inline PhiloxCounter dropout_bits(const DropoutArgs& args, std::uint64_t sample_
 }
 constexpr bool dropout_keeps(std::uint32_t bits, float probability) { return uniform_float(bits) >= probability; }
 
-// out[b, e] = keep ? in[b, e] / (1 - p) : 0 for `batch` samples of `sample_numel`
-// elements. out may alias in. Linear with a fixed mask, so the same call is its own backward.
-void dropout(const Tensor& in, Tensor out, std::int64_t batch, std::int64_t sample_numel, const DropoutArgs& args,
+// out[i] = keep ? in[i] / (1 - p) : 0 for i in [0, numel), where element i is element
+// (first_element + i) % sample_numel of sample first_sample_index + (first_element + i) /
+// sample_numel. numel need not be a multiple of sample_numel. out may alias in. Linear
+// with a fixed mask, so the same call is its own backward.
+void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args,
              const Stream& stream);
 
 }  // namespace adamant::kernels

@@ -1,5 +1,5 @@
 #pragma once
-// A fully connected layer with bias, Megatron's weight layout [out_features, in_features].
+// A fully connected layer with an optional bias, Megatron's weight layout [out_features, in_features].
 #include <cstdint>
 
 #include "adamant/core/stream.h"
@@ -13,12 +13,13 @@ struct LinearShape {
   std::int64_t out_features = 0;
 };
 
-// out[rows, out] = in[rows, in] * weight^T + bias.
+// out[rows, out] = in[rows, in] * weight^T + bias. An empty bias (data == nullptr) adds
+// none (a row-parallel layer whose bias only one tensor-parallel rank adds).
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
                     const Stream& stream);
 
 // d_in = d_out * weight, d_weight = d_out^T * in, d_bias = column sums of d_out; all
-// three overwritten. An empty d_in (data == nullptr) skips that product.
+// three overwritten. An empty d_in or d_bias (data == nullptr) skips that result.
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
                      Tensor d_bias, const LinearShape& shape, const Stream& stream);
 

@@ -3,6 +3,7 @@
 // fp64); CUDA operands follow the GPU dtype convention of
 // kernels/cuda/model_kernels_cuda.h (bf16 activations and weights, fp32 weight
 // gradients and statistics). A build without CUDA gives CUDA operands a clear error.
+#include <cstdint>
 #include <type_traits>
 
 #include "adamant/core/error.h"
@@ -92,6 +93,7 @@ void check_positive(const char* op, const char* what, std::int64_t value) {
   ADAMANT_CHECK(value > 0, "{}: {} is {}, must be positive", op, what, value);
 }
 
+// `batch`: how many samples from first_sample_index on the call touches.
 void check_dropout(const char* op, const DropoutArgs& args, std::int64_t batch) {
   ADAMANT_CHECK(args.probability >= 0.0f && args.probability < 1.0f, "{}: dropout probability {} is outside [0, 1)", op,
                 args.probability);
@@ -127,7 +129,7 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
   check_positive(ops.op, "out_features", shape.out_features);
   ops.exact("in", in, shape.rows * shape.in_features, Role::activation);
   ops.exact("weight", weight, shape.out_features * shape.in_features, Role::weight);
-  ops.exact("bias", bias, shape.out_features, Role::weight);
+  if (bias.data != nullptr) ops.exact("bias", bias, shape.out_features, Role::weight);
   ops.exact("out", out, shape.rows * shape.out_features, Role::activation);
   ops.run(
       stream, [&] { cpu::linear_forward(in, weight, bias, out, shape); },
@@ -144,7 +146,7 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
   ops.exact("weight", weight, shape.out_features * shape.in_features, Role::weight);
   if (d_in.data != nullptr) ops.exact("d_in", d_in, shape.rows * shape.in_features, Role::activation);
   ops.exact("d_weight", d_weight, shape.out_features * shape.in_features, Role::weight_grad);
-  ops.exact("d_bias", d_bias, shape.out_features, Role::weight_grad);
+  if (d_bias.data != nullptr) ops.exact("d_bias", d_bias, shape.out_features, Role::weight_grad);
   ops.run(
       stream, [&] { cpu::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape); },
       ADAMANT_CUDA_CALL(cuda::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, stream)));
@@ -237,15 +239,25 @@ void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_
       ADAMANT_CUDA_CALL(cuda::gelu_backward(d_out, x, d_x, n, stream)));
 }
 
-void dropout(const Tensor& in, Tensor out, std::int64_t batch, std::int64_t sample_numel, const DropoutArgs& args,
+void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args,
              const Stream& stream) {
   const Operands ops("dropout", in);
-  check_dropout(ops.op, args, batch);
-  ops.exact("in", in, batch * sample_numel, Role::activation);
-  ops.exact("out", out, batch * sample_numel, Role::activation);
+  ADAMANT_CHECK(numel >= 0, "dropout: negative size {}", numel);
+  check_positive(ops.op, "sample_numel", sample_numel);
+  ADAMANT_CHECK(args.first_element % kDropoutGroup == 0,
+                "dropout: first_element {} is not a multiple of {}: one Philox draw decides {} consecutive elements, "
+                "so a shard must start at a multiple of {} elements of the flattened batch",
+                args.first_element, kDropoutGroup, kDropoutGroup, kDropoutGroup);
+  ADAMANT_CHECK(args.first_element <= static_cast<std::uint64_t>(INT64_MAX - numel),
+                "dropout: first_element {} + {} elements overflows", args.first_element, numel);
+  // The samples that [first_element, first_element + numel) touches, counted from first_sample_index.
+  const auto end = static_cast<std::int64_t>(args.first_element) + numel;
+  check_dropout(ops.op, args, (end + sample_numel - 1) / sample_numel);
+  ops.exact("in", in, numel, Role::activation);
+  ops.exact("out", out, numel, Role::activation);
   ops.run(
-      stream, [&] { cpu::dropout(in, out, batch, sample_numel, args); },
-      ADAMANT_CUDA_CALL(cuda::dropout(in, out, batch, sample_numel, args, stream)));
+      stream, [&] { cpu::dropout(in, out, numel, sample_numel, args); },
+      ADAMANT_CUDA_CALL(cuda::dropout(in, out, numel, sample_numel, args, stream)));
 }
 
 void residual_add(const Tensor& a, const Tensor& b, Tensor out, std::int64_t n, const Stream& stream) {
@@ -260,11 +272,13 @@ void residual_add(const Tensor& a, const Tensor& b, Tensor out, std::int64_t n, 
 namespace {
 
 void check_tokens(const Operands& ops, const Tensor& tokens, const EmbeddingShape& shape) {
+  ADAMANT_CHECK(shape.vocab_start >= 0, "{}: vocab_start {} is negative", ops.op, shape.vocab_start);
   ops.exact("tokens", tokens, shape.batch * shape.seq, DType::i32);
   if (!tokens.device.is_cpu()) return;  // device ids: the model checked them on the host before the copy
+  // An id outside [vocab_start, vocab_start + vocab) belongs to another rank's slice of the
+  // table, so only a negative id is wrong here.
   for (const std::int32_t id : tokens.span<std::int32_t>()) {
-    ADAMANT_CHECK(id >= 0 && id < shape.vocab, "{}: token id {} outside the vocabulary [0, {})", ops.op, id,
-                  shape.vocab);
+    ADAMANT_CHECK(id >= 0, "{}: token id {} is negative", ops.op, id);
   }
 }
 
@@ -276,7 +290,7 @@ void embedding_forward(const Tensor& tokens, const Tensor& word, const Tensor& p
   check_positive(ops.op, "channels", shape.channels);
   check_tokens(ops, tokens, shape);
   ops.exact("word", word, shape.vocab * shape.channels, Role::weight);
-  ops.at_least("position", position, shape.seq * shape.channels, Role::weight);
+  if (position.data != nullptr) ops.at_least("position", position, shape.seq * shape.channels, Role::weight);
   ops.exact("out", out, shape.batch * shape.seq * shape.channels, Role::activation);
   ops.run(
       stream, [&] { cpu::embedding_forward(tokens, word, position, out, shape); },
@@ -290,7 +304,9 @@ void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor d_word
   check_tokens(ops, tokens, shape);
   ops.exact("d_out", d_out, shape.batch * shape.seq * shape.channels, Role::activation);
   ops.exact("d_word", d_word, shape.vocab * shape.channels, Role::weight_grad);
-  ops.at_least("d_position", d_position, shape.seq * shape.channels, Role::weight_grad);
+  if (d_position.data != nullptr) {
+    ops.at_least("d_position", d_position, shape.seq * shape.channels, Role::weight_grad);
+  }
   ops.run(
       stream, [&] { cpu::embedding_backward(d_out, tokens, d_word, d_position, shape); },
       ADAMANT_CUDA_CALL(cuda::embedding_backward(d_out, tokens, d_word, d_position, shape, stream)));
@@ -344,6 +360,72 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
       },
       ADAMANT_CUDA_CALL(cuda::fused_classifier(x, embedding, targets, losses, logits_scratch, grad_scale, d_x,
                                                d_embedding, accumulate_d_embedding, shape, stream)));
+}
+
+namespace {
+
+// Shapes and targets of the vocabulary-parallel classifier; targets index the whole
+// vocabulary, so a target beyond this slice is another rank's, and only a negative one is wrong.
+void check_vocab_parallel(const Operands& ops, const Tensor& x, const Tensor& embedding, const Tensor& targets,
+                          const Tensor& logits_scratch, const VocabParallelShape& shape) {
+  ADAMANT_CHECK(shape.rows >= 0, "{}: {} rows", ops.op, shape.rows);
+  check_positive(ops.op, "channels", shape.channels);
+  check_positive(ops.op, "vocab", shape.vocab);
+  ADAMANT_CHECK(shape.vocab_start >= 0, "{}: vocab_start {} is negative", ops.op, shape.vocab_start);
+  ops.exact("x", x, shape.rows * shape.channels, Role::activation);
+  ops.exact("embedding", embedding, shape.vocab * shape.channels, Role::weight);
+  ops.exact("targets", targets, shape.rows, DType::i32);
+  ops.at_least("logits_scratch", logits_scratch, shape.vocab, Role::statistic);  // at least one row per chunk
+  if (!targets.device.is_cpu()) return;
+  for (const std::int32_t id : targets.span<std::int32_t>()) {
+    ADAMANT_CHECK(id >= 0, "{}: target id {} is negative", ops.op, id);
+  }
+}
+
+}  // namespace
+
+void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
+                                     Tensor logits_scratch, const VocabParallelShape& shape, const Stream& stream) {
+  const Operands ops("vocab_parallel_classifier_stats", x);
+  check_vocab_parallel(ops, x, embedding, targets, logits_scratch, shape);
+  ops.exact("stats", stats, 2 * shape.rows, Role::statistic);
+  ops.run(
+      stream, [&] { cpu::vocab_parallel_classifier_stats(x, embedding, targets, stats, logits_scratch, shape); },
+      ADAMANT_CUDA_CALL(
+          cuda::vocab_parallel_classifier_stats(x, embedding, targets, stats, logits_scratch, shape, stream)));
+}
+
+void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse,
+                            const Stream& stream) {
+  const Operands ops("vocab_parallel_combine", losses);
+  check_positive(ops.op, "tp_size", tp_size);
+  ADAMANT_CHECK(rows >= 0, "{}: {} rows", ops.op, rows);
+  ops.exact("gathered", gathered, tp_size * 2 * rows, Role::statistic);
+  ops.exact("losses", losses, rows, Role::statistic);
+  ops.exact("lse", lse, rows, Role::statistic);
+  ops.run(
+      stream, [&] { cpu::vocab_parallel_combine(gathered, tp_size, rows, losses, lse); },
+      ADAMANT_CUDA_CALL(cuda::vocab_parallel_combine(gathered, tp_size, rows, losses, lse, stream)));
+}
+
+void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
+                                        const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
+                                        Tensor d_embedding, bool accumulate_d_embedding,
+                                        const VocabParallelShape& shape, const Stream& stream) {
+  const Operands ops("vocab_parallel_classifier_backward", x);
+  check_vocab_parallel(ops, x, embedding, targets, logits_scratch, shape);
+  ops.exact("lse", lse, shape.rows, Role::statistic);
+  ops.exact("d_x", d_x, shape.rows * shape.channels, Role::activation);
+  ops.exact("d_embedding", d_embedding, shape.vocab * shape.channels, Role::weight_grad);
+  ops.run(
+      stream,
+      [&] {
+        cpu::vocab_parallel_classifier_backward(x, embedding, targets, lse, grad_scale, logits_scratch, d_x,
+                                                d_embedding, accumulate_d_embedding, shape);
+      },
+      ADAMANT_CUDA_CALL(cuda::vocab_parallel_classifier_backward(x, embedding, targets, lse, grad_scale, logits_scratch,
+                                                                 d_x, d_embedding, accumulate_d_embedding, shape,
+                                                                 stream)));
 }
 
 }  // namespace adamant::kernels

@@ -70,6 +70,44 @@ void softmax_cross_entropy_rows(T* logits, const std::int32_t* targets, T* losse
   }
 }
 
+// The two statistics of rows [0, rows) of logits [rows, vocab] over a vocabulary slice
+// starting at vocab_start: slice_lse[r] = logsumexp(logits[r]), target_logit[r] =
+// logits[r, targets[r] - vocab_start] if that column is in the slice, else 0.
+template <typename T>
+void slice_statistics(const T* logits, const std::int32_t* targets, T* slice_lse, T* target_logit, std::int64_t rows,
+                      std::int64_t vocab, std::int64_t vocab_start) {
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinWork)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* row = logits + r * vocab;
+    T row_max = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : row_max)
+    for (std::int64_t v = 0; v < vocab; ++v) row_max = std::max(row_max, row[v]);
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t v = 0; v < vocab; ++v) sum += exp_nonpositive_of(row[v] - row_max);
+    slice_lse[r] = std::log(sum) + row_max;
+    const std::int64_t target = targets[r] - vocab_start;
+    target_logit[r] = target >= 0 && target < vocab ? row[target] : T(0);
+  }
+}
+
+// In place: logits[r, v] becomes grad_scale * (exp(logits[r, v] - lse[r]) - onehot), the
+// one-hot at column targets[r] - vocab_start when that is in the slice. lse is the
+// log-sum-exp over the whole vocabulary, so logits[r, v] - lse[r] <= 0.
+template <typename T>
+void slice_gradient(T* logits, const std::int32_t* targets, const T* lse, std::int64_t rows, std::int64_t vocab,
+                    std::int64_t vocab_start, T grad_scale) {
+#pragma omp parallel for schedule(static) if (rows * vocab >= kParallelMinWork)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* row = logits + r * vocab;
+    const T row_lse = lse[r];
+#pragma omp simd
+    for (std::int64_t v = 0; v < vocab; ++v) row[v] = grad_scale * exp_nonpositive_of(row[v] - row_lse);
+    const std::int64_t target = targets[r] - vocab_start;
+    if (target >= 0 && target < vocab) row[target] -= grad_scale;
+  }
+}
+
 }  // namespace
 
 void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, std::int64_t rows, std::int64_t vocab,
@@ -102,6 +140,69 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
       gemm<T>(Transpose::no, Transpose::no, n, C, V, T(1), logits, e_data, T(0), d_x.ptr<T>() + r0 * C);
       const T beta = (r0 == 0 && !accumulate_d_embedding) ? T(0) : T(1);
       gemm<T>(Transpose::yes, Transpose::no, V, C, n, T(1), logits, x_chunk, beta, d_embedding.ptr<T>());
+    }
+  });
+}
+
+void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
+                                     Tensor logits_scratch, const VocabParallelShape& shape) {
+  with_float_type(x, [&]<typename T>() {
+    const std::int64_t C = shape.channels, V = shape.vocab;
+    const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / V;
+    const T* x_data = x.ptr<T>();
+    T* slice_lse = stats.ptr<T>();
+    T* target_logit = slice_lse + shape.rows;
+    T* logits = logits_scratch.ptr<T>();
+    for (std::int64_t r0 = 0; r0 < shape.rows; r0 += chunk_rows) {
+      const std::int64_t n = std::min(chunk_rows, shape.rows - r0);
+      gemm<T>(Transpose::no, Transpose::yes, n, V, C, T(1), x_data + r0 * C, embedding.ptr<T>(), T(0), logits);
+      slice_statistics<T>(logits, targets.ptr<std::int32_t>() + r0, slice_lse + r0, target_logit + r0, n, V,
+                          shape.vocab_start);
+    }
+  });
+}
+
+void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse) {
+  with_float_type(gathered, [&]<typename T>() {
+    const T* stats = gathered.ptr<T>();
+    T* loss_data = losses.ptr<T>();
+    T* lse_data = lse.ptr<T>();
+    // Rank t's slice_lse of row r is stats[2 t rows + r], its target logit stats[(2 t + 1) rows + r].
+    for (std::int64_t r = 0; r < rows; ++r) {
+      T row_max = -std::numeric_limits<T>::infinity();
+      for (int t = 0; t < tp_size; ++t) row_max = std::max(row_max, stats[2 * t * rows + r]);
+      T sum = 0, target_logit = 0;
+      for (int t = 0; t < tp_size; ++t) {
+        sum += std::exp(stats[2 * t * rows + r] - row_max);
+        target_logit += stats[(2 * t + 1) * rows + r];
+      }
+      lse_data[r] = std::log(sum) + row_max;
+      loss_data[r] = lse_data[r] - target_logit;
+    }
+  });
+}
+
+void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
+                                        const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
+                                        Tensor d_embedding, bool accumulate_d_embedding,
+                                        const VocabParallelShape& shape) {
+  with_float_type(x, [&]<typename T>() {
+    const std::int64_t C = shape.channels, V = shape.vocab;
+    const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / V;
+    const T* x_data = x.ptr<T>();
+    const T* e_data = embedding.ptr<T>();
+    T* logits = logits_scratch.ptr<T>();
+    T* d_embedding_data = d_embedding.ptr<T>();
+    if (shape.rows == 0 && !accumulate_d_embedding) std::fill(d_embedding_data, d_embedding_data + V * C, T(0));
+    for (std::int64_t r0 = 0; r0 < shape.rows; r0 += chunk_rows) {
+      const std::int64_t n = std::min(chunk_rows, shape.rows - r0);
+      const T* x_chunk = x_data + r0 * C;
+      gemm<T>(Transpose::no, Transpose::yes, n, V, C, T(1), x_chunk, e_data, T(0), logits);
+      slice_gradient<T>(logits, targets.ptr<std::int32_t>() + r0, lse.ptr<T>() + r0, n, V, shape.vocab_start,
+                        static_cast<T>(grad_scale));
+      gemm<T>(Transpose::no, Transpose::no, n, C, V, T(1), logits, e_data, T(0), d_x.ptr<T>() + r0 * C);
+      const T beta = (r0 == 0 && !accumulate_d_embedding) ? T(0) : T(1);
+      gemm<T>(Transpose::yes, Transpose::no, V, C, n, T(1), logits, x_chunk, beta, d_embedding_data);
     }
   });
 }

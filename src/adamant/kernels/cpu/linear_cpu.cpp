@@ -27,15 +27,17 @@ void column_sums(const T* x, T* sums, std::int64_t rows, std::int64_t cols) {
 
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape) {
   with_float_type(out, [&]<typename T>() {
-    const T* bias_data = bias.ptr<T>();
+    const T* bias_data = optional_ptr<T>(bias);
     T* out_data = out.ptr<T>();
-    // Start from the bias and let the GEMM accumulate onto it: one pass fewer.
+    if (bias_data != nullptr) {
+      // Start from the bias and let the GEMM accumulate onto it: one pass fewer.
 #pragma omp parallel for schedule(static) if (shape.rows * shape.out_features >= kParallelMinWork)
-    for (std::int64_t r = 0; r < shape.rows; ++r) {
-      std::copy(bias_data, bias_data + shape.out_features, out_data + r * shape.out_features);
+      for (std::int64_t r = 0; r < shape.rows; ++r) {
+        std::copy(bias_data, bias_data + shape.out_features, out_data + r * shape.out_features);
+      }
     }
     gemm<T>(Transpose::no, Transpose::yes, shape.rows, shape.out_features, shape.in_features, T(1), in.ptr<T>(),
-            weight.ptr<T>(), T(1), out_data);
+            weight.ptr<T>(), bias_data != nullptr ? T(1) : T(0), out_data);
   });
 }
 
@@ -48,7 +50,7 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
     }
     gemm<T>(Transpose::yes, Transpose::no, shape.out_features, shape.in_features, shape.rows, T(1), d_out.ptr<T>(),
             in.ptr<T>(), T(0), d_weight.ptr<T>());
-    column_sums<T>(d_out.ptr<T>(), d_bias.ptr<T>(), shape.rows, shape.out_features);
+    if (d_bias.data != nullptr) column_sums<T>(d_out.ptr<T>(), d_bias.ptr<T>(), shape.rows, shape.out_features);
   });
 }
 

@@ -45,7 +45,7 @@ void attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& pr
                         Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args);
 void gelu_forward(const Tensor& x, Tensor out, std::int64_t n);
 void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n);
-void dropout(const Tensor& in, Tensor out, std::int64_t batch, std::int64_t sample_numel, const DropoutArgs& args);
+void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args);
 void residual_add(const Tensor& a, const Tensor& b, Tensor out, std::int64_t n);
 void embedding_forward(const Tensor& tokens, const Tensor& word, const Tensor& position, Tensor out,
                        const EmbeddingShape& shape);
@@ -56,6 +56,19 @@ void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, 
 void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
                       Tensor logits_scratch, double grad_scale, Tensor d_x, Tensor d_embedding,
                       bool accumulate_d_embedding, const ClassifierShape& shape);
+void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
+                                     Tensor logits_scratch, const VocabParallelShape& shape);
+void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse);
+void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
+                                        const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
+                                        Tensor d_embedding, bool accumulate_d_embedding,
+                                        const VocabParallelShape& shape);
+
+// The data of an optional operand, nullptr when it is empty (its dtype is then unset).
+template <typename T>
+T* optional_ptr(const Tensor& t) {
+  return t.data == nullptr ? nullptr : t.ptr<T>();
+}
 
 // Calls fn.template operator()<T>() with T = float or double by the tensor's dtype.
 template <typename Fn>

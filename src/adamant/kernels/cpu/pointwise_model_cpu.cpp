@@ -38,27 +38,38 @@ void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_
   });
 }
 
-void dropout(const Tensor& in, Tensor out, std::int64_t batch, std::int64_t sample_numel, const DropoutArgs& args) {
+void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args) {
   with_float_type(in, [&]<typename T>() {
     const T* src = in.ptr<T>();
     T* dst = out.ptr<T>();
-    const std::int64_t total = batch * sample_numel;
+    if (numel <= 0) return;
     if (args.probability <= 0.0f) {
-      if (src != dst) std::copy(src, src + total, dst);
+      if (src != dst) std::copy(src, src + numel, dst);
       return;
     }
     const T keep_scale = T(1) / (T(1) - static_cast<T>(args.probability));
-    const std::int64_t groups = (sample_numel + 3) / 4;
-#pragma omp parallel for collapse(2) schedule(static) if (total >= kParallelMinWork)
-    for (std::int64_t b = 0; b < batch; ++b) {
-      for (std::int64_t group = 0; group < groups; ++group) {
-        const PhiloxCounter bits = dropout_bits(args, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(group));
-        const std::int64_t first = group * 4;
-        const std::int64_t last = std::min(sample_numel, first + 4);
-        for (std::int64_t e = first; e < last; ++e) {
-          const std::int64_t i = b * sample_numel + e;
-          dst[i] = dropout_keeps(bits[e - first], args.probability) ? src[i] * keep_scale : T(0);
-        }
+    // Walk the Philox groups of the whole batch that overlap [first, end) (global
+    // element indices); a sample's last group is short when sample_numel % 4 != 0.
+    const auto first = static_cast<std::int64_t>(args.first_element);
+    const std::int64_t end = first + numel;
+    const std::int64_t groups_per_sample = (sample_numel + kDropoutGroup - 1) / kDropoutGroup;
+    auto group_of = [&](std::int64_t element) {
+      return (element / sample_numel) * groups_per_sample + (element % sample_numel) / kDropoutGroup;
+    };
+    const std::int64_t group_begin = group_of(first);
+    const std::int64_t group_end = group_of(end - 1) + 1;
+#pragma omp parallel for schedule(static) if (numel >= kParallelMinWork)
+    for (std::int64_t g = group_begin; g < group_end; ++g) {
+      const std::int64_t sample = g / groups_per_sample;
+      const std::int64_t group = g - sample * groups_per_sample;
+      const PhiloxCounter bits =
+          dropout_bits(args, static_cast<std::uint64_t>(sample), static_cast<std::uint64_t>(group));
+      const std::int64_t group_start = sample * sample_numel + group * kDropoutGroup;
+      const std::int64_t lo = std::max(first, group_start);
+      const std::int64_t hi = std::min({end, (sample + 1) * sample_numel, group_start + kDropoutGroup});
+      for (std::int64_t e = lo; e < hi; ++e) {
+        const std::int64_t i = e - first;
+        dst[i] = dropout_keeps(bits[e - group_start], args.probability) ? src[i] * keep_scale : T(0);
       }
     }
   });

@@ -1,4 +1,4 @@
-// The CUDA softmax cross-entropy and the fused (tied) classifier of
+// The CUDA softmax cross-entropy, the fused (tied) classifier and its vocabulary-parallel form of
 // model_kernels_cuda.h.
 //
 // fused_classifier walks the rows in chunks of logits_scratch.numel() / vocab:
@@ -8,6 +8,11 @@
 // With bf16 activations the cross-entropy kernel writes g rounded to bf16 over the
 // front half of each scratch row (row stride 2 * vocab), so both gradient GEMMs
 // take bf16 operands without a second buffer; in fp32 mode g stays fp32 in place.
+// The vocabulary-parallel classifier walks its slice of the embedding the same way:
+// the statistics pass reduces each chunk's logits to the slice's log-sum-exp and
+// target logit, and the backward pass recomputes them and writes g from the whole
+// vocabulary's log-sum-exp (the same row kernel without its reduction), then the same
+// two gradient GEMMs.
 // Every step is enqueued on the caller's stream: nothing waits on the host.
 #include <algorithm>
 #include <cstdint>
@@ -41,9 +46,109 @@ void launch_cross_entropy(const char* op, float* logits, const std::int32_t* tar
                 rows, vocab, cudaGetErrorString(status), static_cast<int>(status));
 }
 
-void run_matmul(const MatmulProblem& problem, Device device, const Stream& stream, const char* what) {
+void run_matmul(const MatmulProblem& problem, Device device, const Stream& stream, const char* op, const char* what) {
   const bool complete = matmul(problem, device, stream);
-  ADAMANT_CHECK(complete, "fused_classifier: {} was not computed", what);
+  ADAMANT_CHECK(complete, "{}: {} was not computed", op, what);
+}
+
+void check_launch(const char* op, const char* kernel, cudaError_t status) {
+  ADAMANT_CHECK(status == cudaSuccess, "{}: the {} kernel failed to launch: {} ({})", op, kernel,
+                cudaGetErrorString(status), static_cast<int>(status));
+}
+
+// x and the embedding: bf16 (mixed precision) or fp32 throughout.
+void check_activation_dtype(const char* op, DType dtype) {
+  ADAMANT_CHECK(dtype == DType::bf16 || dtype == DType::f32,
+                "{}: activations of {}; the GPU kernels take bf16 (or fp32 throughout)", op, dtype_name(dtype));
+}
+
+// One chunk of rows of the (slice of the) classifier: x_chunk [rows, C] against the
+// embedding [vocab, C], logits in the fp32 scratch with a row stride of vocab.
+struct ClassifierChunk {
+  MatrixOperand x;
+  MatrixOperand embedding;
+  std::int64_t rows = 0;
+  std::int64_t channels = 0;
+  std::int64_t vocab = 0;
+  float* logits = nullptr;
+};
+
+// logits[rows, vocab] = x_chunk[rows, C] embedding[vocab, C]^T.
+void compute_logits(const ClassifierChunk& chunk, Device device, const Stream& stream, const char* op) {
+  MatmulProblem product;
+  product.transpose_b = Transpose::yes;
+  product.m = chunk.rows;
+  product.n = chunk.vocab;
+  product.k = chunk.channels;
+  product.a = chunk.x;
+  product.b = chunk.embedding;
+  product.c = chunk.logits;
+  product.c_dtype = DType::f32;
+  product.c_row_stride = chunk.vocab;
+  run_matmul(product, device, stream, op, "the logits");
+}
+
+// From g in the scratch (bf16 rows at the fp32 row pitch, 2 * vocab elements, or fp32):
+// d_x_chunk[rows, C] = g embedding (overwritten, in the activation dtype) and
+// d_embedding[vocab, C] = g^T x_chunk + beta * d_embedding (fp32).
+void backpropagate(const ClassifierChunk& chunk, void* d_x_chunk, float* d_embedding, float beta, Device device,
+                   const Stream& stream, const char* op) {
+  const DType dtype = chunk.x.dtype;
+  const MatrixOperand gradient{chunk.logits, dtype, dtype == DType::bf16 ? 2 * chunk.vocab : chunk.vocab};
+
+  MatmulProblem input_grad;  // d_x[rows, C] = g[rows, vocab] embedding[vocab, C]
+  input_grad.m = chunk.rows;
+  input_grad.n = chunk.channels;
+  input_grad.k = chunk.vocab;
+  input_grad.a = gradient;
+  input_grad.b = chunk.embedding;
+  input_grad.c = d_x_chunk;
+  input_grad.c_dtype = dtype;
+  input_grad.c_row_stride = chunk.channels;
+  run_matmul(input_grad, device, stream, op, "d_x");
+
+  MatmulProblem embedding_grad;  // d_embedding[vocab, C] (+)= g^T[vocab, rows] x_chunk[rows, C]
+  embedding_grad.transpose_a = Transpose::yes;
+  embedding_grad.m = chunk.vocab;
+  embedding_grad.n = chunk.channels;
+  embedding_grad.k = chunk.rows;
+  embedding_grad.beta = beta;
+  embedding_grad.a = gradient;
+  embedding_grad.b = chunk.x;
+  embedding_grad.c = d_embedding;
+  embedding_grad.c_dtype = DType::f32;
+  embedding_grad.c_row_stride = chunk.channels;
+  run_matmul(embedding_grad, device, stream, op, "d_embedding");
+}
+
+// How the row kernel writes g for GEMMs that read activations of `dtype`.
+launchers::CrossEntropyGradient gradient_mode(DType dtype) {
+  return dtype == DType::bf16 ? launchers::CrossEntropyGradient::bf16_in_row
+                              : launchers::CrossEntropyGradient::f32_in_place;
+}
+
+// The operands common to both vocabulary-parallel passes.
+void check_vocab_parallel(const char* op, const Tensor& x, const Tensor& embedding, const Tensor& targets,
+                          const Tensor& logits_scratch, const VocabParallelShape& shape) {
+  ADAMANT_CHECK(shape.rows >= 0 && shape.channels > 0 && shape.vocab > 0 && shape.vocab_start >= 0,
+                "{}: shape {} rows x {} channels, vocabulary slice of {} from {}", op, shape.rows, shape.channels,
+                shape.vocab, shape.vocab_start);
+  check_activation_dtype(op, x.dtype);
+  check_tensor(op, "x", x, x.dtype, shape.rows * shape.channels, x.device);
+  check_tensor(op, "embedding", embedding, x.dtype, shape.vocab * shape.channels, x.device);
+  check_tensor(op, "targets", targets, DType::i32, shape.rows, x.device);
+  check_tensor(op, "logits_scratch", logits_scratch, DType::f32, shape.vocab, x.device);
+}
+
+ClassifierChunk chunk_of(const Tensor& x, const Tensor& embedding, const Tensor& logits_scratch, std::int64_t r0,
+                         std::int64_t rows, std::int64_t channels, std::int64_t vocab) {
+  const std::size_t element = dtype_size(x.dtype);
+  return {{static_cast<const char*>(x.data) + r0 * channels * element, x.dtype, channels},
+          {embedding.data, x.dtype, channels},
+          rows,
+          channels,
+          vocab,
+          static_cast<float*>(logits_scratch.data)};
 }
 
 }  // namespace
@@ -72,8 +177,7 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
   const Device device = x.device;
   ADAMANT_CHECK(rows >= 0 && channels > 0 && vocab > 0, "{}: shape {} rows x {} channels, vocabulary {}", op, rows,
                 channels, vocab);
-  ADAMANT_CHECK(dtype == DType::bf16 || dtype == DType::f32,
-                "{}: activations of {}; the GPU kernels take bf16 (or fp32 throughout)", op, dtype_name(dtype));
+  check_activation_dtype(op, dtype);
   check_tensor(op, "x", x, dtype, rows * channels, device);
   check_tensor(op, "embedding", embedding, dtype, vocab * channels, device);
   check_tensor(op, "targets", targets, DType::i32, rows, device);
@@ -86,58 +190,88 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
   }
   const ScopedCurrentDevice current(device);
   const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / vocab;
-  auto* logits = static_cast<float*>(logits_scratch.data);
-  const auto gradient_mode = !with_grad ? launchers::CrossEntropyGradient::none
-                                        : (dtype == DType::bf16 ? launchers::CrossEntropyGradient::bf16_in_row
-                                                                : launchers::CrossEntropyGradient::f32_in_place);
-  // g: [n, vocab] in the scratch; bf16 rows keep the fp32 row pitch (2 * vocab bf16 elements).
-  const MatrixOperand gradient{logits, dtype, dtype == DType::bf16 ? 2 * vocab : vocab};
+  const auto mode = with_grad ? gradient_mode(dtype) : launchers::CrossEntropyGradient::none;
   const std::size_t element = dtype_size(dtype);
 
   for (std::int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
-    const std::int64_t n = std::min(chunk_rows, rows - r0);
-    const MatrixOperand x_chunk{static_cast<const char*>(x.data) + r0 * channels * element, dtype, channels};
-    const MatrixOperand embedding_matrix{embedding.data, dtype, channels};
-
-    MatmulProblem logits_product;  // logits[n, vocab] = x_chunk[n, C] embedding[vocab, C]^T
-    logits_product.transpose_b = Transpose::yes;
-    logits_product.m = n;
-    logits_product.n = vocab;
-    logits_product.k = channels;
-    logits_product.a = x_chunk;
-    logits_product.b = embedding_matrix;
-    logits_product.c = logits;
-    logits_product.c_dtype = DType::f32;
-    logits_product.c_row_stride = vocab;
-    run_matmul(logits_product, device, stream, "the logits");
-
-    launch_cross_entropy(op, logits, static_cast<const std::int32_t*>(targets.data) + r0,
-                         static_cast<float*>(losses.data) + r0, n, vocab, gradient_mode, grad_scale, stream);
+    const ClassifierChunk chunk =
+        chunk_of(x, embedding, logits_scratch, r0, std::min(chunk_rows, rows - r0), channels, vocab);
+    compute_logits(chunk, device, stream, op);
+    launch_cross_entropy(op, chunk.logits, static_cast<const std::int32_t*>(targets.data) + r0,
+                         static_cast<float*>(losses.data) + r0, chunk.rows, vocab, mode, grad_scale, stream);
     if (!with_grad) continue;
+    const float beta = (r0 == 0 && !accumulate_d_embedding) ? 0.0f : 1.0f;
+    backpropagate(chunk, static_cast<char*>(d_x.data) + r0 * channels * element, static_cast<float*>(d_embedding.data),
+                  beta, device, stream, op);
+  }
+}
 
-    MatmulProblem input_grad;  // d_x[n, C] = g[n, vocab] embedding[vocab, C]
-    input_grad.m = n;
-    input_grad.n = channels;
-    input_grad.k = vocab;
-    input_grad.a = gradient;
-    input_grad.b = embedding_matrix;
-    input_grad.c = static_cast<char*>(d_x.data) + r0 * channels * element;
-    input_grad.c_dtype = dtype;
-    input_grad.c_row_stride = channels;
-    run_matmul(input_grad, device, stream, "d_x");
+void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
+                                     Tensor logits_scratch, const VocabParallelShape& shape, const Stream& stream) {
+  const char* op = "vocab_parallel_classifier_stats";
+  check_vocab_parallel(op, x, embedding, targets, logits_scratch, shape);
+  check_tensor(op, "stats", stats, DType::f32, 2 * shape.rows, x.device);
+  const ScopedCurrentDevice current(x.device);
+  const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / shape.vocab;
+  auto* slice_lse = static_cast<float*>(stats.data);
+  float* target_logit = slice_lse + shape.rows;
+  for (std::int64_t r0 = 0; r0 < shape.rows; r0 += chunk_rows) {
+    const ClassifierChunk chunk =
+        chunk_of(x, embedding, logits_scratch, r0, std::min(chunk_rows, shape.rows - r0), shape.channels, shape.vocab);
+    compute_logits(chunk, x.device, stream, op);
+    check_launch(op, "slice statistics",
+                 launchers::vocab_slice_statistics(chunk.logits, static_cast<const std::int32_t*>(targets.data) + r0,
+                                                   shape.vocab_start, slice_lse + r0, target_logit + r0, chunk.rows,
+                                                   shape.vocab, stream_handle(stream)));
+  }
+}
 
-    MatmulProblem embedding_grad;  // d_embedding[vocab, C] (+)= g^T[vocab, n] x_chunk[n, C]
-    embedding_grad.transpose_a = Transpose::yes;
-    embedding_grad.m = vocab;
-    embedding_grad.n = channels;
-    embedding_grad.k = n;
-    embedding_grad.beta = (r0 == 0 && !accumulate_d_embedding) ? 0.0f : 1.0f;
-    embedding_grad.a = gradient;
-    embedding_grad.b = x_chunk;
-    embedding_grad.c = d_embedding.data;
-    embedding_grad.c_dtype = DType::f32;
-    embedding_grad.c_row_stride = channels;
-    run_matmul(embedding_grad, device, stream, "d_embedding");
+void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse,
+                            const Stream& stream) {
+  const char* op = "vocab_parallel_combine";
+  ADAMANT_CHECK(tp_size > 0 && rows >= 0, "{}: {} ranks, {} rows", op, tp_size, rows);
+  const Device device = losses.device;
+  check_tensor(op, "gathered", gathered, DType::f32, tp_size * 2 * rows, device);
+  check_tensor(op, "losses", losses, DType::f32, rows, device);
+  check_tensor(op, "lse", lse, DType::f32, rows, device);
+  const ScopedCurrentDevice current(device);
+  check_launch(op, "combine",
+               launchers::vocab_parallel_combine(static_cast<const float*>(gathered.data), tp_size, rows,
+                                                 static_cast<float*>(losses.data), static_cast<float*>(lse.data),
+                                                 stream_handle(stream)));
+}
+
+void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
+                                        const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
+                                        Tensor d_embedding, bool accumulate_d_embedding,
+                                        const VocabParallelShape& shape, const Stream& stream) {
+  const char* op = "vocab_parallel_classifier_backward";
+  check_vocab_parallel(op, x, embedding, targets, logits_scratch, shape);
+  const Device device = x.device;
+  check_tensor(op, "lse", lse, DType::f32, shape.rows, device);
+  check_tensor(op, "d_x", d_x, x.dtype, shape.rows * shape.channels, device);
+  check_tensor(op, "d_embedding", d_embedding, DType::f32, shape.vocab * shape.channels, device);
+  const ScopedCurrentDevice current(device);
+  if (shape.rows == 0 && !accumulate_d_embedding) {  // no chunk overwrites it
+    check_launch(
+        op, "zero fill",
+        cudaMemsetAsync(d_embedding.data, 0, shape.vocab * shape.channels * sizeof(float), stream_handle(stream)));
+    return;
+  }
+  const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / shape.vocab;
+  const std::size_t element = dtype_size(x.dtype);
+  for (std::int64_t r0 = 0; r0 < shape.rows; r0 += chunk_rows) {
+    const ClassifierChunk chunk =
+        chunk_of(x, embedding, logits_scratch, r0, std::min(chunk_rows, shape.rows - r0), shape.channels, shape.vocab);
+    compute_logits(chunk, device, stream, op);
+    check_launch(op, "slice gradient",
+                 launchers::vocab_slice_gradient(chunk.logits, static_cast<const std::int32_t*>(targets.data) + r0,
+                                                 shape.vocab_start, static_cast<const float*>(lse.data) + r0,
+                                                 chunk.rows, shape.vocab, gradient_mode(x.dtype),
+                                                 static_cast<float>(grad_scale), stream_handle(stream)));
+    const float beta = (r0 == 0 && !accumulate_d_embedding) ? 0.0f : 1.0f;
+    backpropagate(chunk, static_cast<char*>(d_x.data) + r0 * shape.channels * element,
+                  static_cast<float*>(d_embedding.data), beta, device, stream, op);
   }
 }
 

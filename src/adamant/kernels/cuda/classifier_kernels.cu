@@ -1,5 +1,7 @@
-// Softmax cross-entropy over the vocabulary (one block per row, online max and sum
-// in one pass) and the column sums that the linear layer's bias gradient falls back
+// Softmax cross-entropy over the vocabulary or a tensor-parallel slice of it (one
+// block per row, online max and sum in one pass; for a slice, its statistics, or its
+// gradient from the whole vocabulary's log-sum-exp), the combination of the slices'
+// statistics, and the column sums that the linear layer's bias gradient falls back
 // to when cuBLASLt cannot fuse it. Launchers declared in classifier_launchers.h.
 #include <cstdint>
 
@@ -82,31 +84,65 @@ __device__ __forceinline__ float gradient_of(float x, std::int64_t index, MaxSum
   return index == target ? g - grad_scale : g;
 }
 
-template <bool kVectorized, CrossEntropyGradient kGradient>
-__global__ void __launch_bounds__(kRowThreads)
-    softmax_cross_entropy_kernel(float* logits, const std::int32_t* targets, float* losses, std::int64_t vocab,
-                                 float grad_scale) {
+// What the row kernel reduces a row to before its gradient pass.
+enum class RowReduction : std::uint8_t {
+  loss,         // losses[r] = logsumexp - the target's logit; NaN when the target is outside the row
+  slice_stats,  // slice_lse[r] = logsumexp, target_logit[r] = the target's logit, 0 outside the row
+  given_lse,    // none: the gradient takes lse[r], the whole vocabulary's, as its max with a sum of 1
+};
+
+// One launch's operands. The row holds columns [vocab_start, vocab_start + vocab) of the
+// vocabulary that targets index; the pointers a mode does not use may be null.
+struct RowOperands {
+  float* logits;
+  const std::int32_t* targets;
+  std::int64_t vocab;
+  std::int64_t vocab_start;
+  float grad_scale;
+  float* losses;
+  float* slice_lse;
+  float* target_logit;
+  const float* lse;
+};
+
+template <bool kVectorized, RowReduction kReduction, CrossEntropyGradient kGradient>
+__global__ void __launch_bounds__(kRowThreads) cross_entropy_rows_kernel(RowOperands operands) {
   const std::int64_t row = blockIdx.x;
-  float* row_logits = logits + row * vocab;
-  const std::int64_t target = targets[row];
-  const bool target_valid = target >= 0 && target < vocab;
-  // Read before block_reduce's barriers; the gradient overwrites the row only after them.
-  const float target_logit = threadIdx.x == 0 && target_valid ? row_logits[target] : 0.0f;
-  const std::int64_t one_hot_index = target_valid ? target : -1;
+  const std::int64_t vocab = operands.vocab;
+  const float grad_scale = operands.grad_scale;
+  float* row_logits = operands.logits + row * vocab;
+  const std::int64_t target = static_cast<std::int64_t>(operands.targets[row]) - operands.vocab_start;
+  const bool target_in_row = target >= 0 && target < vocab;
+  const std::int64_t one_hot_index = target_in_row ? target : -1;
   const std::int64_t groups = vocab / detail::kLanes;
 
-  MaxSum state{-INFINITY, 0.0f};
-  if constexpr (kVectorized) {
-    const auto* vectors = reinterpret_cast<const float4*>(row_logits);
-    for (std::int64_t g = threadIdx.x; g < groups; g += kRowThreads) {
-      const float4 v = vectors[g];
-      accumulate4(state, v.x, v.y, v.z, v.w);
-    }
+  MaxSum stats{0.0f, 1.0f};
+  if constexpr (kReduction == RowReduction::given_lse) {
+    stats.max = operands.lse[row];  // exp(x - lse) / 1: the softmax over the whole vocabulary
   } else {
-    for (std::int64_t i = threadIdx.x; i < vocab; i += kRowThreads) accumulate1(state, row_logits[i]);
+    // Read before block_reduce's barriers; the gradient overwrites the row only after them.
+    const float target_logit = threadIdx.x == 0 && target_in_row ? row_logits[target] : 0.0f;
+    MaxSum state{-INFINITY, 0.0f};
+    if constexpr (kVectorized) {
+      const auto* vectors = reinterpret_cast<const float4*>(row_logits);
+      for (std::int64_t g = threadIdx.x; g < groups; g += kRowThreads) {
+        const float4 v = vectors[g];
+        accumulate4(state, v.x, v.y, v.z, v.w);
+      }
+    } else {
+      for (std::int64_t i = threadIdx.x; i < vocab; i += kRowThreads) accumulate1(state, row_logits[i]);
+    }
+    stats = block_reduce(state);
+    if (threadIdx.x == 0) {
+      const float row_lse = logf(stats.sum) + stats.max;
+      if constexpr (kReduction == RowReduction::loss) {
+        operands.losses[row] = target_in_row ? row_lse - target_logit : NAN;
+      } else {
+        operands.slice_lse[row] = row_lse;
+        operands.target_logit[row] = target_logit;
+      }
+    }
   }
-  const MaxSum stats = block_reduce(state);
-  if (threadIdx.x == 0) losses[row] = target_valid ? logf(stats.sum) + stats.max - target_logit : NAN;
   if constexpr (kGradient == CrossEntropyGradient::f32_in_place) {
     const float factor = grad_scale / stats.sum;
     // Each thread rewrites exactly the elements it reads: no ordering needed.
@@ -163,26 +199,41 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-template <bool kVectorized>
-cudaError_t launch_cross_entropy(float* logits, const std::int32_t* targets, float* losses, std::int64_t rows,
-                                 std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
-                                 cudaStream_t stream) {
+template <RowReduction kReduction, CrossEntropyGradient kGradient>
+cudaError_t launch_rows(const RowOperands& operands, std::int64_t rows, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (rows < 0 || rows > 0x7fffffff || operands.vocab <= 0) return cudaErrorInvalidValue;
+  // float4 rows need every row start 16-byte aligned: an aligned base and vocab % 4 == 0.
+  const bool vectorized =
+      operands.vocab % detail::kLanes == 0 && reinterpret_cast<std::uintptr_t>(operands.logits) % 16 == 0;
   const dim3 grid(static_cast<unsigned>(rows));
-  switch (gradient) {
-    case CrossEntropyGradient::none:
-      softmax_cross_entropy_kernel<kVectorized, CrossEntropyGradient::none>
-          <<<grid, kRowThreads, 0, stream>>>(logits, targets, losses, vocab, grad_scale);
-      break;
-    case CrossEntropyGradient::f32_in_place:
-      softmax_cross_entropy_kernel<kVectorized, CrossEntropyGradient::f32_in_place>
-          <<<grid, kRowThreads, 0, stream>>>(logits, targets, losses, vocab, grad_scale);
-      break;
-    case CrossEntropyGradient::bf16_in_row:
-      softmax_cross_entropy_kernel<kVectorized, CrossEntropyGradient::bf16_in_row>
-          <<<grid, kRowThreads, 0, stream>>>(logits, targets, losses, vocab, grad_scale);
-      break;
+  if (vectorized) {
+    cross_entropy_rows_kernel<true, kReduction, kGradient><<<grid, kRowThreads, 0, stream>>>(operands);
+  } else {
+    cross_entropy_rows_kernel<false, kReduction, kGradient><<<grid, kRowThreads, 0, stream>>>(operands);
   }
   return cudaGetLastError();
+}
+
+// ---- combining the ranks' statistics ----
+
+constexpr int kCombineThreads = 256;
+
+// One thread per row, the ranks in order (as the CPU reference).
+__global__ void __launch_bounds__(kCombineThreads)
+    vocab_parallel_combine_kernel(const float* gathered, int tp_size, std::int64_t rows, float* losses, float* lse) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kCombineThreads + threadIdx.x;
+  if (row >= rows) return;
+  float row_max = -INFINITY;
+  for (int t = 0; t < tp_size; ++t) row_max = fmaxf(row_max, gathered[2 * t * rows + row]);
+  float sum = 0.0f, target_logit = 0.0f;
+  for (int t = 0; t < tp_size; ++t) {
+    sum += expf(gathered[2 * t * rows + row] - row_max);
+    target_logit += gathered[(2 * t + 1) * rows + row];
+  }
+  const float row_lse = logf(sum) + row_max;
+  lse[row] = row_lse;
+  losses[row] = row_lse - target_logit;
 }
 
 // ---- column sums ----
@@ -250,12 +301,49 @@ cudaError_t launch_column_sums(const void* x, std::int64_t rows, std::int64_t co
 cudaError_t softmax_cross_entropy(float* logits, const std::int32_t* targets, float* losses, std::int64_t rows,
                                   std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
                                   cudaStream_t stream) {
+  const RowOperands operands{logits, targets, vocab, 0, grad_scale, losses, nullptr, nullptr, nullptr};
+  switch (gradient) {
+    case CrossEntropyGradient::none:
+      return launch_rows<RowReduction::loss, CrossEntropyGradient::none>(operands, rows, stream);
+    case CrossEntropyGradient::f32_in_place:
+      return launch_rows<RowReduction::loss, CrossEntropyGradient::f32_in_place>(operands, rows, stream);
+    case CrossEntropyGradient::bf16_in_row:
+      return launch_rows<RowReduction::loss, CrossEntropyGradient::bf16_in_row>(operands, rows, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t vocab_slice_statistics(float* logits, const std::int32_t* targets, std::int64_t vocab_start,
+                                   float* slice_lse, float* target_logit, std::int64_t rows, std::int64_t vocab,
+                                   cudaStream_t stream) {
+  const RowOperands operands{logits, targets, vocab, vocab_start, 1.0f, nullptr, slice_lse, target_logit, nullptr};
+  return launch_rows<RowReduction::slice_stats, CrossEntropyGradient::none>(operands, rows, stream);
+}
+
+cudaError_t vocab_slice_gradient(float* logits, const std::int32_t* targets, std::int64_t vocab_start, const float* lse,
+                                 std::int64_t rows, std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
+                                 cudaStream_t stream) {
+  const RowOperands operands{logits, targets, vocab, vocab_start, grad_scale, nullptr, nullptr, nullptr, lse};
+  switch (gradient) {
+    case CrossEntropyGradient::f32_in_place:
+      return launch_rows<RowReduction::given_lse, CrossEntropyGradient::f32_in_place>(operands, rows, stream);
+    case CrossEntropyGradient::bf16_in_row:
+      return launch_rows<RowReduction::given_lse, CrossEntropyGradient::bf16_in_row>(operands, rows, stream);
+    case CrossEntropyGradient::none:
+      break;  // nothing to compute
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t vocab_parallel_combine(const float* gathered, int tp_size, std::int64_t rows, float* losses, float* lse,
+                                   cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  if (rows > 0x7fffffff || vocab <= 0) return cudaErrorInvalidValue;
-  // float4 rows need every row start 16-byte aligned: an aligned base and vocab % 4 == 0.
-  const bool vectorized = vocab % detail::kLanes == 0 && reinterpret_cast<std::uintptr_t>(logits) % 16 == 0;
-  return vectorized ? launch_cross_entropy<true>(logits, targets, losses, rows, vocab, gradient, grad_scale, stream)
-                    : launch_cross_entropy<false>(logits, targets, losses, rows, vocab, gradient, grad_scale, stream);
+  if (rows < 0 || tp_size <= 0) return cudaErrorInvalidValue;
+  const std::int64_t blocks = (rows + kCombineThreads - 1) / kCombineThreads;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  vocab_parallel_combine_kernel<<<static_cast<unsigned>(blocks), kCombineThreads, 0, stream>>>(gathered, tp_size, rows,
+                                                                                               losses, lse);
+  return cudaGetLastError();
 }
 
 cudaError_t column_sums(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols, float* scratch,

@@ -31,6 +31,26 @@ cudaError_t softmax_cross_entropy(float* logits, const std::int32_t* targets, fl
                                   std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
                                   cudaStream_t stream);
 
+// The same row walk over a vocabulary slice: the rows of logits [rows, vocab] are the
+// columns [vocab_start, vocab_start + vocab) of the whole vocabulary, which targets
+// index. slice_lse[r] = logsumexp(logits[r]); target_logit[r] = logits[r, targets[r] -
+// vocab_start] when that column is in the slice, else 0. The logits are left as they were.
+cudaError_t vocab_slice_statistics(float* logits, const std::int32_t* targets, std::int64_t vocab_start,
+                                   float* slice_lse, float* target_logit, std::int64_t rows, std::int64_t vocab,
+                                   cudaStream_t stream);
+
+// The gradient of a vocabulary slice from the whole vocabulary's lse[r] (no reduction):
+// grad_scale * (exp(logits[r, v] - lse[r]) - onehot), the one-hot only where targets[r]
+// falls in the slice, written as `gradient` says (f32_in_place or bf16_in_row).
+cudaError_t vocab_slice_gradient(float* logits, const std::int32_t* targets, std::int64_t vocab_start, const float* lse,
+                                 std::int64_t rows, std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
+                                 cudaStream_t stream);
+
+// gathered [tp_size, 2, rows]: per rank, its slice_lse then its target_logit rows. lse[r] =
+// logsumexp over ranks of the slice_lse; losses[r] = lse[r] - sum over ranks of target_logit.
+cudaError_t vocab_parallel_combine(const float* gathered, int tp_size, std::int64_t rows, float* losses, float* lse,
+                                   cudaStream_t stream);
+
 // sums[j] = sum over i of x[i, j] for x [rows, cols] (bf16 or fp32, contiguous), in
 // fp32 and a fixed order (bitwise repeatable): partial sums over slices of rows go to
 // `scratch` (up to scratch_floats values; fewer slices when it is small), then one

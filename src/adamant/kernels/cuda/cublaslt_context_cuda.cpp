@@ -3,6 +3,7 @@
 
 #include "adamant/core/cuda_check.h"
 #include "adamant/core/error.h"
+#include "adamant/core/memory_stats.h"
 #include "adamant/kernels/cuda/cublaslt_context.h"
 
 namespace adamant::kernels::cuda {
@@ -165,6 +166,7 @@ CublasLtContext::~CublasLtContext() {
   plans_.clear();
   for (auto& [stream, workspace] : workspaces_) {
     if (cudaSetDevice(device_.index) == cudaSuccess) cudaFree(workspace);
+    note_release(device_, kWorkspaceBytes);
   }
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
@@ -174,6 +176,7 @@ DeviceScratch CublasLtContext::scratch_locked(cudaStream_t stream) {
   if (found != workspaces_.end()) return {found->second, kWorkspaceBytes};
   void* workspace = nullptr;
   ADAMANT_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+  note_allocation(device_, kWorkspaceBytes);
   workspaces_.emplace(stream, workspace);
   return {workspace, kWorkspaceBytes};
 }

@@ -1,4 +1,5 @@
-// Token + position embeddings on bf16 tables (kernels/embedding.h).
+// Token + position embeddings on bf16 tables (kernels/embedding.h), over the slice
+// [vocab_start, vocab_start + vocab) of the word table.
 //
 // Backward is deterministic without atomics or a sort:
 // - d_position: one thread per (position, channel group) adds the batch's rows in
@@ -45,7 +46,7 @@ template <int kWidth>
 __global__ void __launch_bounds__(kThreads)
     embedding_forward_kernel(const std::int32_t* tokens, const std::uint16_t* word, const std::uint16_t* position,
                              std::uint16_t* out, std::int64_t rows, std::int64_t seq, std::int64_t channels,
-                             std::int64_t vocab) {
+                             std::int64_t vocab, std::int64_t vocab_start) {
   const std::int64_t groups_per_row = channels / kWidth;
   const std::int64_t total = rows * groups_per_row;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -54,16 +55,24 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t c = (i - row * groups_per_row) * kWidth;
     const std::int64_t t = row % seq;
     const std::int64_t token = tokens[row];
+    const std::int64_t word_row = token - vocab_start;
     float sum[kWidth];
-    if (token >= 0 && token < vocab) {
-      float p[kWidth];
-      load_bf16<kWidth>(word + token * channels + c, sum);
-      load_bf16<kWidth>(position + t * channels + c, p);
-#pragma unroll
-      for (int k = 0; k < kWidth; ++k) sum[k] += p[k];
-    } else {
+    if (token < 0) {
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) sum[k] = __uint_as_float(0x7fc00000u);  // NaN: an invalid token id
+    } else {
+      if (word_row >= 0 && word_row < vocab) {
+        load_bf16<kWidth>(word + word_row * channels + c, sum);
+      } else {
+#pragma unroll
+        for (int k = 0; k < kWidth; ++k) sum[k] = 0.0f;  // another rank's slice holds the token
+      }
+      if (position != nullptr) {
+        float p[kWidth];
+        load_bf16<kWidth>(position + t * channels + c, p);
+#pragma unroll
+        for (int k = 0; k < kWidth; ++k) sum[k] += p[k];
+      }
     }
     store_bf16<kWidth>(out + row * channels + c, sum);
   }
@@ -97,7 +106,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     embedding_word_backward_kernel(const std::uint16_t* __restrict__ d_out, const std::int32_t* __restrict__ tokens,
                                    float* __restrict__ d_word, std::int64_t rows, std::int64_t channels,
-                                   std::int64_t vocab) {
+                                   std::int64_t vocab, std::int64_t vocab_start) {
   __shared__ float sums[kWordRowsPerBlock][kThreads];
   __shared__ std::int32_t match_row[kTokenChunk];
   __shared__ std::uint8_t match_slot[kTokenChunk];
@@ -124,9 +133,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < kTokensPerThread; ++k) {
       slots[k] = -1;
       if (first + k < rows) {
-        const std::int64_t token = tokens[first + k];
-        const std::int64_t slot = token - vocab_begin;
-        if (token < vocab && slot >= 0 && slot < kWordRowsPerBlock) {
+        const std::int64_t word_row = tokens[first + k] - vocab_start;
+        const std::int64_t slot = word_row - vocab_begin;
+        if (word_row < vocab && slot >= 0 && slot < kWordRowsPerBlock) {
           slots[k] = static_cast<int>(slot);
           ++count;
         }
@@ -184,42 +193,44 @@ bool use_vectors(std::int64_t channels, const PointwiseLaunch& launch) {
 
 cudaError_t embedding_forward(const std::int32_t* tokens, const std::uint16_t* word, const std::uint16_t* position,
                               std::uint16_t* out, std::int64_t batch, std::int64_t seq, std::int64_t channels,
-                              std::int64_t vocab, const PointwiseLaunch& launch) {
-  if (channels <= 0 || seq <= 0) return cudaErrorInvalidValue;
+                              std::int64_t vocab, std::int64_t vocab_start, const PointwiseLaunch& launch) {
+  if (channels <= 0 || seq <= 0 || vocab_start < 0) return cudaErrorInvalidValue;
   const std::int64_t rows = batch * seq;
   if (rows <= 0) return cudaSuccess;
   const bool vectors = use_vectors(channels, launch);
   const std::int64_t groups = rows * (vectors ? channels / kVectorWidth : channels);
   const int grid = pointwise_detail::capped_grid(groups, kThreads, launch.multiprocessors, kBlocksPerMultiprocessor);
   auto* kernel = vectors ? embedding_forward_kernel<kVectorWidth> : embedding_forward_kernel<1>;
-  kernel<<<grid, kThreads, 0, launch.stream>>>(tokens, word, position, out, rows, seq, channels, vocab);
+  kernel<<<grid, kThreads, 0, launch.stream>>>(tokens, word, position, out, rows, seq, channels, vocab, vocab_start);
   return cudaGetLastError();
 }
 
 cudaError_t embedding_backward(const std::uint16_t* d_out, const std::int32_t* tokens, float* d_word, float* d_position,
                                std::int64_t batch, std::int64_t seq, std::int64_t channels, std::int64_t vocab,
-                               const PointwiseLaunch& launch) {
-  if (channels <= 0 || seq <= 0 || vocab <= 0) return cudaErrorInvalidValue;
+                               std::int64_t vocab_start, const PointwiseLaunch& launch) {
+  if (channels <= 0 || seq <= 0 || vocab <= 0 || vocab_start < 0) return cudaErrorInvalidValue;
   const std::int64_t rows = batch * seq;
   if (rows <= 0) return cudaSuccess;
   if (rows > INT32_MAX - kTokenChunk) return cudaErrorInvalidValue;  // positions are kept as int32
 
-  const bool vectors = use_vectors(channels, launch);
-  const std::int64_t groups = seq * (vectors ? channels / kVectorWidth : channels);
-  const int position_grid =
-      pointwise_detail::capped_grid(groups, kThreads, launch.multiprocessors, kBlocksPerMultiprocessor);
-  auto* position_kernel =
-      vectors ? embedding_position_backward_kernel<kVectorWidth> : embedding_position_backward_kernel<1>;
-  position_kernel<<<position_grid, kThreads, 0, launch.stream>>>(d_out, d_position, batch, seq, channels);
-  cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess) return status;
+  if (d_position != nullptr) {
+    const bool vectors = use_vectors(channels, launch);
+    const std::int64_t groups = seq * (vectors ? channels / kVectorWidth : channels);
+    const int position_grid =
+        pointwise_detail::capped_grid(groups, kThreads, launch.multiprocessors, kBlocksPerMultiprocessor);
+    auto* position_kernel =
+        vectors ? embedding_position_backward_kernel<kVectorWidth> : embedding_position_backward_kernel<1>;
+    position_kernel<<<position_grid, kThreads, 0, launch.stream>>>(d_out, d_position, batch, seq, channels);
+    const cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+  }
 
   const std::int64_t vocab_tiles = (vocab + kWordRowsPerBlock - 1) / kWordRowsPerBlock;
   const std::int64_t channel_tiles = (channels + kThreads - 1) / kThreads;
   if (vocab_tiles > INT32_MAX || channel_tiles > 65535) return cudaErrorInvalidValue;
   const dim3 word_grid(static_cast<unsigned>(vocab_tiles), static_cast<unsigned>(channel_tiles));
   embedding_word_backward_kernel<<<word_grid, kThreads, 0, launch.stream>>>(d_out, tokens, d_word, rows, channels,
-                                                                            vocab);
+                                                                            vocab, vocab_start);
   return cudaGetLastError();
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "adamant/core/cuda_launch_guard.h"
+#include "adamant/core/memory_stats.h"
 #include "adamant/kernels/cuda/model_kernels_cuda.h"
 #include "adamant/kernels/cuda/model_launchers_pointwise.h"
 
@@ -29,6 +30,7 @@ class ColumnSumWorkspaces {
     for (auto& [key, block] : blocks_) {
       // At process exit the runtime may already be unloaded; nothing to release then.
       if (cudaSetDevice(key.first) == cudaSuccess) cudaFree(block.data);
+      note_release(Device::cuda(key.first), block.bytes);
     }
   }
   ColumnSumWorkspaces(const ColumnSumWorkspaces&) = delete;
@@ -40,11 +42,15 @@ class ColumnSumWorkspaces {
     Block& block = blocks_[std::make_pair(device_index, static_cast<void*>(stream))];
     const auto bytes = static_cast<std::size_t>(floats) * sizeof(float);
     if (block.bytes < bytes) {
-      if (block.data != nullptr) ADAMANT_CUDA_CHECK(cudaFreeAsync(block.data, stream));
+      if (block.data != nullptr) {
+        ADAMANT_CUDA_CHECK(cudaFreeAsync(block.data, stream));
+        note_release(Device::cuda(device_index), block.bytes);
+      }
       block.data = nullptr;
       block.bytes = 0;
       void* pointer = nullptr;
       ADAMANT_CUDA_CHECK(cudaMallocAsync(&pointer, bytes, stream));
+      note_allocation(Device::cuda(device_index), bytes);
       block.data = static_cast<float*>(pointer);
       block.bytes = bytes;
     }

@@ -1,5 +1,5 @@
-// The CUDA GEMM and linear layer (model_kernels_cuda.h) on cuBLASLt: the bias is
-// added in the forward GEMM's epilogue, and the bias gradient comes from the
+// The CUDA GEMM and linear layer (model_kernels_cuda.h) on cuBLASLt: the bias (if any) is
+// added in the forward GEMM's epilogue, and the bias gradient (if asked for) comes from the
 // weight-gradient GEMM's BGRADB epilogue where cuBLASLt supports it for the
 // problem (else from a column-sum kernel on the same stream).
 #include <cstdint>
@@ -63,10 +63,11 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
   check_activation_dtype(op, dtype);
   check_tensor(op, "in", in, dtype, shape.rows * shape.in_features, out.device);
   check_tensor(op, "weight", weight, dtype, shape.out_features * shape.in_features, out.device);
-  check_tensor(op, "bias", bias, dtype, shape.out_features, out.device);
+  const bool with_bias = bias.data != nullptr;
+  if (with_bias) check_tensor(op, "bias", bias, dtype, shape.out_features, out.device);
   check_tensor(op, "out", out, dtype, shape.rows * shape.out_features, out.device);
   // out[rows, out] = in[rows, in] weight[out, in]^T + bias: the bias epilogue adds
-  // bias[j] to every row, reading out only once.
+  // bias[j] to every row, reading out only once. Without a bias, the default epilogue.
   MatmulProblem problem;
   problem.transpose_b = Transpose::yes;
   problem.m = shape.rows;
@@ -77,11 +78,13 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
   problem.c = out.data;
   problem.c_dtype = dtype;
   problem.c_row_stride = shape.out_features;
-  problem.epilogue = MatmulEpilogue::add_bias;
-  problem.bias = bias.data;
-  problem.bias_dtype = dtype;
+  if (with_bias) {
+    problem.epilogue = MatmulEpilogue::add_bias;
+    problem.bias = bias.data;
+    problem.bias_dtype = dtype;
+  }
   const bool complete = matmul(problem, out.device, stream);
-  ADAMANT_CHECK(complete, "linear_forward: the bias epilogue was not applied");
+  ADAMANT_CHECK(complete, "linear_forward: the product was not computed");
 }
 
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
@@ -95,7 +98,8 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
   check_tensor(op, "weight", weight, dtype, shape.out_features * shape.in_features, device);
   if (d_in.data != nullptr) check_tensor(op, "d_in", d_in, dtype, shape.rows * shape.in_features, device);
   check_tensor(op, "d_weight", d_weight, DType::f32, shape.out_features * shape.in_features, device);
-  check_tensor(op, "d_bias", d_bias, DType::f32, shape.out_features, device);
+  const bool with_bias = d_bias.data != nullptr;
+  if (with_bias) check_tensor(op, "d_bias", d_bias, DType::f32, shape.out_features, device);
 
   if (d_in.data != nullptr) {
     // d_in[rows, in] = d_out[rows, out] weight[out, in].
@@ -123,10 +127,14 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
   weight_grad.c = d_weight.data;
   weight_grad.c_dtype = DType::f32;
   weight_grad.c_row_stride = shape.in_features;
-  weight_grad.epilogue = MatmulEpilogue::bias_grad;
-  weight_grad.bias = d_bias.data;
-  weight_grad.bias_dtype = DType::f32;
+  if (with_bias) {
+    weight_grad.epilogue = MatmulEpilogue::bias_grad;
+    weight_grad.bias = d_bias.data;
+    weight_grad.bias_dtype = DType::f32;
+  }
   if (matmul(weight_grad, device, stream)) return;
+  // matmul declines only a fused bias gradient; d_weight is computed regardless.
+  ADAMANT_CHECK(with_bias, "linear_backward: d_weight was not computed");
 
   const ScopedCurrentDevice current(device);
   const cudaStream_t cuda_stream = stream_handle(stream);

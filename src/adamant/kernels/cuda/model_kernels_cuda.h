@@ -10,7 +10,8 @@
 //   weights (linear weight and bias, layernorm weight and bias, word and position
 //   embeddings): bf16 (the model's flat weight buffer)
 //   weight gradients (d_weight, d_bias, d_word, d_position, d_embedding): fp32
-//   layernorm mean and rstd, losses, logits_scratch: fp32; tokens and targets: i32
+//   layernorm mean and rstd, losses, logits_scratch, the vocabulary-parallel classifier's
+//   stats, gathered and lse: fp32; tokens and targets: i32
 // Every reduction and accumulation is done in fp32.
 #include "adamant/kernels/attention.h"
 #include "adamant/kernels/cross_entropy.h"
@@ -36,6 +37,14 @@ void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, 
 void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
                       Tensor logits_scratch, double grad_scale, Tensor d_x, Tensor d_embedding,
                       bool accumulate_d_embedding, const ClassifierShape& shape, const Stream& stream);
+void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
+                                     Tensor logits_scratch, const VocabParallelShape& shape, const Stream& stream);
+void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse,
+                            const Stream& stream);
+void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
+                                        const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
+                                        Tensor d_embedding, bool accumulate_d_embedding,
+                                        const VocabParallelShape& shape, const Stream& stream);
 
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double epsilon, Tensor out,
                        Tensor mean, Tensor rstd, const RowsShape& shape, const Stream& stream);
@@ -44,7 +53,7 @@ void layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weig
                         const Stream& stream);
 void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, const Stream& stream);
 void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, const Stream& stream);
-void dropout(const Tensor& in, Tensor out, std::int64_t batch, std::int64_t sample_numel, const DropoutArgs& args,
+void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args,
              const Stream& stream);
 void residual_add(const Tensor& a, const Tensor& b, Tensor out, std::int64_t n, const Stream& stream);
 void embedding_forward(const Tensor& tokens, const Tensor& word, const Tensor& position, Tensor out,

@@ -55,26 +55,30 @@ struct DropoutParams {
   std::uint64_t seed = 0;
   std::uint64_t first_sample_index = 0;
   std::uint32_t site = 0;
+  std::uint64_t first_element = 0;  // a multiple of 4
 };
 
-// out[b, e] = keep ? in[b, e] * keep_scale : 0; out may alias in. For `vectorized`
-// the kernel needs only 8-byte alignment of in and out.
-cudaError_t dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t batch, std::int64_t sample_numel,
+// out[i] = keep ? in[i] * keep_scale : 0 for i in [0, numel), element i being element
+// first_element + i of the batch flattened as [samples, sample_numel]; out may alias
+// in. For `vectorized` the kernel needs only 8-byte alignment of in and out.
+cudaError_t dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
                     const DropoutParams& params, const PointwiseLaunch& launch);
 
 // ---- embeddings (embedding.cu) ----
 
-// out[b, t] = word[tokens[b, t]] + position[t]. A row whose token lies outside
-// [0, vocab) is written as NaN (the GPU cannot throw; NaN makes the loss say so).
+// out[b, t] = word[tokens[b, t] - vocab_start] + position[t], a zero word row for a token
+// outside [vocab_start, vocab_start + vocab), no position term when position is null. A
+// row whose token is negative is written as NaN (the GPU cannot throw; NaN makes the
+// loss say so).
 cudaError_t embedding_forward(const std::int32_t* tokens, const std::uint16_t* word, const std::uint16_t* position,
                               std::uint16_t* out, std::int64_t batch, std::int64_t seq, std::int64_t channels,
-                              std::int64_t vocab, const PointwiseLaunch& launch);
+                              std::int64_t vocab, std::int64_t vocab_start, const PointwiseLaunch& launch);
 
-// d_word[tokens[b, t]] += d_out[b, t]; d_position[t] += sum over b of d_out[b, t].
-// Deterministic without atomics or sorting (see embedding.cu); tokens outside
-// [0, vocab) contribute nothing to d_word.
+// d_word[tokens[b, t] - vocab_start] += d_out[b, t] for the tokens of the slice;
+// d_position[t] += sum over b of d_out[b, t] unless d_position is null. Deterministic
+// without atomics or sorting (see embedding.cu).
 cudaError_t embedding_backward(const std::uint16_t* d_out, const std::int32_t* tokens, float* d_word, float* d_position,
                                std::int64_t batch, std::int64_t seq, std::int64_t channels, std::int64_t vocab,
-                               const PointwiseLaunch& launch);
+                               std::int64_t vocab_start, const PointwiseLaunch& launch);
 
 }  // namespace adamant::kernels::cuda::launchers

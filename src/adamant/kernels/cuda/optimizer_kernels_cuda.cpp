@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "adamant/core/cuda_check.h"
+#include "adamant/core/memory_stats.h"
 #include "adamant/kernels/cuda/launchers.h"
 
 namespace adamant::kernels::cuda {
@@ -128,6 +129,7 @@ class PartialSumWorkspaces {
     for (auto& [key, pointer] : workspaces_) {
       // At process exit the runtime may already be unloaded; nothing to release then.
       if (cudaSetDevice(key.first) == cudaSuccess) cudaFree(pointer);
+      note_release(Device::cuda(key.first), kCapacity * sizeof(double));
     }
   }
   PartialSumWorkspaces(const PartialSumWorkspaces&) = delete;
@@ -142,6 +144,7 @@ class PartialSumWorkspaces {
     if (found != workspaces_.end()) return found->second;
     void* pointer = nullptr;
     ADAMANT_CUDA_CHECK(cudaMalloc(&pointer, kCapacity * sizeof(double)));
+    note_allocation(device, kCapacity * sizeof(double));
     workspaces_.emplace(key, static_cast<double*>(pointer));
     return static_cast<double*>(pointer);
   }

@@ -80,43 +80,51 @@ __global__ void __launch_bounds__(kThreads)
   transform_groups<kVectorized>(a, b, out, n, [](float u, float v) { return u + v; });
 }
 
-// One thread per group of 4 elements of one sample, as the CPU kernel draws them.
-// kVectorized: sample_numel % 4 == 0 and in/out 8-byte aligned, so every group is
-// one aligned 8-byte access.
+// One thread per Philox group (4 elements of one sample, fewer at the end of a sample
+// when sample_numel % 4 != 0) overlapping the global element range [first_element,
+// first_element + numel); global group g is group g % groups_per_sample of sample
+// g / groups_per_sample, as the CPU kernel walks them. kVectorized: sample_numel % 4
+// == 0, first_element % 4 == 0 and in/out 8-byte aligned, so every whole group inside
+// the range is one aligned 8-byte access; the groups cut by the range's end are scalar.
 template <bool kVectorized>
 __global__ void __launch_bounds__(kThreads)
-    dropout_kernel(const std::uint16_t* in, std::uint16_t* out, std::int64_t batch, std::int64_t sample_numel,
-                   DropoutParams params) {
+    dropout_kernel(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
+                   std::int64_t group_begin, std::int64_t group_count, DropoutParams params) {
   constexpr int kGroup = 4;
   const std::int64_t groups_per_sample = (sample_numel + kGroup - 1) / kGroup;
-  const std::int64_t total_groups = batch * groups_per_sample;
+  const auto first_element = static_cast<std::int64_t>(params.first_element);
+  const std::int64_t end_element = first_element + numel;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < total_groups;
-       g += stride) {
+  for (std::int64_t local = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; local < group_count;
+       local += stride) {
+    const std::int64_t g = group_begin + local;
     const std::int64_t sample = g / groups_per_sample;
     const std::int64_t group = g - sample * groups_per_sample;
     const pointwise_detail::PhiloxWords bits =
         pointwise_detail::dropout_bits(params.seed, params.first_sample_index + static_cast<std::uint64_t>(sample),
                                        params.site, static_cast<std::uint64_t>(group));
-    const std::int64_t first = sample * sample_numel + group * kGroup;
-    if constexpr (kVectorized) {
+    const std::int64_t group_start = sample * sample_numel + group * kGroup;  // global element index
+    if (kVectorized && group_start >= first_element && group_start + kGroup <= end_element) {
       float values[kGroup];
-      load_bf16<kGroup>(in + first, values);
+      load_bf16<kGroup>(in + (group_start - first_element), values);
 #pragma unroll
       for (int lane = 0; lane < kGroup; ++lane) {
         values[lane] = pointwise_detail::dropout_keeps(bits.word[lane], params.probability)
                            ? values[lane] * params.keep_scale
                            : 0.0f;
       }
-      store_bf16<kGroup>(out + first, values);
+      store_bf16<kGroup>(out + (group_start - first_element), values);
     } else {
-      const std::int64_t in_group = sample_numel - group * kGroup < kGroup ? sample_numel - group * kGroup : kGroup;
-      for (int lane = 0; lane < in_group; ++lane) {
+      const std::int64_t sample_end = (sample + 1) * sample_numel;
+      std::int64_t hi = group_start + kGroup < sample_end ? group_start + kGroup : sample_end;
+      hi = hi < end_element ? hi : end_element;
+      for (std::int64_t e = group_start > first_element ? group_start : first_element; e < hi; ++e) {
         float value[1];
-        load_bf16<1>(in + first + lane, value);
-        value[0] =
-            pointwise_detail::dropout_keeps(bits.word[lane], params.probability) ? value[0] * params.keep_scale : 0.0f;
-        store_bf16<1>(out + first + lane, value);
+        load_bf16<1>(in + (e - first_element), value);
+        value[0] = pointwise_detail::dropout_keeps(bits.word[e - group_start], params.probability)
+                       ? value[0] * params.keep_scale
+                       : 0.0f;
+        store_bf16<1>(out + (e - first_element), value);
       }
     }
   }
@@ -152,19 +160,27 @@ cudaError_t residual_add(const std::uint16_t* a, const std::uint16_t* b, std::ui
   return cudaGetLastError();
 }
 
-cudaError_t dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t batch, std::int64_t sample_numel,
+cudaError_t dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
                     const DropoutParams& params, const PointwiseLaunch& launch) {
-  const std::int64_t total = batch * sample_numel;
-  if (total <= 0) return cudaSuccess;
+  if (numel <= 0) return cudaSuccess;
+  if (sample_numel <= 0 || params.first_element % 4 != 0) return cudaErrorInvalidValue;
   if (params.probability <= 0.0f) {  // identity, as the CPU kernel
     if (in == out) return cudaSuccess;
-    return cudaMemcpyAsync(out, in, static_cast<std::size_t>(total) * sizeof(std::uint16_t), cudaMemcpyDeviceToDevice,
+    return cudaMemcpyAsync(out, in, static_cast<std::size_t>(numel) * sizeof(std::uint16_t), cudaMemcpyDeviceToDevice,
                            launch.stream);
   }
-  const std::int64_t groups = batch * ((sample_numel + 3) / 4);
-  const int grid = pointwise_detail::capped_grid(groups, kThreads, launch.multiprocessors, kBlocksPerMultiprocessor);
+  // The global Philox groups that overlap [first_element, first_element + numel).
+  const std::int64_t groups_per_sample = (sample_numel + 3) / 4;
+  auto group_of = [&](std::int64_t element) {
+    return (element / sample_numel) * groups_per_sample + (element % sample_numel) / 4;
+  };
+  const auto first_element = static_cast<std::int64_t>(params.first_element);
+  const std::int64_t group_begin = group_of(first_element);
+  const std::int64_t group_count = group_of(first_element + numel - 1) + 1 - group_begin;
+  const int grid =
+      pointwise_detail::capped_grid(group_count, kThreads, launch.multiprocessors, kBlocksPerMultiprocessor);
   auto* kernel = launch.vectorized ? dropout_kernel<true> : dropout_kernel<false>;
-  kernel<<<grid, kThreads, 0, launch.stream>>>(in, out, batch, sample_numel, params);
+  kernel<<<grid, kThreads, 0, launch.stream>>>(in, out, numel, sample_numel, group_begin, group_count, params);
   return cudaGetLastError();
 }
 

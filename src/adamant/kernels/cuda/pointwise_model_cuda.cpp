@@ -59,19 +59,27 @@ void residual_add(const Tensor& a, const Tensor& b, Tensor out, std::int64_t n, 
       kOp);
 }
 
-void dropout(const Tensor& in, Tensor out, std::int64_t batch, std::int64_t sample_numel, const DropoutArgs& args,
+void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args,
              const Stream& stream) {
   constexpr const char* kOp = "dropout";
-  ADAMANT_CHECK(batch >= 0 && sample_numel >= 0, "{}: negative shape {} x {}", kOp, batch, sample_numel);
+  ADAMANT_CHECK(numel >= 0 && sample_numel > 0, "{}: {} elements in samples of {}; sample_numel must be positive", kOp,
+                numel, sample_numel);
   ADAMANT_CHECK(args.probability >= 0.0f && args.probability < 1.0f,
                 "{}: dropout probability {} is outside [0, 1); set the dropout config key to a value in [0, 1)", kOp,
                 args.probability);
   ADAMANT_CHECK(args.site < (1u << kDropoutSiteBits), "{}: dropout site {} exceeds {} bits", kOp, args.site,
                 kDropoutSiteBits);
-  ADAMANT_CHECK(args.first_sample_index + static_cast<std::uint64_t>(batch) <= kMaxDropoutSample,
+  ADAMANT_CHECK(args.first_element % kDropoutGroup == 0,
+                "{}: first_element {} is not a multiple of {}: one Philox draw decides {} consecutive elements, so a "
+                "shard must start at a multiple of {} elements of the flattened batch",
+                kOp, args.first_element, kDropoutGroup, kDropoutGroup, kDropoutGroup);
+  ADAMANT_CHECK(args.first_element <= static_cast<std::uint64_t>(INT64_MAX - numel),
+                "{}: first_element {} + {} elements overflows", kOp, args.first_element, numel);
+  const auto samples = (static_cast<std::int64_t>(args.first_element) + numel + sample_numel - 1) / sample_numel;
+  ADAMANT_CHECK(args.first_sample_index + static_cast<std::uint64_t>(samples) <= kMaxDropoutSample,
                 "{}: sample index {} is beyond the dropout generator's range", kOp, args.first_sample_index);
-  check_cuda_operand(kOp, "in", in, DType::bf16, in.device, batch * sample_numel);
-  check_cuda_operand(kOp, "out", out, DType::bf16, in.device, batch * sample_numel);
+  check_cuda_operand(kOp, "in", in, DType::bf16, in.device, numel);
+  check_cuda_operand(kOp, "out", out, DType::bf16, in.device, numel);
   const CudaLaunchGuard guard(in.device, kOp);
   launchers::DropoutParams params;
   params.probability = args.probability;
@@ -80,9 +88,11 @@ void dropout(const Tensor& in, Tensor out, std::int64_t batch, std::int64_t samp
   params.seed = args.seed;
   params.first_sample_index = args.first_sample_index;
   params.site = args.site;
-  // Decisions come in groups of 4 per sample: one 8-byte access each when samples start aligned.
-  const bool vectorized = sample_numel % 4 == 0 && aligned_to(in, 8) && aligned_to(out, 8);
-  check_cuda_launch(launchers::dropout(bits_of(in), mutable_bits_of(out), batch, sample_numel, params,
+  params.first_element = args.first_element;
+  // Decisions come in groups of 4 per sample: with whole groups (sample_numel % 4 == 0,
+  // first_element % 4 == 0) each is one 8-byte access of an 8-byte aligned operand.
+  const bool vectorized = sample_numel % kDropoutGroup == 0 && aligned_to(in, 8) && aligned_to(out, 8);
+  check_cuda_launch(launchers::dropout(bits_of(in), mutable_bits_of(out), numel, sample_numel, params,
                                        launch_for(guard, stream, vectorized)),
                     kOp);
 }
