@@ -10,7 +10,10 @@ torchrun: --parallel ddp | fsdp2 | zero (DDP + ZeroRedundancyOptimizer).
   torchrun --nproc_per_node 2 bench/torch_gpt_peer.py --layers 12 --hidden 768 --heads 12 \
       --seq 2048 --micro-batch 8 --parallel ddp --json peer.json
 
-Prints tokens/s (all GPUs), MFU and peak memory per GPU; --json writes them.
+Prints tokens/s (all GPUs), MFU and peak memory per GPU (torch.cuda.max_memory_allocated,
+the largest over the ranks); --json writes them. FSDP2 keeps fp32 weights and
+all-gathers them in fp32 unless --fsdp-mixed-precision (bf16 all-gather, fp32
+gradient reduce-scatter, as torchtitan does).
 """
 import argparse
 import json
@@ -76,6 +79,8 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--parallel", choices=["ddp", "fsdp2", "zero"], default="ddp")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--fsdp-mixed-precision", action="store_true",
+                   help="fsdp2: all-gather bf16 weights, reduce-scatter fp32 gradients")
     p.add_argument("--json")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after timing, print the N kernels with the most GPU time over 2 more steps")
@@ -93,10 +98,14 @@ def main():
     if not args.no_compile:
         model = torch.compile(model)
     if distributed and args.parallel == "fsdp2":
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
+            if args.fsdp_mixed_precision else MixedPrecisionPolicy()
+        # One FSDP unit per block (of the compiled module's inner model), the root unit holds the
+        # embeddings (the tied word embedding is used first and last) and the final layernorm.
         for block in (model._orig_mod if hasattr(model, "_orig_mod") else model).blocks:
-            fully_shard(block, reshard_after_forward=False)
-        fully_shard(model, reshard_after_forward=False)
+            fully_shard(block, reshard_after_forward=False, mp_policy=policy)
+        fully_shard(model, reshard_after_forward=False, mp_policy=policy)
     elif distributed:
         model = nn.parallel.DistributedDataParallel(model)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -129,10 +138,13 @@ def main():
     tokens_per_s = args.micro_batch * args.seq * world / step_s
     flops_per_token = 6 * n_params + 12 * args.layers * args.seq * args.hidden
     mfu = tokens_per_s / world * flops_per_token / 989e12
-    peak_gib = torch.cuda.max_memory_allocated() / 2**30
+    peak = torch.tensor([torch.cuda.max_memory_allocated()], dtype=torch.float64, device="cuda")
+    if distributed:
+        dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # per GPU: the largest over the ranks
+    peak_gib = peak.item() / 2**30
     result = {"parallel": args.parallel if distributed else "single", "gpus": world, "params": n_params,
-              "tokens_per_s": tokens_per_s, "step_ms": step_s * 1e3, "mfu": mfu, "peak_gib": peak_gib,
-              "loss": float(loss.detach())}
+              "micro_batch": args.micro_batch, "tokens_per_s": tokens_per_s, "step_ms": step_s * 1e3, "mfu": mfu,
+              "peak_gib": peak_gib, "loss": float(loss.detach())}
     if args.profile and not distributed:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -2,3 +2,8 @@
 adamant_gpu_test(NAME gpu_model_tests
                  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/gpu_model_test.cpp
                  LIBS adamant_model)
+# Tensor and sequence parallelism over 2 GPUs (NCCL) against the whole model.
+adamant_gpu_test(NAME gpu_tensor_parallel_tests
+                 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/gpu_tensor_parallel_test.cpp
+                 NP 2
+                 LIBS adamant_model)

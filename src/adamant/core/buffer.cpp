@@ -7,6 +7,7 @@
 
 #include "adamant/core/cuda_runtime.h"
 #include "adamant/core/error.h"
+#include "adamant/core/memory_stats.h"
 
 namespace adamant {
 
@@ -20,6 +21,7 @@ Buffer::Buffer(std::size_t bytes, Device device) : bytes_(bytes), device_(device
   } else {
     data_ = cuda::malloc_zeroed(bytes, device.index);
   }
+  note_allocation(device, bytes);
 }
 
 Buffer::~Buffer() { release(); }
@@ -39,6 +41,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::release() noexcept {
   if (data_ == nullptr) return;
+  note_release(device_, bytes_);
   if (device_.is_cpu()) {
     std::free(data_);
   } else {

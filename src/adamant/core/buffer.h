@@ -1,6 +1,8 @@
 #pragma once
 // Owning, aligned, zero-initialised storage on one device. All weights, gradients
 // and optimizer state live in a few of these; everything else is a view (Tensor).
+// Each one counts its requested bytes in the device's allocation statistics
+// (memory_stats.h) while it lives.
 #include <cstddef>
 
 #include "adamant/core/device.h"

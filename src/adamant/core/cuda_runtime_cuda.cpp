@@ -30,6 +30,14 @@ void copy(void* dst, const void* src, std::size_t bytes) {
 
 void set_device(int device) { ADAMANT_CUDA_CHECK(cudaSetDevice(device)); }
 
+std::size_t device_memory_in_use(int device) {
+  set_device(device);
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  ADAMANT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return total_bytes - free_bytes;
+}
+
 int device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {

@@ -27,10 +27,14 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   const std::size_t batch = static_cast<std::size_t>(micro_batch_size);
   const std::size_t seq = static_cast<std::size_t>(config.seq_length);
   const std::size_t tokens = batch * seq;
+  const std::size_t tp = static_cast<std::size_t>(config.tensor_parallel_size);
+  // The residual stream's rows on this rank: all of them, or 1/tp with sequence parallelism.
+  const std::size_t rows = config.sequence_parallel ? tokens / tp : tokens;
   const std::size_t hidden = static_cast<std::size_t>(config.hidden_size);
-  const std::size_t ffn = static_cast<std::size_t>(config.ffn_hidden_size);
-  const std::size_t heads = static_cast<std::size_t>(config.num_attention_heads);
-  const std::size_t vocab = static_cast<std::size_t>(config.padded_vocab_size());
+  const std::size_t heads = static_cast<std::size_t>(config.local_heads());
+  const std::size_t width = heads * static_cast<std::size_t>(config.head_dim());  // this rank's attention width
+  const std::size_t ffn = static_cast<std::size_t>(config.local_ffn());
+  const std::size_t vocab = static_cast<std::size_t>(config.local_vocab());
   const std::size_t probs = batch * heads * seq * seq;
 
   // The chunk depends on the vocabulary only (never on micro_batch_size), so a micro-batch's
@@ -44,39 +48,46 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   Planner planner;
   auto act = [&](std::size_t numel) { return planner.take(numel, dtypes.activation); };
   auto stat = [&](std::size_t numel) { return planner.take(numel, dtypes.statistic); };
-  layout.embedded = act(tokens * hidden);
+  // Layernorm outputs are whole ([tokens, hidden]): with sequence parallelism each rank writes its
+  // rows and the all-gather fills in the rest, which the next GEMM and its weight gradient read.
+  layout.embedded = act(rows * hidden);
   for (int l = 0; l < config.num_layers; ++l) {
     LayerActivations layer;
     layer.ln1 = act(tokens * hidden);
-    layer.ln1_mean = stat(tokens);
-    layer.ln1_rstd = stat(tokens);
-    layer.qkv = act(tokens * 3 * hidden);
+    layer.ln1_mean = stat(rows);
+    layer.ln1_rstd = stat(rows);
+    layer.qkv = act(tokens * 3 * width);
     if (dtypes.flash_attention) {
       layer.logsumexp = planner.take(batch * heads * seq, DType::f32);
     } else {
       layer.probs = act(probs);
     }
-    layer.attention = act(tokens * hidden);
-    layer.residual_attention = act(tokens * hidden);
+    layer.attention = act(tokens * width);
+    layer.residual_attention = act(rows * hidden);
     layer.ln2 = act(tokens * hidden);
-    layer.ln2_mean = stat(tokens);
-    layer.ln2_rstd = stat(tokens);
+    layer.ln2_mean = stat(rows);
+    layer.ln2_rstd = stat(rows);
     layer.fc = act(tokens * ffn);
     layer.fc_gelu = act(tokens * ffn);
-    layer.residual_mlp = act(tokens * hidden);
+    layer.residual_mlp = act(rows * hidden);
     layout.layers.push_back(layer);
   }
   layout.final_ln = act(tokens * hidden);
-  layout.final_ln_mean = stat(tokens);
-  layout.final_ln_rstd = stat(tokens);
+  layout.final_ln_mean = stat(rows);
+  layout.final_ln_rstd = stat(rows);
   layout.losses = stat(tokens);
   layout.logits_chunk = stat(layout.classifier_chunk_rows * vocab);
-  layout.branch = act(tokens * hidden);
-  layout.d_residual = act(tokens * hidden);
+  if (tp > 1) {  // the vocabulary-parallel cross-entropy's per-row statistics
+    layout.classifier_stats = stat(2 * tokens);
+    layout.classifier_gathered = stat(tp * 2 * tokens);
+    layout.classifier_lse = stat(tokens);
+  }
+  layout.branch = act(tokens * hidden);  // whole: a row-parallel GEMM's partial sums before their reduction
+  layout.d_residual = act(rows * hidden);
   layout.d_branch = act(tokens * hidden);
   layout.d_ln = act(tokens * hidden);
-  layout.d_attention = act(tokens * hidden);
-  layout.d_qkv = act(tokens * 3 * hidden);
+  layout.d_attention = act(tokens * width);
+  layout.d_qkv = act(tokens * 3 * width);
   layout.d_fc = act(tokens * ffn);
   if (!dtypes.flash_attention) layout.d_probs = act(probs);
   layout.total_bytes = planner.total();

@@ -4,6 +4,9 @@
 // backward never allocate. Regions are sized for micro_batch_size full sequences;
 // a smaller batch or a shorter sequence uses the front of each region.
 //
+// With tensor parallelism the regions hold one rank's share: its heads, its MLP columns,
+// its vocabulary rows; with sequence parallelism also its rows of the residual stream.
+//
 // Each region has its own dtype (on the GPU the activations are bf16 while the
 // layernorm statistics, the losses and the classifier's logits stay fp32), so
 // offsets are in bytes and every region starts on a 256-byte boundary.
@@ -49,8 +52,11 @@ struct ActivationLayout {
   std::vector<LayerActivations> layers;
   Region final_ln, final_ln_mean, final_ln_rstd;
   Region losses;        // per token
-  Region logits_chunk;  // [classifier_chunk_rows, padded vocab]
-  Region branch;        // a block's output before the residual add
+  Region logits_chunk;  // [classifier_chunk_rows, this rank's share of the padded vocab]
+  // Tensor parallelism only: per-row logsumexp and target logit over this rank's vocabulary
+  // [2, tokens], every rank's copy of them [tp, 2, tokens], and the whole vocabulary's logsumexp.
+  Region classifier_stats, classifier_gathered, classifier_lse;
+  Region branch;  // a block's output before the residual add
   // Backward scratch, reused by every layer.
   Region d_residual, d_branch, d_ln, d_attention, d_qkv, d_fc, d_probs;  // d_probs empty with flash attention
   bool flash_attention = false;  // layers keep logsumexp, not probs (ActivationDtypes::flash_attention)

@@ -36,6 +36,16 @@ void GptConfig::validate() const {
                 "model.tensor_model_parallel_size {} must divide model.num_attention_heads {} and "
                 "model.ffn_hidden_size {}",
                 tensor_parallel_size, num_attention_heads, ffn_hidden_size);
+  ADAMANT_CHECK(!sequence_parallel || tensor_parallel_size > 1,
+                "model.sequence_parallel is true but model.tensor_model_parallel_size is 1; sequence parallelism "
+                "splits the tensor-parallel group's work, so set model.sequence_parallel=false or use a "
+                "tensor-parallel size of 2 or more");
+  // A sequence-parallel rank holds seq_length / tp positions of every sample, and its share of
+  // the [tokens, hidden] stream starts on a 4-element boundary (one dropout draw covers four).
+  ADAMANT_CHECK(!sequence_parallel || (seq_length % tensor_parallel_size == 0 && hidden_size % 4 == 0),
+                "model.sequence_parallel needs model.encoder_seq_length ({}) divisible by "
+                "model.tensor_model_parallel_size ({}) and model.hidden_size ({}) divisible by 4",
+                seq_length, tensor_parallel_size, hidden_size);
   ADAMANT_CHECK(init_method_std > 0.0f, "model.init_method_std is {}; use a positive value like 0.02", init_method_std);
   ADAMANT_CHECK(hidden_dropout >= 0.0f && hidden_dropout < 1.0f, "model.hidden_dropout is {}; it must be in [0, 1)",
                 hidden_dropout);

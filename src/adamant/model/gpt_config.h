@@ -14,6 +14,7 @@ struct GptConfig {
   int vocab_size = 0;                      // of the tokenizer, unpadded (GPT-2 BPE: 50257)
   int make_vocab_size_divisible_by = 128;  // model.make_vocab_size_divisible_by
   int tensor_parallel_size = 1;            // model.tensor_model_parallel_size
+  bool sequence_parallel = false;          // model.sequence_parallel (needs tensor_parallel_size > 1)
   float init_method_std = 0.02f;           // model.init_method_std
   float hidden_dropout = 0.0f;             // model.hidden_dropout
   float attention_dropout = 0.0f;          // model.attention_dropout
@@ -23,6 +24,11 @@ struct GptConfig {
   // (Megatron's padding; 50257 -> 50304 with the defaults).
   int padded_vocab_size() const;
   int head_dim() const { return hidden_size / num_attention_heads; }
+  // What one tensor-parallel rank holds: its heads (attention width local_heads() * head_dim()),
+  // its columns of the MLP and its rows of the padded vocabulary.
+  int local_heads() const { return num_attention_heads / tensor_parallel_size; }
+  int local_ffn() const { return ffn_hidden_size / tensor_parallel_size; }
+  int local_vocab() const { return padded_vocab_size() / tensor_parallel_size; }
   // Throws adamant::Error naming the NeMo key and the fix for any impossible value.
   void validate() const;
 };

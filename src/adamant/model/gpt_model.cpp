@@ -53,8 +53,10 @@ bool is_output_projection(std::string_view name) {
 }  // namespace
 
 GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device, std::uint64_t seed,
-                   std::size_t padded_numel)
+                   std::size_t padded_numel, comm::Communicator* tensor_parallel)
     : config_(config),
+      tensor_parallel_(config.tensor_parallel_size > 1 ? tensor_parallel : nullptr),
+      tp_rank_(tensor_parallel_ != nullptr ? tensor_parallel_->rank() : 0),
       params_(build_param_list(config)),
       index_(index_params(config, params_)),
       weight_dtype_(weight_dtype),
@@ -74,10 +76,18 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
                 "GptModel on {} with {} weights: the GPU path computes with bf16 weights and activations; set "
                 "model.megatron_amp_O2=true and trainer.precision=bf16 (or trainer.accelerator=cpu)",
                 device.str(), dtype_name(weight_dtype));
-  ADAMANT_CHECK(config.tensor_parallel_size == 1,
-                "model.tensor_model_parallel_size is {}, but GptModel computes the whole model on one rank; set it "
-                "to 1",
-                config.tensor_parallel_size);
+  if (config.tensor_parallel_size > 1) {
+    ADAMANT_CHECK(tensor_parallel_ != nullptr && tensor_parallel_->size() == config.tensor_parallel_size,
+                  "GptModel: model.tensor_model_parallel_size is {} but the tensor-parallel group has {} rank(s); "
+                  "build the model with the process grid's tensor-parallel communicator",
+                  config.tensor_parallel_size, tensor_parallel != nullptr ? tensor_parallel->size() : 0);
+    ADAMANT_CHECK(tensor_parallel_->device() == device,
+                  "GptModel on {}: its tensor-parallel communicator moves buffers on {}", device.str(),
+                  tensor_parallel_->device().str());
+  }
+  for (const ParamSpec& spec : params_.params) {
+    grad_reduced_over_tp_.push_back(config.sequence_parallel && spec.name.find("layernorm") != std::string::npos);
+  }
   ActivationDtypes dtypes;
   dtypes.activation = activation_dtype_;
   dtypes.statistic = grad_dtype_;
@@ -141,19 +151,30 @@ void GptModel::init_weights() {
     const std::uint64_t stream = init_stream(spec.name);
     const auto numel = static_cast<std::int64_t>(spec.numel);
     char* base = static_cast<char*>(host_weights) + spec.offset * dtype_size(weight_dtype_);
-    // Element i is std * normal_at(seed, i, stream): one Philox draw gives the normal pair
-    // of elements 2p and 2p + 1, so the loop walks pairs and draws each once.
+    const TensorParallelSlice slice = tensor_parallel_slice(config_, spec);
+    const bool whole = tp_size() == 1 || slice.split == TensorParallelSplit::replicated;
+    // Element g of the whole parameter is std * normal_at(seed, g, stream): one Philox draw gives
+    // the normal pair of elements 2p and 2p + 1. A whole parameter walks pairs and draws each once;
+    // a tensor-parallel slice draws for each of its elements by its index in the whole parameter.
     auto fill = [&](auto* out, auto convert) {
+      if (!random) {
+        for (std::int64_t i = 0; i < numel; ++i) out[i] = convert(constant);
+        return;
+      }
+      if (!whole) {
+#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
+        for (std::int64_t i = 0; i < numel; ++i) {
+          const std::size_t g = slice.global_index(static_cast<std::size_t>(i), tp_rank_, tp_size());
+          out[i] = convert(std * normal_pair(philox_draw(seed_, g / 2, stream))[g % 2]);
+        }
+        return;
+      }
       const std::int64_t pairs = (numel + 1) / 2;
 #pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
       for (std::int64_t p = 0; p < pairs; ++p) {
-        std::array<double, 2> v{constant, constant};
-        if (random) {
-          const auto pair = normal_pair(philox_draw(seed_, static_cast<std::uint64_t>(p), stream));
-          v = {std * pair[0], std * pair[1]};
-        }
-        out[2 * p] = convert(v[0]);
-        if (2 * p + 1 < numel) out[2 * p + 1] = convert(v[1]);
+        const auto pair = normal_pair(philox_draw(seed_, static_cast<std::uint64_t>(p), stream));
+        out[2 * p] = convert(std * pair[0]);
+        if (2 * p + 1 < numel) out[2 * p + 1] = convert(std * pair[1]);
       }
     };
     switch (weight_dtype_) {
@@ -217,6 +238,7 @@ Tensor GptModel::micro_grad(std::size_t param) {
 
 void GptModel::finish_grad(std::size_t param, const GradReadyFn& on_grad_ready) {
   const ParamSpec& spec = params_[param];
+  if (grad_reduced_over_tp_[param]) tp_all_reduce(micro_grad(param));  // each rank saw only its rows
   if (device_.is_cuda()) {
     kernels::accumulate(micro_grad(param), grads().slice(spec.offset, spec.numel), *stream_);
     if (on_grad_ready) on_grad_ready(param);  // final in stream order: the optimizer orders its collective after it
@@ -232,14 +254,38 @@ void GptModel::finish_grad(std::size_t param, const GradReadyFn& on_grad_ready) 
   if (on_grad_ready) on_grad_ready(param);
 }
 
-kernels::DropoutArgs GptModel::dropout_at(const Pass& pass, float probability, std::uint32_t site) const {
+kernels::DropoutArgs GptModel::dropout_at(const Pass& pass, float probability, std::uint32_t site,
+                                          std::uint64_t first_element) const {
   kernels::DropoutArgs args;
   args.probability = pass.training ? probability : 0.0f;
   args.seed = seed_;
   args.first_sample_index = pass.first_sample;
   args.site = site;
+  args.first_element = first_element;
   return args;
 }
+
+std::size_t GptModel::local_rows(const Pass& pass) const {
+  const auto tokens = static_cast<std::size_t>(pass.batch) * static_cast<std::size_t>(pass.seq);
+  return config_.sequence_parallel ? tokens / static_cast<std::size_t>(tp_size()) : tokens;
+}
+
+std::size_t GptModel::first_row(const Pass& pass) const {
+  return config_.sequence_parallel ? static_cast<std::size_t>(tp_rank_) * local_rows(pass) : 0;
+}
+
+void GptModel::tp_all_reduce(Tensor data) {
+  tensor_parallel_->order_after(*stream_);
+  tensor_parallel_->all_reduce_async(data, comm::ReduceOp::sum).wait(*stream_);
+}
+
+void GptModel::tp_all_gather_rows(const Pass& pass, Tensor all_rows) {
+  const std::size_t n = local_rows(pass) * static_cast<std::size_t>(config_.hidden_size);
+  tensor_parallel_->order_after(*stream_);
+  tensor_parallel_->all_gather_async(all_rows.slice(first_row(pass) * config_.hidden_size, n), all_rows).wait(*stream_);
+}
+
+Tensor GptModel::row_parallel_bias(std::size_t param) { return tp_rank_ == 0 ? weight(param) : Tensor{}; }
 
 void GptModel::check_batch(const MicroBatch& batch, const char* what) const {
   ADAMANT_CHECK(batch.batch_size >= 1 && batch.batch_size <= micro_batch_size_,
@@ -313,6 +359,10 @@ void GptModel::next_token_logits(std::span<const std::int32_t> tokens, std::span
   ADAMANT_CHECK(count >= 1 && count <= config_.seq_length,
                 "next_token_logits: {} tokens; give 1..{} (model.encoder_seq_length)", tokens.size(),
                 config_.seq_length);
+  ADAMANT_CHECK(tp_size() == 1,
+                "next_token_logits: the model is split over {} tensor-parallel ranks; sample from a model built with "
+                "model.tensor_model_parallel_size=1",
+                tp_size());
   const int vocab = config_.padded_vocab_size();
   ADAMANT_CHECK(static_cast<int>(logits.size()) == vocab, "next_token_logits: room for {} logits, need {}",
                 logits.size(), vocab);

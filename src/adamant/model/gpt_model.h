@@ -22,12 +22,24 @@
 //
 // Dropout masks are counter-based (Philox): a function of (seed, global sample
 // index, site, element) only, independent of how samples are grouped.
+//
+// Tensor parallelism (Megatron's scheme, config.tensor_parallel_size ranks): each rank
+// holds its heads of the attention, its columns of the MLP and its rows of the padded
+// vocabulary (param_layout.h); the row-parallel GEMMs' partial sums are all-reduced over the
+// group, the cross-entropy combines every rank's per-row statistics. With sequence
+// parallelism the residual stream, layernorms and hidden dropout work on 1/tp of the rows:
+// all-gathers before the column-parallel GEMMs and reduce-scatters after the row-parallel
+// ones replace the all-reduces, and the layernorms' gradients are all-reduced over the
+// group. The weights of any tensor-parallel size are slices of the same whole model (init
+// draws by whole-parameter index), and the hidden dropout masks are the whole model's; the
+// attention dropout of a rank's heads draws from a site of its own.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
 
+#include "adamant/comm/communicator.h"
 #include "adamant/core/buffer.h"
 #include "adamant/core/param_spec.h"
 #include "adamant/core/stream.h"
@@ -53,8 +65,10 @@ class GptModel {
   // On the CPU, or on a CUDA device with bf16 weights. padded_numel: the flat weight and
   // gradient buffers hold at least this many elements (the optimizer's shard padding after
   // the last parameter; it stays zero). The model starts on a stream of its own; see set_stream.
+  // tensor_parallel: the group of config.tensor_parallel_size ranks (buffers on `device`) when
+  // that size is above 1, else null; it must outlive the model.
   GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device, std::uint64_t seed,
-           std::size_t padded_numel = 0);
+           std::size_t padded_numel = 0, comm::Communicator* tensor_parallel = nullptr);
   GptModel(const GptModel&) = delete;  // holds a pointer to its own stream
   GptModel& operator=(const GptModel&) = delete;
 
@@ -66,6 +80,8 @@ class GptModel {
   Device device() const { return device_; }
 
   const GptConfig& config() const { return config_; }
+  int tp_rank() const { return tp_rank_; }
+  int tp_size() const { return config_.tensor_parallel_size; }
   const ParamList& params() const { return params_; }
   int micro_batch_size() const { return micro_batch_size_; }
   DType weight_dtype() const { return weight_dtype_; }
@@ -92,7 +108,8 @@ class GptModel {
   double forward_loss(const MicroBatch& batch);
 
   // Logits over the padded vocabulary of the last position of one sequence of
-  // 1..seq_length tokens (no dropout). logits.size() must be padded_vocab_size().
+  // 1..seq_length tokens (no dropout). logits.size() must be padded_vocab_size(). Needs
+  // tensor_parallel_size 1.
   // On a GPU the logits are copied back to the host span.
   void next_token_logits(std::span<const std::int32_t> tokens, std::span<float> logits);
 
@@ -111,6 +128,23 @@ class GptModel {
   // into `device_ids`. The previous call ended with a stream synchronisation (the loss
   // read-back), so no kernel still reads the buffer.
   Tensor stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids);
+  // Rows of the residual stream this rank holds, and the first of them (sequence parallelism: 1/tp).
+  std::size_t local_rows(const Pass& pass) const;
+  std::size_t first_row(const Pass& pass) const;
+  // Layernorm of this rank's rows into their place in `out_region` ([tokens, hidden]); with sequence
+  // parallelism the other ranks' rows are all-gathered in. Returns all the rows.
+  Tensor layernorm_rows(const Pass& pass, const Tensor& in, std::size_t weight_param, std::size_t bias_param,
+                        const Region& out_region, const Region& mean, const Region& rstd);
+  // Sums a row-parallel GEMM's partial [tokens, hidden] over the group; returns this rank's rows of it.
+  Tensor reduce_rows(const Pass& pass, Tensor partial);
+  // The gradient entering a residual branch (d_residual through that branch's dropout) for all
+  // the rows, as the branch's GEMMs read it.
+  Tensor branch_grad(const Pass& pass, std::uint32_t site);
+  Tensor embed(const Pass& pass);
+  void tp_all_reduce(Tensor data);
+  void tp_all_gather_rows(const Pass& pass, Tensor all_rows);  // in place: this rank's block is its own
+  // The row-parallel layers' bias, added once: by tensor-parallel rank 0, before the sum.
+  Tensor row_parallel_bias(std::size_t param);
   void forward(const Pass& pass);
   void backward(const Pass& pass, const GradReadyFn& on_grad_ready);
   void classifier(const Pass& pass, const Tensor& targets, double grad_scale, bool with_grad);
@@ -122,9 +156,12 @@ class GptModel {
   Tensor act(const Region& region, std::size_t count);
   Tensor weight(std::size_t param);
   Tensor micro_grad(std::size_t param);
-  kernels::DropoutArgs dropout_at(const Pass& pass, float probability, std::uint32_t site) const;
+  kernels::DropoutArgs dropout_at(const Pass& pass, float probability, std::uint32_t site,
+                                  std::uint64_t first_element = 0) const;
 
   GptConfig config_;
+  comm::Communicator* tensor_parallel_;  // null without tensor parallelism
+  int tp_rank_;
   ParamList params_;
   GptParamIndex index_;
   DType weight_dtype_;
@@ -134,6 +171,7 @@ class GptModel {
   Device device_;
   std::uint64_t seed_;
   std::size_t buffer_numel_;
+  std::vector<bool> grad_reduced_over_tp_;  // sequence parallelism: the layernorms' gradients are partial
   ActivationLayout layout_;
   Stream own_stream_;
   const Stream* stream_ = &own_stream_;

@@ -3,6 +3,12 @@
 //   per layer: h = x + dropout(proj(attention(qkv(ln1(x)))))
 //              x = h + dropout(fc_proj(gelu(fc(ln2(h)))))
 //   loss = cross_entropy(final_ln(x) * wte^T, targets)
+//
+// With tensor parallelism every GEMM works on this rank's share of the weights: qkv, fc and
+// the logits are column-parallel (all the rows in, this rank's columns out), proj and fc_proj
+// row-parallel (partial sums over the group, reduced by reduce_rows). The residual stream x, h
+// and the layernorms hold local_rows() rows: all of them, or 1/tp with sequence parallelism, where
+// layernorm_rows gathers the rows that the next GEMM needs and reduce_rows scatters the sums.
 #include "adamant/kernels/attention.h"
 #include "adamant/kernels/cross_entropy.h"
 #include "adamant/kernels/embedding.h"
@@ -17,149 +23,231 @@ namespace adamant::model {
 
 namespace {
 
-std::uint32_t attention_site(int layer) { return 1 + 3 * static_cast<std::uint32_t>(layer); }
+constexpr std::uint32_t kEmbeddingSite = 0;
 std::uint32_t attention_residual_site(int layer) { return 2 + 3 * static_cast<std::uint32_t>(layer); }
 std::uint32_t mlp_residual_site(int layer) { return 3 + 3 * static_cast<std::uint32_t>(layer); }
-constexpr std::uint32_t kEmbeddingSite = 0;
+// A tensor-parallel rank's heads draw their attention dropout from a site of their own.
+constexpr int kTensorParallelSiteShift = 20;
+std::uint32_t attention_site(int layer, int tp_rank) {
+  return (1 + 3 * static_cast<std::uint32_t>(layer)) +
+         (static_cast<std::uint32_t>(tp_rank) << kTensorParallelSiteShift);
+}
 
 }  // namespace
 
+Tensor GptModel::layernorm_rows(const Pass& pass, const Tensor& in, std::size_t weight_param, std::size_t bias_param,
+                                const Region& out_region, const Region& mean, const Region& rstd) {
+  const std::size_t C = static_cast<std::size_t>(config_.hidden_size);
+  const std::size_t rows = local_rows(pass);
+  Tensor all_rows = act(out_region, static_cast<std::size_t>(pass.batch) * pass.seq * C);
+  kernels::layernorm_forward(in, weight(weight_param), weight(bias_param), config_.layernorm_epsilon,
+                             all_rows.slice(first_row(pass) * C, rows * C), act(mean, rows), act(rstd, rows),
+                             {static_cast<std::int64_t>(rows), config_.hidden_size}, *stream_);
+  if (config_.sequence_parallel) tp_all_gather_rows(pass, all_rows);
+  return all_rows;
+}
+
+Tensor GptModel::reduce_rows(const Pass& pass, Tensor partial) {
+  if (tensor_parallel_ == nullptr) return partial;
+  if (!config_.sequence_parallel) {
+    tp_all_reduce(partial);
+    return partial;
+  }
+  const std::size_t n = local_rows(pass) * static_cast<std::size_t>(config_.hidden_size);
+  Tensor mine = partial.slice(first_row(pass) * config_.hidden_size, n);
+  tensor_parallel_->order_after(*stream_);
+  tensor_parallel_->reduce_scatter_async(partial, mine, comm::ReduceOp::sum).wait(*stream_);
+  return mine;
+}
+
+Tensor GptModel::branch_grad(const Pass& pass, std::uint32_t site) {
+  const std::size_t C = static_cast<std::size_t>(config_.hidden_size);
+  const std::size_t rows = local_rows(pass);
+  const std::int64_t sample_numel = static_cast<std::int64_t>(pass.seq) * config_.hidden_size;
+  const kernels::DropoutArgs args = dropout_at(pass, config_.hidden_dropout, site, first_row(pass) * C);
+  Tensor d_residual = act(layout_.d_residual, rows * C);
+  if (!config_.sequence_parallel) {
+    if (args.probability <= 0.0f) return d_residual;
+    Tensor d_branch = act(layout_.d_branch, rows * C);
+    kernels::dropout(d_residual, d_branch, static_cast<std::int64_t>(rows * C), sample_numel, args, *stream_);
+    return d_branch;
+  }
+  Tensor all_rows = act(layout_.d_branch, static_cast<std::size_t>(pass.batch) * pass.seq * C);
+  kernels::dropout(d_residual, all_rows.slice(first_row(pass) * C, rows * C), static_cast<std::int64_t>(rows * C),
+                   sample_numel, args, *stream_);
+  tp_all_gather_rows(pass, all_rows);
+  return all_rows;
+}
+
+Tensor GptModel::embed(const Pass& pass) {
+  const std::int64_t B = pass.batch, L = pass.seq, C = config_.hidden_size, V = config_.local_vocab();
+  const std::size_t rows = local_rows(pass);
+  Tensor x = act(layout_.embedded, rows * C);
+  // Each rank looks up the tokens of its vocabulary rows (others give zeros) and rank 0 adds the
+  // positions; the sum over the group is the whole embedding.
+  const kernels::EmbeddingShape shape{B, L, C, V, static_cast<std::int64_t>(tp_rank_) * V};
+  Tensor all_rows = tensor_parallel_ == nullptr ? x : act(layout_.branch, static_cast<std::size_t>(B * L * C));
+  const Tensor position = tp_rank_ == 0 ? weight(index_.position_embedding) : Tensor{};
+  kernels::embedding_forward(pass.tokens, weight(index_.word_embedding), position, all_rows, shape, *stream_);
+  const Tensor mine = reduce_rows(pass, all_rows);
+  kernels::dropout(mine, x, static_cast<std::int64_t>(rows * C), L * C,
+                   dropout_at(pass, config_.hidden_dropout, kEmbeddingSite, first_row(pass) * C), *stream_);
+  return x;
+}
+
 void GptModel::forward(const Pass& pass) {
-  const std::int64_t B = pass.batch, L = pass.seq, C = config_.hidden_size, F = config_.ffn_hidden_size;
-  const std::int64_t H = config_.num_attention_heads, V = config_.padded_vocab_size();
-  const std::size_t N = static_cast<std::size_t>(B * L), NC = N * C, NF = N * F;
-  const double eps = config_.layernorm_epsilon;
+  const std::int64_t B = pass.batch, L = pass.seq, C = config_.hidden_size, F = config_.local_ffn();
+  const std::int64_t H = config_.local_heads(), D = config_.head_dim(), W = H * D;  // W: this rank's attention width
+  const std::size_t N = static_cast<std::size_t>(B * L), rows = local_rows(pass);
+  const std::size_t NC = N * C, RC = rows * C, NW = N * W, NF = N * F;
+  const std::uint64_t first_element = first_row(pass) * C;
   const float hidden_p = config_.hidden_dropout;
 
-  Tensor x = act(layout_.embedded, NC);
-  kernels::embedding_forward(pass.tokens, weight(index_.word_embedding), weight(index_.position_embedding), x,
-                             {B, L, C, V}, *stream_);
-  kernels::dropout(x, x, B, L * C, dropout_at(pass, hidden_p, kEmbeddingSite), *stream_);
-  Tensor branch = act(layout_.branch, NC);
+  Tensor x = embed(pass);
+  Tensor branch_sums = act(layout_.branch, NC);
   for (int l = 0; l < config_.num_layers; ++l) {
     const LayerActivations& a = layout_.layers[l];
     const LayerParamIndex& w = index_.layers[l];
-    Tensor ln1 = act(a.ln1, NC);
-    kernels::layernorm_forward(x, weight(w.ln1_weight), weight(w.ln1_bias), eps, ln1, act(a.ln1_mean, N),
-                               act(a.ln1_rstd, N), {static_cast<std::int64_t>(N), C}, *stream_);
-    Tensor qkv = act(a.qkv, 3 * NC);
-    kernels::linear_forward(ln1, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {B * L, C, 3 * C}, *stream_);
-    Tensor attention = act(a.attention, NC);
-    const kernels::DropoutArgs attention_dropout = dropout_at(pass, config_.attention_dropout, attention_site(l));
+    const Tensor ln1 = layernorm_rows(pass, x, w.ln1_weight, w.ln1_bias, a.ln1, a.ln1_mean, a.ln1_rstd);
+    Tensor qkv = act(a.qkv, 3 * NW);
+    kernels::linear_forward(ln1, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {B * L, C, 3 * W}, *stream_);
+    Tensor attention = act(a.attention, NW);
+    const kernels::DropoutArgs attention_dropout =
+        dropout_at(pass, config_.attention_dropout, attention_site(l, tp_rank_));
     if (layout_.flash_attention) {
       kernels::flash_attention_forward(qkv, attention, act(a.logsumexp, static_cast<std::size_t>(B * H * L)), Tensor{},
-                                       {B, L, H, C / H}, attention_dropout, *stream_);
+                                       {B, L, H, D}, attention_dropout, *stream_);
     } else {
-      kernels::attention_forward(qkv, act(a.probs, B * H * L * L), attention, {B, L, H, C / H}, attention_dropout,
+      kernels::attention_forward(qkv, act(a.probs, B * H * L * L), attention, {B, L, H, D}, attention_dropout,
                                  *stream_);
     }
-    kernels::linear_forward(attention, weight(w.proj_weight), weight(w.proj_bias), branch, {B * L, C, C}, *stream_);
-    kernels::dropout(branch, branch, B, L * C, dropout_at(pass, hidden_p, attention_residual_site(l)), *stream_);
-    Tensor residual_attention = act(a.residual_attention, NC);
-    kernels::residual_add(x, branch, residual_attention, NC, *stream_);
+    kernels::linear_forward(attention, weight(w.proj_weight), row_parallel_bias(w.proj_bias), branch_sums,
+                            {B * L, W, C}, *stream_);
+    Tensor branch = reduce_rows(pass, branch_sums);
+    kernels::dropout(branch, branch, static_cast<std::int64_t>(RC), L * C,
+                     dropout_at(pass, hidden_p, attention_residual_site(l), first_element), *stream_);
+    Tensor residual_attention = act(a.residual_attention, RC);
+    kernels::residual_add(x, branch, residual_attention, static_cast<std::int64_t>(RC), *stream_);
 
-    Tensor ln2 = act(a.ln2, NC);
-    kernels::layernorm_forward(residual_attention, weight(w.ln2_weight), weight(w.ln2_bias), eps, ln2,
-                               act(a.ln2_mean, N), act(a.ln2_rstd, N), {static_cast<std::int64_t>(N), C}, *stream_);
+    const Tensor ln2 =
+        layernorm_rows(pass, residual_attention, w.ln2_weight, w.ln2_bias, a.ln2, a.ln2_mean, a.ln2_rstd);
     Tensor fc = act(a.fc, NF);
     kernels::linear_forward(ln2, weight(w.fc_weight), weight(w.fc_bias), fc, {B * L, C, F}, *stream_);
     Tensor fc_gelu = act(a.fc_gelu, NF);
     kernels::gelu_forward(fc, fc_gelu, NF, *stream_);
-    kernels::linear_forward(fc_gelu, weight(w.fc_proj_weight), weight(w.fc_proj_bias), branch, {B * L, F, C}, *stream_);
-    kernels::dropout(branch, branch, B, L * C, dropout_at(pass, hidden_p, mlp_residual_site(l)), *stream_);
-    x = act(a.residual_mlp, NC);
-    kernels::residual_add(residual_attention, branch, x, NC, *stream_);
+    kernels::linear_forward(fc_gelu, weight(w.fc_proj_weight), row_parallel_bias(w.fc_proj_bias), branch_sums,
+                            {B * L, F, C}, *stream_);
+    branch = reduce_rows(pass, branch_sums);
+    kernels::dropout(branch, branch, static_cast<std::int64_t>(RC), L * C,
+                     dropout_at(pass, hidden_p, mlp_residual_site(l), first_element), *stream_);
+    x = act(a.residual_mlp, RC);
+    kernels::residual_add(residual_attention, branch, x, static_cast<std::int64_t>(RC), *stream_);
   }
-  kernels::layernorm_forward(x, weight(index_.final_ln_weight), weight(index_.final_ln_bias), eps,
-                             act(layout_.final_ln, NC), act(layout_.final_ln_mean, N), act(layout_.final_ln_rstd, N),
-                             {static_cast<std::int64_t>(N), C}, *stream_);
+  layernorm_rows(pass, x, index_.final_ln_weight, index_.final_ln_bias, layout_.final_ln, layout_.final_ln_mean,
+                 layout_.final_ln_rstd);
 }
 
 void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_scale, bool with_grad) {
-  const std::int64_t C = config_.hidden_size, V = config_.padded_vocab_size();
+  const std::int64_t C = config_.hidden_size, V = config_.local_vocab();
   const std::size_t N = static_cast<std::size_t>(pass.batch) * pass.seq;
-  kernels::fused_classifier(act(layout_.final_ln, N * C), weight(index_.word_embedding), targets,
-                            act(layout_.losses, N), act(layout_.logits_chunk, layout_.logits_chunk.numel), grad_scale,
-                            with_grad ? act(layout_.d_ln, N * C) : Tensor{},
-                            with_grad ? micro_grad(index_.word_embedding) : Tensor{}, false,
-                            {static_cast<std::int64_t>(N), C, V}, *stream_);
+  const Tensor x = act(layout_.final_ln, N * C);
+  const Tensor scratch = act(layout_.logits_chunk, layout_.logits_chunk.numel);
+  const Tensor d_x = with_grad ? act(layout_.d_ln, N * C) : Tensor{};
+  const Tensor d_embedding = with_grad ? micro_grad(index_.word_embedding) : Tensor{};
+  if (tensor_parallel_ == nullptr) {
+    kernels::fused_classifier(x, weight(index_.word_embedding), targets, act(layout_.losses, N), scratch, grad_scale,
+                              d_x, d_embedding, false, {static_cast<std::int64_t>(N), C, V}, *stream_);
+    return;
+  }
+  // Vocabulary-parallel cross-entropy: each rank's per-row logsumexp and target logit over its
+  // rows of the vocabulary, exchanged, combined into the loss and the whole logsumexp; then the
+  // gradient over this rank's vocabulary (d_x holds this rank's part of the sum).
+  const kernels::VocabParallelShape shape{static_cast<std::int64_t>(N), C, V, static_cast<std::int64_t>(tp_rank_) * V};
+  const Tensor stats = act(layout_.classifier_stats, 2 * N);
+  const Tensor gathered = act(layout_.classifier_gathered, static_cast<std::size_t>(tp_size()) * 2 * N);
+  const Tensor lse = act(layout_.classifier_lse, N);
+  kernels::vocab_parallel_classifier_stats(x, weight(index_.word_embedding), targets, stats, scratch, shape, *stream_);
+  tensor_parallel_->order_after(*stream_);
+  tensor_parallel_->all_gather_async(stats, gathered).wait(*stream_);
+  kernels::vocab_parallel_combine(gathered, tp_size(), static_cast<std::int64_t>(N), act(layout_.losses, N), lse,
+                                  *stream_);
+  if (!with_grad) return;
+  kernels::vocab_parallel_classifier_backward(x, weight(index_.word_embedding), targets, lse, grad_scale, scratch, d_x,
+                                              d_embedding, false, shape, *stream_);
 }
 
 void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
-  const std::int64_t B = pass.batch, L = pass.seq, C = config_.hidden_size, F = config_.ffn_hidden_size;
-  const std::int64_t H = config_.num_attention_heads, V = config_.padded_vocab_size();
-  const std::size_t N = static_cast<std::size_t>(B * L), NC = N * C, NF = N * F;
-  const std::int64_t rows = B * L;
-  const bool hidden_dropout = pass.training && config_.hidden_dropout > 0.0f;
+  const std::int64_t B = pass.batch, L = pass.seq, C = config_.hidden_size, F = config_.local_ffn();
+  const std::int64_t H = config_.local_heads(), D = config_.head_dim(), W = H * D, V = config_.local_vocab();
+  const std::size_t N = static_cast<std::size_t>(B * L), rows = local_rows(pass);
+  const std::size_t NC = N * C, RC = rows * C, NW = N * W, NF = N * F;
+  const std::int64_t local = static_cast<std::int64_t>(rows);
   auto finish = [&](std::size_t bias, std::size_t weight_param) {
     finish_grad(bias, on_grad_ready);
     finish_grad(weight_param, on_grad_ready);
   };
-  // The gradient entering a residual branch: the stream's gradient through that branch's dropout.
-  Tensor d_residual = act(layout_.d_residual, NC);
-  auto branch_grad = [&](std::uint32_t site) {
-    if (!hidden_dropout) return d_residual;
-    Tensor d_branch = act(layout_.d_branch, NC);
-    kernels::dropout(d_residual, d_branch, B, L * C, dropout_at(pass, config_.hidden_dropout, site), *stream_);
-    return d_branch;
-  };
-  Tensor d_ln = act(layout_.d_ln, NC);  // holds d(final_ln output) from the classifier
+  Tensor d_residual = act(layout_.d_residual, RC);
+  Tensor d_ln_sums = act(layout_.d_ln, NC);  // holds d(final_ln output) from the classifier
 
   zero(d_residual);
   const Tensor last_x =
-      config_.num_layers > 0 ? act(layout_.layers.back().residual_mlp, NC) : act(layout_.embedded, NC);
-  kernels::layernorm_backward(d_ln, last_x, weight(index_.final_ln_weight), act(layout_.final_ln_mean, N),
-                              act(layout_.final_ln_rstd, N), d_residual, micro_grad(index_.final_ln_weight),
-                              micro_grad(index_.final_ln_bias), {rows, C}, *stream_);
+      config_.num_layers > 0 ? act(layout_.layers.back().residual_mlp, RC) : act(layout_.embedded, RC);
+  kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), last_x, weight(index_.final_ln_weight),
+                              act(layout_.final_ln_mean, rows), act(layout_.final_ln_rstd, rows), d_residual,
+                              micro_grad(index_.final_ln_weight), micro_grad(index_.final_ln_bias), {local, C},
+                              *stream_);
   finish(index_.final_ln_bias, index_.final_ln_weight);
 
   for (int l = config_.num_layers - 1; l >= 0; --l) {
     const LayerActivations& a = layout_.layers[l];
     const LayerParamIndex& w = index_.layers[l];
-    const Tensor x_in = l == 0 ? act(layout_.embedded, NC) : act(layout_.layers[l - 1].residual_mlp, NC);
+    const Tensor x_in = l == 0 ? act(layout_.embedded, RC) : act(layout_.layers[l - 1].residual_mlp, RC);
 
     Tensor d_fc = act(layout_.d_fc, NF);
-    kernels::linear_backward(branch_grad(mlp_residual_site(l)), act(a.fc_gelu, NF), weight(w.fc_proj_weight), d_fc,
-                             micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {rows, F, C}, *stream_);
+    kernels::linear_backward(branch_grad(pass, mlp_residual_site(l)), act(a.fc_gelu, NF), weight(w.fc_proj_weight),
+                             d_fc, micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, *stream_);
     finish(w.fc_proj_bias, w.fc_proj_weight);
     kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, *stream_);
-    kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln, micro_grad(w.fc_weight),
-                             micro_grad(w.fc_bias), {rows, C, F}, *stream_);
+    kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln_sums, micro_grad(w.fc_weight),
+                             micro_grad(w.fc_bias), {B * L, C, F}, *stream_);
     finish(w.fc_bias, w.fc_weight);
-    kernels::layernorm_backward(d_ln, act(a.residual_attention, NC), weight(w.ln2_weight), act(a.ln2_mean, N),
-                                act(a.ln2_rstd, N), d_residual, micro_grad(w.ln2_weight), micro_grad(w.ln2_bias),
-                                {rows, C}, *stream_);
+    kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), act(a.residual_attention, RC), weight(w.ln2_weight),
+                                act(a.ln2_mean, rows), act(a.ln2_rstd, rows), d_residual, micro_grad(w.ln2_weight),
+                                micro_grad(w.ln2_bias), {local, C}, *stream_);
     finish(w.ln2_bias, w.ln2_weight);
 
-    Tensor d_attention = act(layout_.d_attention, NC);
-    kernels::linear_backward(branch_grad(attention_residual_site(l)), act(a.attention, NC), weight(w.proj_weight),
-                             d_attention, micro_grad(w.proj_weight), micro_grad(w.proj_bias), {rows, C, C}, *stream_);
+    Tensor d_attention = act(layout_.d_attention, NW);
+    kernels::linear_backward(branch_grad(pass, attention_residual_site(l)), act(a.attention, NW), weight(w.proj_weight),
+                             d_attention, micro_grad(w.proj_weight), micro_grad(w.proj_bias), {B * L, W, C}, *stream_);
     finish(w.proj_bias, w.proj_weight);
-    Tensor d_qkv = act(layout_.d_qkv, 3 * NC);
-    const kernels::DropoutArgs attention_dropout = dropout_at(pass, config_.attention_dropout, attention_site(l));
+    Tensor d_qkv = act(layout_.d_qkv, 3 * NW);
+    const kernels::DropoutArgs attention_dropout =
+        dropout_at(pass, config_.attention_dropout, attention_site(l, tp_rank_));
     if (layout_.flash_attention) {
-      kernels::flash_attention_backward(d_attention, act(a.qkv, 3 * NC), act(a.attention, NC),
+      kernels::flash_attention_backward(d_attention, act(a.qkv, 3 * NW), act(a.attention, NW),
                                         act(a.logsumexp, static_cast<std::size_t>(B * H * L)), d_qkv, Tensor{},
-                                        {B, L, H, C / H}, attention_dropout, *stream_);
+                                        {B, L, H, D}, attention_dropout, *stream_);
     } else {
       const std::size_t probs = static_cast<std::size_t>(B * H * L * L);
-      kernels::attention_backward(d_attention, act(a.qkv, 3 * NC), act(a.probs, probs), act(layout_.d_probs, probs),
-                                  d_qkv, {B, L, H, C / H}, attention_dropout, *stream_);
+      kernels::attention_backward(d_attention, act(a.qkv, 3 * NW), act(a.probs, probs), act(layout_.d_probs, probs),
+                                  d_qkv, {B, L, H, D}, attention_dropout, *stream_);
     }
-    kernels::linear_backward(d_qkv, act(a.ln1, NC), weight(w.qkv_weight), d_ln, micro_grad(w.qkv_weight),
-                             micro_grad(w.qkv_bias), {rows, C, 3 * C}, *stream_);
+    kernels::linear_backward(d_qkv, act(a.ln1, NC), weight(w.qkv_weight), d_ln_sums, micro_grad(w.qkv_weight),
+                             micro_grad(w.qkv_bias), {B * L, C, 3 * W}, *stream_);
     finish(w.qkv_bias, w.qkv_weight);
-    kernels::layernorm_backward(d_ln, x_in, weight(w.ln1_weight), act(a.ln1_mean, N), act(a.ln1_rstd, N), d_residual,
-                                micro_grad(w.ln1_weight), micro_grad(w.ln1_bias), {rows, C}, *stream_);
+    kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), x_in, weight(w.ln1_weight), act(a.ln1_mean, rows),
+                                act(a.ln1_rstd, rows), d_residual, micro_grad(w.ln1_weight), micro_grad(w.ln1_bias),
+                                {local, C}, *stream_);
     finish(w.ln1_bias, w.ln1_weight);
   }
 
-  kernels::dropout(d_residual, d_residual, B, L * C, dropout_at(pass, config_.hidden_dropout, kEmbeddingSite),
-                   *stream_);
+  // Every rank has the whole gradient of the embedding output here, so each computes the same
+  // position gradient and its own vocabulary rows' word gradient.
+  const Tensor d_embedded = branch_grad(pass, kEmbeddingSite);
   Tensor d_position = micro_grad(index_.position_embedding);
   zero(d_position);
-  kernels::embedding_backward(d_residual, pass.tokens, micro_grad(index_.word_embedding), d_position, {B, L, C, V},
-                              *stream_);
+  kernels::embedding_backward(d_embedded, pass.tokens, micro_grad(index_.word_embedding), d_position,
+                              {B, L, C, V, static_cast<std::int64_t>(tp_rank_) * V}, *stream_);
   finish_grad(index_.position_embedding, on_grad_ready);
   finish_grad(index_.word_embedding, on_grad_ready);
 }

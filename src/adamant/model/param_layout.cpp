@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <string>
 
 namespace adamant::model {
@@ -14,7 +15,8 @@ std::string layer_name(int layer, const char* suffix) { return fmt::format("deco
 
 ParamList build_param_list(const GptConfig& config) {
   config.validate();
-  const std::int64_t hidden = config.hidden_size, ffn = config.ffn_hidden_size;
+  const std::int64_t hidden = config.hidden_size, ffn = config.local_ffn();
+  const std::int64_t width = static_cast<std::int64_t>(config.local_heads()) * config.head_dim();  // attention
   std::vector<ParamSpec> in_order_of_use;
   auto add = [&](std::string name, std::vector<std::int64_t> shape, bool decay, bool tp_duplicate) {
     ParamSpec spec;
@@ -30,13 +32,13 @@ ParamList build_param_list(const GptConfig& config) {
     add(prefix + ".weight", {hidden}, false, true);
     add(prefix + ".bias", {hidden}, false, true);
   };
-  add("embedding.word_embeddings.weight", {config.padded_vocab_size(), hidden}, true, false);
+  add("embedding.word_embeddings.weight", {config.local_vocab(), hidden}, true, false);
   add("embedding.position_embeddings.weight", {config.seq_length, hidden}, true, true);
   for (int l = 0; l < config.num_layers; ++l) {
     add_layernorm(layer_name(l, "input_layernorm"));
-    add(layer_name(l, "self_attention.query_key_value.weight"), {3 * hidden, hidden}, true, false);
-    add(layer_name(l, "self_attention.query_key_value.bias"), {3 * hidden}, false, false);
-    add(layer_name(l, "self_attention.dense.weight"), {hidden, hidden}, true, false);
+    add(layer_name(l, "self_attention.query_key_value.weight"), {3 * width, hidden}, true, false);
+    add(layer_name(l, "self_attention.query_key_value.bias"), {3 * width}, false, false);
+    add(layer_name(l, "self_attention.dense.weight"), {hidden, width}, true, false);
     add(layer_name(l, "self_attention.dense.bias"), {hidden}, false, true);
     add_layernorm(layer_name(l, "post_attention_layernorm"));
     add(layer_name(l, "mlp.dense_h_to_4h.weight"), {ffn, hidden}, true, false);
@@ -53,6 +55,75 @@ ParamList build_param_list(const GptConfig& config) {
     list.total_numel += spec.numel;
   }
   return list;
+}
+
+std::size_t TensorParallelSlice::global_index(std::size_t local, int rank, int size) const {
+  const auto r = static_cast<std::size_t>(rank), t = static_cast<std::size_t>(size);
+  const auto cols = static_cast<std::size_t>(full_cols);
+  switch (split) {
+    case TensorParallelSplit::replicated:
+      return local;
+    case TensorParallelSplit::rows: {
+      const std::size_t part_rows = static_cast<std::size_t>(full_rows) / static_cast<std::size_t>(parts);
+      const std::size_t local_part_rows = part_rows / t;
+      const std::size_t row = local / cols, col = local % cols;
+      const std::size_t part = row / local_part_rows, within = row % local_part_rows;
+      return (part * part_rows + r * local_part_rows + within) * cols + col;
+    }
+    case TensorParallelSplit::columns: {
+      const std::size_t local_cols = cols / t;
+      const std::size_t row = local / local_cols, col = local % local_cols;
+      return row * cols + r * local_cols + col;
+    }
+  }
+  return local;
+}
+
+TensorParallelSlice tensor_parallel_slice(const GptConfig& config, const ParamSpec& spec) {
+  const std::int64_t hidden = config.hidden_size, ffn = config.ffn_hidden_size;
+  const std::string& name = spec.name;
+  auto rows = [](int parts, std::int64_t full_rows, std::int64_t full_cols) {
+    return TensorParallelSlice{TensorParallelSplit::rows, parts, full_rows, full_cols};
+  };
+  if (name == "embedding.word_embeddings.weight") return rows(1, config.padded_vocab_size(), hidden);
+  if (name.ends_with("self_attention.query_key_value.weight")) return rows(3, 3 * hidden, hidden);
+  if (name.ends_with("self_attention.query_key_value.bias")) return rows(3, 3 * hidden, 1);
+  if (name.ends_with("mlp.dense_h_to_4h.weight")) return rows(1, ffn, hidden);
+  if (name.ends_with("mlp.dense_h_to_4h.bias")) return rows(1, ffn, 1);
+  if (name.ends_with("self_attention.dense.weight")) {
+    return {TensorParallelSplit::columns, 1, hidden, hidden};
+  }
+  if (name.ends_with("mlp.dense_4h_to_h.weight")) return {TensorParallelSplit::columns, 1, hidden, ffn};
+  return {TensorParallelSplit::replicated, 1, static_cast<std::int64_t>(spec.numel), 1};
+}
+
+std::vector<std::int64_t> whole_shape(const GptConfig& config, const ParamSpec& spec) {
+  const TensorParallelSlice slice = tensor_parallel_slice(config, spec);
+  if (slice.split == TensorParallelSplit::replicated) return spec.shape;
+  if (spec.shape.size() == 1) return {slice.full_rows * slice.full_cols};
+  return {slice.full_rows, slice.full_cols};
+}
+
+void scatter_slice(const GptConfig& config, const ParamSpec& spec, int rank, const void* slice, void* whole,
+                   std::size_t element_size) {
+  const TensorParallelSlice map = tensor_parallel_slice(config, spec);
+  const auto* in = static_cast<const char*>(slice);
+  auto* out = static_cast<char*>(whole);
+  for (std::size_t i = 0; i < spec.numel; ++i) {
+    std::memcpy(out + map.global_index(i, rank, config.tensor_parallel_size) * element_size, in + i * element_size,
+                element_size);
+  }
+}
+
+void gather_slice(const GptConfig& config, const ParamSpec& spec, int rank, const void* whole, void* slice,
+                  std::size_t element_size) {
+  const TensorParallelSlice map = tensor_parallel_slice(config, spec);
+  const auto* in = static_cast<const char*>(whole);
+  auto* out = static_cast<char*>(slice);
+  for (std::size_t i = 0; i < spec.numel; ++i) {
+    std::memcpy(out + i * element_size, in + map.global_index(i, rank, config.tensor_parallel_size) * element_size,
+                element_size);
+  }
 }
 
 GptParamIndex index_params(const GptConfig& config, const ParamList& params) {

@@ -3,6 +3,7 @@
 // reverse order of first use (final layernorm first, embeddings last), which is
 // the order in which backward completes the gradients.
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "adamant/core/param_spec.h"
@@ -20,7 +21,38 @@ namespace adamant::model {
 // decoder.final_layernorm.{weight, bias}.
 // No weight decay on biases and layernorm parameters; tp_duplicate marks what Megatron
 // replicates across tensor-parallel ranks (layernorms, position embeddings, row-parallel biases).
+// With config.tensor_parallel_size > 1 the shapes are one rank's (every rank has the same list):
+// query_key_value and dense_h_to_4h are split by output rows (column-parallel), dense and
+// dense_4h_to_h by input columns (row-parallel), the word embedding by vocabulary rows.
 ParamList build_param_list(const GptConfig& config);
+
+// How one tensor-parallel rank's parameter sits in the whole one, seen as a [full_rows, full_cols]
+// matrix (a vector has one column).
+enum class TensorParallelSplit {
+  replicated,  // every rank holds all of it
+  rows,        // of each of `parts` equal row blocks, the rank holds its 1/tp share (QKV: 3 blocks q, k, v)
+  columns,     // the rank holds its 1/tp share of the columns of every row
+};
+struct TensorParallelSlice {
+  TensorParallelSplit split = TensorParallelSplit::replicated;
+  int parts = 1;
+  std::int64_t full_rows = 0;
+  std::int64_t full_cols = 1;
+
+  // Index in the whole parameter of element `local` of tensor-parallel rank `rank` of `size`.
+  std::size_t global_index(std::size_t local, int rank, int size) const;
+};
+TensorParallelSlice tensor_parallel_slice(const GptConfig& config, const ParamSpec& spec);
+
+// The shape of the whole (unsplit) parameter of which `spec` is one tensor-parallel rank's slice.
+std::vector<std::int64_t> whole_shape(const GptConfig& config, const ParamSpec& spec);
+// Copies between one rank's slice (spec.numel elements of element_size bytes) and the whole
+// parameter: scatter_slice writes the slice's elements into their places in `whole`,
+// gather_slice reads them from there.
+void scatter_slice(const GptConfig& config, const ParamSpec& spec, int rank, const void* slice, void* whole,
+                   std::size_t element_size);
+void gather_slice(const GptConfig& config, const ParamSpec& spec, int rank, const void* whole, void* slice,
+                  std::size_t element_size);
 
 // Where each parameter of the model sits in a ParamList from build_param_list.
 struct LayerParamIndex {

@@ -12,7 +12,8 @@
 namespace adamant::optim {
 
 DistributedFusedAdam::DistributedFusedAdam(const OptimizerOptions& options, const ParamList& params,
-                                           comm::Communicator& data_parallel, const Stream& compute_stream)
+                                           comm::Communicator& data_parallel, const Stream& compute_stream,
+                                           GradNormScope norm_scope)
     : options_(options),
       params_(params),
       comm_(data_parallel),
@@ -25,6 +26,7 @@ DistributedFusedAdam::DistributedFusedAdam(const OptimizerOptions& options, cons
       grad_sync_(plan_.buckets().size()),
       param_sync_(plan_.buckets().size()),
       grad_sync_issued_(plan_.buckets().size(), 0) {
+  norm_scope_ = norm_scope;
   // The segments of this rank's shards (offsets relative to each shard), built once.
   for (std::size_t b = 0; b < plan_.buckets().size(); ++b) {
     const Bucket& bucket = plan_.buckets()[b];
@@ -39,6 +41,14 @@ DistributedFusedAdam::DistributedFusedAdam(const OptimizerOptions& options, cons
                                                    params_[piece.param].weight_decay ? 1 : 0});
     }
     shard.segment_count = segments_host_.size() - shard.segment_begin;
+    shard.norm_segment_begin = norm_segments_host_.size();
+    for (const ShardFragment& piece : plan_.shard_fragments(b, rank_)) {
+      if (!norm_scope_.counts(params_[piece.param])) continue;
+      norm_segments_host_.insert(norm_segments_host_.end(),
+                                 {static_cast<std::int64_t>(piece.shard_offset),
+                                  static_cast<std::int64_t>(piece.shard_offset + piece.numel), 0});
+    }
+    shard.norm_segment_count = norm_segments_host_.size() - shard.norm_segment_begin;
     shards_.push_back(shard);
   }
 }
@@ -67,13 +77,16 @@ void DistributedFusedAdam::attach(Tensor model_weights, Tensor model_grads) {
   exp_avg_buffer_ = Buffer(n * sizeof(float), device);
   exp_avg_sq_buffer_ = Buffer(n * sizeof(float), device);
   segments_buffer_ = Buffer(segments_host_.size() * sizeof(std::int64_t), device);
+  norm_segments_buffer_ = Buffer(norm_segments_host_.size() * sizeof(std::int64_t), device);
   norm_buffer_ = Buffer(sizeof(float), device);
   main_ = Tensor::flat(main_buffer_.data(), main_dtype, device, n);
   exp_avg_ = Tensor::flat(exp_avg_buffer_.data(), DType::f32, device, n);
   exp_avg_sq_ = Tensor::flat(exp_avg_sq_buffer_.data(), DType::f32, device, n);
   segments_ = Tensor::flat(segments_buffer_.data(), DType::i64, device, segments_host_.size());
+  norm_segments_ = Tensor::flat(norm_segments_buffer_.data(), DType::i64, device, norm_segments_host_.size());
   norm_ = Tensor::flat(norm_buffer_.data(), DType::f32, device, 1);
   copy_bytes(segments_.data, device, segments_host_.data(), Device::cpu(), segments_.bytes());
+  copy_bytes(norm_segments_.data, device, norm_segments_host_.data(), Device::cpu(), norm_segments_.bytes());
   if (bf16_grad_sync()) {
     staging_buffer_ = Buffer(plan_.padded_numel() * sizeof(bf16_bits), device);
     staging_ = Tensor::flat(staging_buffer_.data(), DType::bf16, device, plan_.padded_numel());
@@ -97,6 +110,11 @@ Tensor DistributedFusedAdam::synced_grad(std::size_t bucket) const {
 Tensor DistributedFusedAdam::shard_segments(std::size_t bucket) const {
   const LocalShard& shard = shards_[bucket];
   return segments_.slice(shard.segment_begin, shard.segment_count);
+}
+
+Tensor DistributedFusedAdam::shard_norm_segments(std::size_t bucket) const {
+  const LocalShard& shard = shards_[bucket];
+  return norm_segments_.slice(shard.norm_segment_begin, shard.norm_segment_count);
 }
 
 void DistributedFusedAdam::issue_grad_sync(std::size_t bucket_index) {
@@ -131,7 +149,11 @@ void DistributedFusedAdam::on_grad_ready(std::size_t index) {
 }
 
 void DistributedFusedAdam::wait_for_params() {
-  for (auto& handle : param_sync_) handle.wait(stream_);
+  const auto pending = [](const comm::CommHandle& handle) { return handle.pending(); };
+  if (std::none_of(param_sync_.begin(), param_sync_.end(), pending)) return;
+  comm_waits_.time(stream_, [this] {
+    for (auto& handle : param_sync_) handle.wait(stream_);
+  });
 }
 
 void DistributedFusedAdam::adam_on_bucket(const kernels::AdamArgs& args, std::size_t bucket) {
@@ -154,15 +176,20 @@ StepResult DistributedFusedAdam::step(double lr, double grad_scale) {
   for (std::size_t b = 0; b < bucket_count; ++b) {
     if (grad_sync_issued_[b] == 0) issue_grad_sync(b);
   }
-  for (auto& handle : grad_sync_) handle.wait(stream_);
+  comm_waits_.time(stream_, [this] {
+    for (auto& handle : grad_sync_) handle.wait(stream_);
+  });
   std::fill(grad_sync_issued_.begin(), grad_sync_issued_.end(), 0);
 
   // Global norm: each rank's squared norm over its shards, summed over the ranks.
   for (std::size_t b = 0; b < bucket_count; ++b) {
-    kernels::squared_norm(synced_grad(b), shard_segments(b), norm_, b > 0, stream_);
+    kernels::squared_norm(synced_grad(b), shard_norm_segments(b), norm_, b > 0, stream_);
   }
   comm_.order_after(stream_);
-  comm_.all_reduce_async(norm_, comm::ReduceOp::sum).wait(stream_);
+  comm_waits_.time(stream_, [this] {
+    comm_.all_reduce_async(norm_, comm::ReduceOp::sum).wait(stream_);
+    norm_scope_.add_tensor_parallel_ranks(norm_, stream_);
+  });
   const float squared_norm = read_squared_norm(norm_, stream_);
 
   const double sync_scale = options_.average_grad_sync ? 1.0 : static_cast<double>(comm_.size());

@@ -12,7 +12,7 @@
 namespace adamant::optim {
 
 FusedAdam::FusedAdam(const OptimizerOptions& options, const ParamList& params, comm::Communicator& data_parallel,
-                     const Stream& compute_stream)
+                     const Stream& compute_stream, GradNormScope norm_scope)
     : options_(options),
       params_(params),
       comm_(data_parallel),
@@ -27,6 +27,12 @@ FusedAdam::FusedAdam(const OptimizerOptions& options, const ParamList& params, c
     segments_host_.insert(segments_host_.end(),
                           {static_cast<std::int64_t>(spec.offset), static_cast<std::int64_t>(spec.offset + spec.numel),
                            spec.weight_decay ? 1 : 0});
+  }
+  norm_scope_ = norm_scope;
+  for (const ParamSpec& spec : params_.params) {
+    if (spec.numel == 0 || !norm_scope_.counts(spec)) continue;
+    norm_segments_host_.insert(norm_segments_host_.end(), {static_cast<std::int64_t>(spec.offset),
+                                                           static_cast<std::int64_t>(spec.offset + spec.numel), 0});
   }
 }
 
@@ -56,12 +62,15 @@ void FusedAdam::attach(Tensor model_weights, Tensor model_grads) {
   exp_avg_buffer_ = Buffer(n * sizeof(float), device);
   exp_avg_sq_buffer_ = Buffer(n * sizeof(float), device);
   segments_buffer_ = Buffer(segments_host_.size() * sizeof(std::int64_t), device);
+  norm_segments_buffer_ = Buffer(norm_segments_host_.size() * sizeof(std::int64_t), device);
   norm_buffer_ = Buffer(sizeof(float), device);
   exp_avg_ = Tensor::of(exp_avg_buffer_, DType::f32);
   exp_avg_sq_ = Tensor::of(exp_avg_sq_buffer_, DType::f32);
   segments_ = Tensor::flat(segments_buffer_.data(), DType::i64, device, segments_host_.size());
   norm_ = Tensor::of(norm_buffer_, DType::f32);
+  norm_segments_ = Tensor::flat(norm_segments_buffer_.data(), DType::i64, device, norm_segments_host_.size());
   copy_bytes(segments_.data, device, segments_host_.data(), Device::cpu(), segments_.bytes());
+  copy_bytes(norm_segments_.data, device, norm_segments_host_.data(), Device::cpu(), norm_segments_.bytes());
   attached_ = true;
 }
 
@@ -89,10 +98,13 @@ StepResult FusedAdam::step(double lr, double grad_scale) {
     for (std::size_t b = 0; b < grad_sync_.size(); ++b) {
       if (grad_sync_issued_[b] == 0) issue_grad_sync(b);
     }
-    for (auto& handle : grad_sync_) handle.wait(stream_);
+    comm_waits_.time(stream_, [this] {
+      for (auto& handle : grad_sync_) handle.wait(stream_);
+    });
     std::fill(grad_sync_issued_.begin(), grad_sync_issued_.end(), 0);
   }
-  kernels::squared_norm(grads_, segments_, norm_, false, stream_);
+  kernels::squared_norm(grads_, norm_segments_, norm_, false, stream_);
+  comm_waits_.time(stream_, [this] { norm_scope_.add_tensor_parallel_ranks(norm_, stream_); });
   const float squared_norm = read_squared_norm(norm_, stream_);
 
   const double sync_scale = options_.average_grad_sync ? 1.0 : static_cast<double>(comm_.size());

@@ -9,6 +9,8 @@
 #include "adamant/core/buffer.h"
 #include "adamant/optim/bucket_plan.h"
 #include "adamant/optim/bucket_readiness.h"
+#include "adamant/optim/comm_wait_timer.h"
+#include "adamant/optim/grad_norm_scope.h"
 #include "adamant/optim/loss_scaler.h"
 #include "adamant/optim/optimizer.h"
 #include "adamant/optim/optimizer_checkpoint.h"
@@ -18,7 +20,7 @@ namespace adamant::optim {
 class FusedAdam final : public Optimizer {
  public:
   FusedAdam(const OptimizerOptions& options, const ParamList& params, comm::Communicator& data_parallel,
-            const Stream& compute_stream);
+            const Stream& compute_stream, GradNormScope norm_scope = {});
   FusedAdam(const FusedAdam&) = delete;
   FusedAdam& operator=(const FusedAdam&) = delete;
 
@@ -28,6 +30,7 @@ class FusedAdam final : public Optimizer {
   void on_grad_ready(std::size_t index) override;
   void wait_for_params() override {}  // the whole model is updated in place on every rank
   StepResult step(double lr, double grad_scale) override;
+  double take_exposed_comm_ms() override { return comm_waits_.take_done_ms(); }
   std::size_t state_bytes() const override;
   std::int64_t step_count() const override { return step_count_; }
   void save(const std::filesystem::path& dir) const override;
@@ -48,14 +51,17 @@ class FusedAdam final : public Optimizer {
   DynamicLossScaler loss_scaler_;
   std::int64_t step_count_ = 0;
   std::vector<std::int64_t> segments_host_;  // (begin, end, decay) per parameter, flat offsets
+  GradNormScope norm_scope_;
+  std::vector<std::int64_t> norm_segments_host_;  // the parameters that count in the grad norm
 
   bool attached_ = false;
   Tensor weights_, grads_;
-  Buffer main_buffer_, exp_avg_buffer_, exp_avg_sq_buffer_, segments_buffer_, norm_buffer_;
+  Buffer main_buffer_, exp_avg_buffer_, exp_avg_sq_buffer_, segments_buffer_, norm_segments_buffer_, norm_buffer_;
   // Views of the buffers above; main_ is the fp32 model weights themselves when there is no separate copy.
-  Tensor main_, exp_avg_, exp_avg_sq_, segments_, norm_;
+  Tensor main_, exp_avg_, exp_avg_sq_, segments_, norm_segments_, norm_;
   std::vector<comm::CommHandle> grad_sync_;
   std::vector<std::uint8_t> grad_sync_issued_;
+  CommWaitTimer comm_waits_;  // the gradient all-reduce waits
 };
 
 }  // namespace adamant::optim

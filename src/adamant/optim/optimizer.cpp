@@ -46,12 +46,13 @@ void validate_options(const OptimizerOptions& o) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options, const ParamList& params,
-                                          comm::Communicator& data_parallel, const Stream& compute_stream) {
+                                          comm::Communicator& data_parallel, const Stream& compute_stream,
+                                          GradNormScope norm_scope) {
   validate_options(options);
   if (options.name == "distributed_fused_adam") {
-    return std::make_unique<DistributedFusedAdam>(options, params, data_parallel, compute_stream);
+    return std::make_unique<DistributedFusedAdam>(options, params, data_parallel, compute_stream, norm_scope);
   }
-  return std::make_unique<FusedAdam>(options, params, data_parallel, compute_stream);
+  return std::make_unique<FusedAdam>(options, params, data_parallel, compute_stream, norm_scope);
 }
 
 }  // namespace adamant::optim

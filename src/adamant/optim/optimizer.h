@@ -20,6 +20,7 @@
 #include "adamant/core/param_spec.h"
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
+#include "adamant/optim/grad_norm_scope.h"
 
 namespace adamant::optim {
 
@@ -70,6 +71,12 @@ class Optimizer {
   // folded into one scale, Adam, parameter sync; zeroes model_grads for the next step.
   // grad_scale multiplies the summed gradients: the trainer passes 1/(micro-batches per rank * dp size).
   virtual StepResult step(double lr, double grad_scale) = 0;
+  // Exposed communication: milliseconds the compute stream stood idle waiting for collectives (parameter
+  // all-gathers in wait_for_params(), the gradient reduce-scatters or all-reduces and the grad-norm all-reduce in
+  // step()) in the waits timed since the last call whose timing is known without blocking. Read it after a host
+  // synchronisation (the trainer's loss read-back): every wait up to the step's grad-norm read is known then; a
+  // wait at the very end of step() may only be counted by the next call.
+  virtual double take_exposed_comm_ms() = 0;
   // Optimizer state held by this rank: fp32 main weights (or u16 remainders; none when the fp32 model weights
   // are the main weights), exp_avg and exp_avg_sq, padding included.
   virtual std::size_t state_bytes() const = 0;
@@ -81,9 +88,12 @@ class Optimizer {
   virtual void load(const std::filesystem::path& dir) = 0;
 };
 
-// Checks the options (Error naming the NeMo key and the fix) and builds the optimizer.
+// Checks the options (Error naming the NeMo key and the fix) and builds the optimizer. The optimizer
+// shards over the data-parallel group only; with tensor parallelism `params` are this rank's slice
+// and norm_scope.tensor_parallel is the tensor-parallel group (grad_norm_scope.h).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options, const ParamList& params,
-                                          comm::Communicator& data_parallel, const Stream& compute_stream);
+                                          comm::Communicator& data_parallel, const Stream& compute_stream,
+                                          GradNormScope norm_scope = {});
 
 // The same checks alone, for config validation before any allocation.
 void validate_options(const OptimizerOptions& options);

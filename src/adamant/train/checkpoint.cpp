@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "adamant/core/archive.h"
 #include "adamant/core/error.h"
 #include "adamant/kernels/elementwise.h"
+#include "adamant/model/param_layout.h"
 
 namespace adamant::train {
 
@@ -53,6 +55,11 @@ Tensor host_weights(model::GptModel& model, std::vector<std::uint8_t>& staging) 
   return Tensor::flat(staging.data(), weights.dtype, Device::cpu(), weights.numel());
 }
 
+// Each tensor-parallel rank's optimizer files live in a folder of their own.
+std::filesystem::path optimizer_folder(int tp_rank, int tp_size) {
+  return tp_size > 1 ? std::filesystem::path(fmt::format("tp_rank_{}", tp_rank)) : std::filesystem::path();
+}
+
 void write_text_atomically(const std::filesystem::path& file, const std::string& text) {
   auto temp = file;
   temp += ".tmp";
@@ -76,38 +83,61 @@ std::optional<std::filesystem::path> CheckpointStore::latest() const {
 
 std::filesystem::path CheckpointStore::save(const TrainingPosition& position, model::GptModel& model,
                                             const optim::Optimizer& optimizer, const std::string& config_yaml,
-                                            comm::Communicator& world) const {
+                                            comm::ProcessGrid& grid) const {
+  comm::Communicator& world = grid.world();
   const std::string name = fmt::format("step_{:08}", position.step);
   const auto final_dir = dir_ / name;
   const auto partial_dir = dir_ / (name + ".partial");
+  const int tp = model.tp_size();
   if (world.rank() == 0) {
     std::filesystem::remove_all(partial_dir);
     std::filesystem::create_directories(partial_dir);
+    for (int r = 0; tp > 1 && r < tp; ++r) std::filesystem::create_directories(partial_dir / optimizer_folder(r, tp));
   }
   world.barrier();
 
-  optimizer.save(partial_dir);
-  if (world.rank() == 0) {
-    ArchiveWriter writer(partial_dir / kModelFile);
+  optimizer.save(partial_dir / optimizer_folder(grid.tp_rank(), tp));
+  // The model file holds the whole model: the tensor-parallel ranks of data-parallel rank 0 send
+  // their slices to world rank 0, parameter by parameter (MPI counts stay small).
+  if (grid.dp_rank() == 0) {
     const ParamList& params = model.params();
     // optimizer.save() ended with a barrier on its communicator, so no parameter all-gather is pending.
     std::vector<std::uint8_t> staging;
     const Tensor weights = host_weights(model, staging);
+    const std::size_t element = dtype_size(weights.dtype);
+    std::optional<ArchiveWriter> writer;
+    if (world.rank() == 0) writer.emplace(partial_dir / kModelFile);
+    std::vector<std::uint8_t> gathered, whole;
     nlohmann::json names = nlohmann::json::array();
     for (const ParamSpec& p : params.params) {
-      writer.add(p.name, weights.slice(p.offset, p.numel).data, weights.dtype, p.shape);
+      const Tensor slice = weights.slice(p.offset, p.numel);
+      const void* data = slice.data;
+      if (tp > 1) {
+        gathered.resize(static_cast<std::size_t>(tp) * slice.bytes());
+        const Tensor all = Tensor::flat(gathered.data(), weights.dtype, Device::cpu(), tp * p.numel);
+        grid.tensor_parallel_group().all_gather(slice, all);
+        whole.resize(gathered.size());
+        for (int r = 0; r < tp; ++r) {
+          model::scatter_slice(model.config(), p, r, gathered.data() + r * slice.bytes(), whole.data(), element);
+        }
+        data = whole.data();
+      }
+      if (writer) writer->add(p.name, data, weights.dtype, model::whole_shape(model.config(), p));
       names.push_back(p.name);
     }
-    auto& meta = writer.meta();
-    meta["format"] = kFormatVersion;
-    meta["kind"] = "adamant-gpt-checkpoint";
-    meta["step"] = position.step;
-    meta["consumed_samples"] = position.consumed_samples;
-    meta["architecture"] = architecture_of(model.config());
-    meta["weight_dtype"] = std::string(dtype_name(weights.dtype));
-    meta["params"] = names;
-    meta["config_yaml"] = config_yaml;
-    writer.commit();
+    if (writer) {
+      auto& meta = writer->meta();
+      meta["format"] = kFormatVersion;
+      meta["kind"] = "adamant-gpt-checkpoint";
+      meta["step"] = position.step;
+      meta["consumed_samples"] = position.consumed_samples;
+      meta["architecture"] = architecture_of(model.config());
+      meta["tensor_model_parallel_size"] = tp;
+      meta["weight_dtype"] = std::string(dtype_name(weights.dtype));
+      meta["params"] = names;
+      meta["config_yaml"] = config_yaml;
+      writer->commit();
+    }
   }
   world.barrier();  // every rank's optimizer shard is on disk
   if (world.rank() == 0) {
@@ -155,24 +185,40 @@ TrainingPosition load_checkpoint(const std::filesystem::path& checkpoint, model:
   const Tensor model_weights = model.weights();
   std::vector<std::uint8_t> staging;  // GPU weights: filled on the host, uploaded once below
   const Tensor weights = host_weights(model, staging);
+  const int tp = model.tp_size();
+  std::vector<std::uint8_t> slice_bytes;
   for (const ParamSpec& p : params.params) {
     const ArchiveEntry& e = reader.entry(p.name);
-    ADAMANT_CHECK(e.shape == p.shape,
+    ADAMANT_CHECK(e.shape == model::whole_shape(model.config(), p),
                   "checkpoint {}: parameter {} has another shape there; it was written for another model",
                   checkpoint.string(), p.name);
     Tensor dst = weights.slice(p.offset, p.numel);
-    if (e.dtype == weights.dtype) {
+    if (e.dtype == weights.dtype && tp == 1) {
       reader.read(p.name, dst.data, dst.bytes());
-    } else {  // e.g. generate in fp32 from bf16 training weights
-      std::vector<std::uint8_t> raw = reader.read_all(p.name);
-      Tensor src = Tensor::flat(raw.data(), e.dtype, Device::cpu(), p.numel);
-      kernels::cast(src, dst, Stream());
+      continue;
     }
+    std::vector<std::uint8_t> raw = reader.read_all(p.name);  // the whole parameter
+    const void* slice = raw.data();
+    if (tp > 1) {  // this rank's slice of it
+      slice_bytes.resize(p.numel * dtype_size(e.dtype));
+      model::gather_slice(model.config(), p, model.tp_rank(), raw.data(), slice_bytes.data(), dtype_size(e.dtype));
+      slice = slice_bytes.data();
+    }
+    // e.g. generate in fp32 from bf16 training weights
+    kernels::cast(Tensor::flat(const_cast<void*>(slice), e.dtype, Device::cpu(), p.numel), dst, Stream());
   }
   if (model_weights.device.is_cuda()) {
     copy_bytes(model_weights.data, model_weights.device, weights.data, Device::cpu(), weights.bytes());
   }
-  if (optimizer != nullptr) optimizer->load(checkpoint);
+  if (optimizer != nullptr) {
+    const int saved_tp = meta.value("tensor_model_parallel_size", 1);
+    ADAMANT_CHECK(saved_tp == tp,
+                  "checkpoint {} was written with model.tensor_model_parallel_size={} and this run uses {}: its "
+                  "optimizer state is split by tensor-parallel rank and cannot be re-split; resume with "
+                  "model.tensor_model_parallel_size={} (the model weights alone load at any size)",
+                  checkpoint.string(), saved_tp, tp, saved_tp);
+    optimizer->load(checkpoint / optimizer_folder(model.tp_rank(), tp));
+  }
   return {meta.at("step").get<std::int64_t>(), meta.at("consumed_samples").get<std::int64_t>()};
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Training checkpoints: <run>/checkpoints/step_<N>/ holds model.adm (rank 0: the
-// model weights per parameter, the resolved config, the training position) and
-// optim_rank_<r>.adm (each data-parallel rank's optimizer shard). A checkpoint is
+// whole model's weights per parameter, tensor-parallel slices joined, the resolved config,
+// the training position) and optim_rank_<r>.adm (each data-parallel rank's optimizer shard;
+// with tensor parallelism in tp_rank_<t>/, one folder per tensor-parallel rank). A checkpoint is
 // assembled under a temporary name and renamed when every rank has written its
 // part, so a crash mid-save never leaves a checkpoint that looks complete.
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "adamant/comm/communicator.h"
+#include "adamant/comm/process_grid.h"
 #include "adamant/model/gpt_model.h"
 #include "adamant/optim/optimizer.h"
 
@@ -29,10 +31,10 @@ class CheckpointStore {
   // The newest complete checkpoint, if any.
   std::optional<std::filesystem::path> latest() const;
 
-  // Collective over `world` (every rank calls it). `config_yaml` is stored for generate/inspection.
+  // Collective over the grid's world (every rank calls it). `config_yaml` is stored for generate/inspection.
   std::filesystem::path save(const TrainingPosition& position, model::GptModel& model,
                              const optim::Optimizer& optimizer, const std::string& config_yaml,
-                             comm::Communicator& world) const;
+                             comm::ProcessGrid& grid) const;
 
  private:
   std::filesystem::path dir_;

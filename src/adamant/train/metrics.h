@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "adamant/train/memory_report.h"
+
 namespace adamant::train {
 
 struct StepMetrics {
@@ -21,6 +23,18 @@ struct StepMetrics {
   double tokens_per_second = 0;
   double step_seconds = 0;
   std::int64_t consumed_samples = 0;
+  double exposed_comm_ms = 0;  // rank 0's compute stream idle in waits on communication (Optimizer)
+};
+
+// The last record of a run, for benchmarks and tools (which read it instead of the progress lines).
+struct RunMetrics {
+  std::int64_t steps = 0;           // steps run in this call
+  double tokens_per_second = 0;     // mean over those steps, all ranks together
+  double mean_exposed_comm_ms = 0;  // rank 0's, mean over the steps after the first (the first alone if only one)
+  int world_size = 1;
+  int data_parallel_size = 1;
+  int tensor_parallel_size = 1;
+  MemoryReport memory;
 };
 
 class MetricsLog {
@@ -29,13 +43,14 @@ class MetricsLog {
   MetricsLog(const std::filesystem::path& file, bool append);
   void step(const StepMetrics& m);
   void validation(std::int64_t step, double val_loss);
+  void run_summary(const RunMetrics& m);
   void event(const std::string& name, std::int64_t step, const std::string& detail);
 
  private:
   std::ofstream out_;
 };
 
-// Formats the progress line: step, loss, lr, grad norm, tokens/s, ETA.
+// Formats the progress line: step, loss, lr, grad norm, tokens/s, exposed communication, ETA.
 std::string format_progress(const StepMetrics& m, double eta_seconds);
 std::string format_duration(double seconds);
 

@@ -19,6 +19,7 @@ model::GptConfig gpt_config_of(const ModelConfig& m, int vocab_size) {
   g.vocab_size = vocab_size;
   g.make_vocab_size_divisible_by = m.make_vocab_size_divisible_by;
   g.tensor_parallel_size = m.tensor_model_parallel_size;
+  g.sequence_parallel = m.sequence_parallel;
   g.init_method_std = static_cast<float>(m.init_method_std);
   g.hidden_dropout = static_cast<float>(m.hidden_dropout);
   g.attention_dropout = static_cast<float>(m.attention_dropout);
@@ -78,10 +79,8 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
       device_(device_of(config, comm::query_node_local_rank(world.mpi_comm()).rank)),
       compute_stream_(device_.is_cpu() ? Stream() : Stream(device_)) {
   const ModelConfig& m = config.model;
-  ADAMANT_CHECK(m.tensor_model_parallel_size == 1,
-                "model.tensor_model_parallel_size={} is not supported yet; use 1 (data parallelism only)",
-                m.tensor_model_parallel_size);
   dp_device_comm_ = grid_.make_data_parallel_communicator(device_);
+  if (grid_.tp_size() > 1) tp_device_comm_ = grid_.make_tensor_parallel_communicator(device_);
 
   const auto tokenizer = data::BpeTokenizer::load(m.tokenizer.vocab_file, m.tokenizer.merge_file);
   const int vocab_size = static_cast<int>(tokenizer.vocab_size());
@@ -107,11 +106,11 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
   loader_options.dp_rank = grid_.dp_rank();
   loader_options.dp_size = grid_.dp_size();
   train_loader_ = std::make_unique<data::DataLoader>(datasets.train, loader_options);
-  ADAMANT_CHECK(datasets.valid != nullptr || config.trainer.limit_val_batches == 0 ||
-                    config.trainer.val_check_interval <= 0,
-                "model.data.splits_string '{}' leaves no documents for validation; give the validation split a "
-                "share (e.g. \"949,50,1\") or set trainer.limit_val_batches=0",
-                m.data.splits_string);
+  ADAMANT_CHECK(
+      datasets.valid != nullptr || config.trainer.limit_val_batches == 0 || config.trainer.val_check_interval <= 0,
+      "model.data.splits_string '{}' leaves no documents for validation; give the validation split a "
+      "share (e.g. \"949,50,1\") or set trainer.limit_val_batches=0",
+      m.data.splits_string);
   if (datasets.valid != nullptr && config.trainer.limit_val_batches > 0) {
     loader_options.max_steps = config.trainer.limit_val_batches;
     valid_loader_ = std::make_unique<data::DataLoader>(datasets.valid, loader_options);
@@ -119,9 +118,11 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
 
   const model::GptConfig gpt = gpt_config_of(m, vocab_size);
   const ParamList params = model::build_param_list(gpt);
-  optimizer_ = optim::make_optimizer(optimizer_options_of(config), params, *dp_device_comm_, compute_stream_);
+  optimizer_ = optim::make_optimizer(optimizer_options_of(config), params, *dp_device_comm_, compute_stream_,
+                                     optim::GradNormScope{tp_device_comm_.get()});
   model_ = std::make_unique<model::GptModel>(gpt, weight_dtype_of(config), m.micro_batch_size, device_,
-                                             static_cast<std::uint64_t>(m.seed), optimizer_->padded_numel());
+                                             static_cast<std::uint64_t>(m.seed), optimizer_->padded_numel(),
+                                             tp_device_comm_.get());
   model_->set_stream(compute_stream_);  // one compute stream for the model's kernels and the optimizer's
   optimizer_->attach(model_->weights(), model_->grads());
 }
@@ -152,14 +153,18 @@ std::string RunSetup::describe() const {
                               (main_bytes + 8.0) / (distributed ? static_cast<double>(d) : 1.0));
   constexpr double MiB = 1024.0 * 1024.0;
   return fmt::format(
-      "model: GPT-3 {} layers, hidden {}, {} heads, seq {}, {:.2f}M parameters ({} weights)\n"
-      "parallel: {} data-parallel rank(s) on {}, {} micro-batch(es) of {} per rank per step\n"
+      "model: GPT-3 {} layers, hidden {}, {} heads, seq {}, {:.2f}M parameters{} ({} weights)\n"
+      "parallel: {} data-parallel rank(s){} on {}, {} micro-batch(es) of {} per rank per step\n"
       "optimizer: {} (bucket {} MiB, grad sync {}, remainders {}, overlap grad/param {}/{})\n"
       "memory per rank: weights {:.1f} MiB + grads {:.1f} MiB + optimizer state {:.1f} MiB = {:.1f} MiB "
       "(formula {:.1f} MiB)\n",
       config_.model.num_layers, config_.model.hidden_size, config_.model.num_attention_heads,
-      config_.model.encoder_seq_length, n / 1e6, dtype_name(weight_dtype_of(config_)), d, device_.str(),
-      train_loader_->num_micro_batches(), config_.model.micro_batch_size, o.name, o.bucket_cap_mb,
+      config_.model.encoder_seq_length, n / 1e6, grid_.tp_size() > 1 ? " per tensor-parallel rank" : "",
+      dtype_name(weight_dtype_of(config_)), d,
+      grid_.tp_size() == 1 ? std::string()
+                           : fmt::format(" x {} tensor-parallel (sequence parallel {})", grid_.tp_size(),
+                                         config_.model.sequence_parallel ? "on" : "off"),
+      device_.str(), train_loader_->num_micro_batches(), config_.model.micro_batch_size, o.name, o.bucket_cap_mb,
       dtype_name(o.grad_sync_dtype), o.store_param_remainders ? "on" : "off", o.overlap_grad_sync ? "on" : "off",
       o.overlap_param_sync ? "on" : "off", weight_bytes / MiB, grad_bytes / MiB, state_bytes / MiB,
       (weight_bytes + grad_bytes + state_bytes) / MiB, formula / MiB);

@@ -46,6 +46,7 @@ class RunSetup {
   Device device_;
   Stream compute_stream_;
   std::unique_ptr<comm::Communicator> dp_device_comm_;
+  std::unique_ptr<comm::Communicator> tp_device_comm_;  // null without tensor parallelism
   std::vector<std::filesystem::path> data_files_;
   std::unique_ptr<data::DataLoader> train_loader_;
   std::unique_ptr<data::DataLoader> valid_loader_;

@@ -21,6 +21,7 @@
 #include "adamant/optim/lr_schedule.h"
 #include "adamant/optim/optimizer.h"
 #include "adamant/train/checkpoint.h"
+#include "adamant/train/memory_report.h"
 #include "adamant/train/metrics.h"
 #include "adamant/train/run_setup.h"
 
@@ -37,6 +38,16 @@ double group_mean(comm::Communicator& group, double local_sum, double local_coun
   double values[2] = {local_sum, local_count};
   group.all_reduce(Tensor::flat(values, DType::f64, Device::cpu(), 2), comm::ReduceOp::sum);
   return values[0] / values[1];
+}
+
+// The mean of the exposed communication times after the first step (which includes one-off set-up
+// costs), or the first one alone.
+double mean_after_first(const std::vector<double>& values) {
+  if (values.empty()) return 0.0;
+  if (values.size() == 1) return values.front();
+  double sum = 0;
+  for (std::size_t i = 1; i < values.size(); ++i) sum += values[i];
+  return sum / static_cast<double>(values.size() - 1);
 }
 
 // Token ids at or above the vocabulary mean the data was tokenized with another vocabulary.
@@ -107,8 +118,11 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     std::ofstream(config.run_dir() / "config.yaml") << to_yaml(config);
     metrics = std::make_unique<MetricsLog>(config.run_dir() / "metrics.jsonl", position.step > 0);
   }
+  MemoryWatch memory(model.device());
+  const MemoryReport setup_memory = memory.report(world);
   if (verbose) {
     std::printf("%s", setup.describe().c_str());
+    std::printf("memory per rank after set-up: %s\n", format_memory(setup_memory).c_str());
     std::fflush(stdout);  // start-up facts show before the first (possibly long) step
   }
 
@@ -144,6 +158,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
 
   // A first validation before any update shows where training starts (as NeMo's sanity check does).
   if (position.step == 0 && last_step > 0 && config.trainer.val_check_interval > 0) validate(0);
+  optimizer.take_exposed_comm_ms();  // waits of set-up or of loading a checkpoint are no step's
   while (position.step < last_step) {
     ADAMANT_CHECK(train_loader.has_next(),
                   "the training data ran out at step {}; the dataset is smaller than "
@@ -162,6 +177,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     }
     const optim::StepResult result = optimizer.step(lr, grad_scale);
     const double loss = group_mean(dp_host, loss_sum, micro_batches);
+    memory.sample();
     position.step += 1;
     position.consumed_samples = train_loader.consumed_samples();
     const double step_seconds = seconds_since(step_start);
@@ -180,6 +196,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     m.step_seconds = step_seconds;
     m.tokens_per_second = static_cast<double>(tokens_per_step) / step_seconds;
     m.consumed_samples = position.consumed_samples;
+    m.exposed_comm_ms = optimizer.take_exposed_comm_ms();  // the loss read-back synchronised the stream
+    summary.exposed_comm_ms.push_back(m.exposed_comm_ms);
     if (leader) metrics->step(m);
     if (verbose) {
       const double eta =
@@ -197,7 +215,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       validate(position.step);
     }
     if (every_n > 0 && position.step % every_n == 0) {
-      summary.last_checkpoint = checkpoints.save(position, model, optimizer, to_yaml(config), world);
+      summary.last_checkpoint = checkpoints.save(position, model, optimizer, to_yaml(config), grid);
     }
   }
   if (position.step == max_steps && steps_this_run > 0) {
@@ -205,16 +223,31 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       validate(position.step);
     }
     if (config.exp_manager.create_checkpoint_callback && (every_n <= 0 || position.step % every_n != 0)) {
-      summary.last_checkpoint = checkpoints.save(position, model, optimizer, to_yaml(config), world);
+      summary.last_checkpoint = checkpoints.save(position, model, optimizer, to_yaml(config), grid);
     }
   }
   summary.steps_done = position.step;
   const double elapsed = seconds_since(run_start);
   summary.tokens_per_second =
       steps_this_run > 0 ? static_cast<double>(tokens_per_step * steps_this_run) / step_seconds_total : 0.0;
+  summary.mean_exposed_comm_ms = mean_after_first(summary.exposed_comm_ms);
+  summary.memory = memory.report(world);
+  if (leader) {
+    RunMetrics run;
+    run.steps = steps_this_run;
+    run.tokens_per_second = summary.tokens_per_second;
+    run.mean_exposed_comm_ms = summary.mean_exposed_comm_ms;
+    run.world_size = grid.world_size();
+    run.data_parallel_size = dp;
+    run.tensor_parallel_size = grid.tp_size();
+    run.memory = summary.memory;
+    metrics->run_summary(run);
+  }
   if (verbose) {
-    std::printf("done: %lld steps in %s, %.0f tokens/s\n", static_cast<long long>(steps_this_run),
-                format_duration(elapsed).c_str(), summary.tokens_per_second);
+    std::printf("done: %lld steps in %s, %.0f tokens/s, exposed comm %.1f ms/step (mean after the first step)\n",
+                static_cast<long long>(steps_this_run), format_duration(elapsed).c_str(), summary.tokens_per_second,
+                summary.mean_exposed_comm_ms);
+    std::printf("peak memory per rank: %s\n", format_memory(summary.memory).c_str());
   }
   return summary;
 }
