@@ -8,7 +8,11 @@
 #include <fstream>
 #include <functional>
 
+#include "adamant/comm/process_grid.h"
 #include "adamant/core/error.h"
+#include "adamant/train/checkpoint.h"
+#include "adamant/train/run_setup.h"
+#include "model/model_test_util.h"
 #include "trainer_test_util.h"
 
 namespace adamant::testing {
@@ -186,13 +190,13 @@ TEST(Trainer, TensorParallelTrainingMatchesOneRank) {
   config.model.sequence_parallel = true;
   config.model.global_batch_size = ranks;  // two micro-batches per data-parallel rank and step
   config.model.hidden_dropout = 0.1f;
-  config.exp_manager.create_checkpoint_callback = false;
   const train::TrainSummary split = train_on_ranks(config, ranks);
   train::TrainConfig whole = config;
   whole.model.tensor_model_parallel_size = 1;
   whole.model.sequence_parallel = false;
   whole.model.make_vocab_size_divisible_by = 256;
-  const train::TrainSummary reference = fused_adam_alone(whole, dir / ("whole-" + std::to_string(world_rank())));
+  const auto whole_dir = dir / ("whole-" + std::to_string(world_rank()));
+  const train::TrainSummary reference = fused_adam_alone(whole, whole_dir);
   ASSERT_EQ(split.train_losses.size(), 4u);
   // The row-parallel GEMMs add their partial sums in another order than one rank does, which moves
   // fp32 results in the last bits: measured 7e-8 on the loss after 4 steps at 2 and 4 ranks.
@@ -202,6 +206,21 @@ TEST(Trainer, TensorParallelTrainingMatchesOneRank) {
   EXPECT_NEAR(split.val_losses.back().second, reference.val_losses.back().second,
               1e-5 * reference.val_losses.back().second);
   EXPECT_LT(split.train_losses.back(), split.train_losses.front());
+
+  // The tensor-parallel run's checkpoint holds the whole model: loaded on one rank, it computes
+  // what the one-rank run's model computes (a slice joined in the wrong place would not).
+  if (world_rank() == 0) {
+    const model::GptConfig gpt = train::gpt_config_of(whole.model, 50257);
+    const auto batch = model::testing::random_batch(gpt, 1, 3);
+    model::GptModel from_split(gpt, DType::f32, 1, Device::cpu(), 1);
+    model::GptModel from_whole(gpt, DType::f32, 1, Device::cpu(), 1);
+    train::load_checkpoint(*train::CheckpointStore(config.run_dir() / "checkpoints", -1).latest(), from_split, nullptr);
+    whole.exp_manager.exp_dir = whole_dir;
+    train::load_checkpoint(*train::CheckpointStore(whole.run_dir() / "checkpoints", -1).latest(), from_whole, nullptr);
+    const double expected = from_whole.forward_loss(batch.view(0));
+    EXPECT_NEAR(from_split.forward_loss(batch.view(0)), expected, 1e-5 * expected);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST(Trainer, TensorParallelResumesBitExactlyAndRefusesAnotherSize) {
@@ -225,6 +244,28 @@ TEST(Trainer, TensorParallelResumesBitExactlyAndRefusesAnotherSize) {
     std::vector<double> joined = first.train_losses;
     joined.insert(joined.end(), resumed.train_losses.begin(), resumed.train_losses.end());
     EXPECT_EQ(joined, straight.train_losses);
+  }
+  // The checkpoint holds the whole model: loaded whole on one rank, and split over two, it computes the
+  // same loss (a slice saved or loaded in the wrong place would not).
+  const auto checkpoint = train::CheckpointStore(config.run_dir() / "checkpoints", -1).latest();
+  ASSERT_TRUE(checkpoint.has_value());
+  const model::GptConfig split_config = train::gpt_config_of(config.model, 50257);
+  model::testing::SyntheticBatch batch = model::testing::random_batch(split_config, 1, 3);
+  MPI_Comm pair = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank() < 2 ? 0 : MPI_UNDEFINED, world_rank(), &pair);
+  if (pair != MPI_COMM_NULL) {
+    {
+      comm::MpiCommunicator two(pair);
+      comm::ProcessGrid grid(two, 2);
+      const auto group = grid.make_tensor_parallel_communicator(Device::cpu());
+      model::GptModel split(split_config, DType::f32, 1, Device::cpu(), 1, 0, group.get());
+      model::GptModel whole(split_config.whole_model(), DType::f32, 1, Device::cpu(), 1);
+      train::load_checkpoint(*checkpoint, split, nullptr);
+      train::load_checkpoint(*checkpoint, whole, nullptr);
+      const double whole_loss = whole.forward_loss(batch.view(0));
+      EXPECT_NEAR(split.forward_loss(batch.view(0)), whole_loss, 1e-5 * whole_loss);
+    }
+    MPI_Comm_free(&pair);
   }
   // The whole model's weights were saved, but the optimizer state is split by tensor-parallel rank.
   if (world_rank() == 0) {

@@ -29,6 +29,15 @@ struct GptConfig {
   int local_heads() const { return num_attention_heads / tensor_parallel_size; }
   int local_ffn() const { return ffn_hidden_size / tensor_parallel_size; }
   int local_vocab() const { return padded_vocab_size() / tensor_parallel_size; }
+  // The same model on one rank: no tensor parallelism, the same padded vocabulary (sampling from a
+  // checkpoint of a tensor-parallel run, which holds the whole model).
+  GptConfig whole_model() const {
+    GptConfig whole = *this;
+    whole.make_vocab_size_divisible_by = make_vocab_size_divisible_by * tensor_parallel_size;
+    whole.tensor_parallel_size = 1;
+    whole.sequence_parallel = false;
+    return whole;
+  }
   // Throws adamant::Error naming the NeMo key and the fix for any impossible value.
   void validate() const;
 };

@@ -43,7 +43,9 @@ void add_generate_command(CLI::App& app) {
     const auto tokenizer = args->vocab_dir.empty() ? data::BpeTokenizer::load(config.model.tokenizer.vocab_file,
                                                                               config.model.tokenizer.merge_file)
                                                    : data::BpeTokenizer::load_dir(args->vocab_dir);
-    const model::GptConfig gpt = train::gpt_config_of(config.model, static_cast<int>(tokenizer.vocab_size()));
+    // One process samples from the whole model, whatever tensor-parallel size trained it.
+    const model::GptConfig gpt =
+        train::gpt_config_of(config.model, static_cast<int>(tokenizer.vocab_size())).whole_model();
     model::GptModel model(gpt, DType::f32, 1, Device::cpu(), static_cast<std::uint64_t>(config.model.seed));
     train::load_checkpoint(args->checkpoint, model, nullptr);
     const std::vector<std::int32_t> prompt = tokenizer.encode(args->prompt);
