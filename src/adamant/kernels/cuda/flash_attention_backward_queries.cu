@@ -14,6 +14,7 @@
 
 #include "adamant/kernels/cuda/attention_philox.cuh"
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
+#include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 
 namespace adamant::kernels::cuda::flash_attention_launchers {
@@ -207,44 +208,18 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim, kDropout>:
                             seq);
 }
 
-template <int kHeadDim, bool kDropout>
-cudaError_t launch(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
-                   cudaStream_t stream) {
-  constexpr std::size_t kBytes = QueryPassConfig<kHeadDim, kDropout>::kBytes;
-  const auto kernel = flash_backward_query_kernel<kHeadDim, kDropout>;
-  const cudaError_t status =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes));
-  if (status != cudaSuccess) return status;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-  const dim3 grid(static_cast<unsigned>(problem.batch * problem.heads),
-                  static_cast<unsigned>((problem.seq + kBlockRows - 1) / kBlockRows));
-  kernel<<<grid, kThreads, kBytes, stream>>>(operands, problem, dropout, scale, kLog2E * scale);
-  return cudaGetLastError();
-}
-
-template <int kHeadDim>
-cudaError_t launch(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
-                   cudaStream_t stream) {
-  return dropout.enabled ? launch<kHeadDim, true>(operands, problem, dropout, stream)
-                         : launch<kHeadDim, false>(operands, problem, dropout, stream);
-}
-
 }  // namespace
 
 cudaError_t launch_backward_query_pass(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
                                        cudaStream_t stream) {
-  switch (problem.head_dim) {
-    case 64:
-      return launch<64>(operands, problem, dropout, stream);
-    case 80:
-      return launch<80>(operands, problem, dropout, stream);
-    case 96:
-      return launch<96>(operands, problem, dropout, stream);
-    case 128:
-      return launch<128>(operands, problem, dropout, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
+    constexpr int kHeadDim = decltype(head)::value;
+    constexpr bool kDropout = decltype(with_dropout)::value;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    return launch_over_row_blocks(flash_backward_query_kernel<kHeadDim, kDropout>,
+                                  QueryPassConfig<kHeadDim, kDropout>::kBytes, problem, stream, operands, problem,
+                                  dropout, scale, kLog2E * scale);
+  });
 }
 
 }  // namespace adamant::kernels::cuda::flash_attention_launchers

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "adamant/kernels/cuda/attention_philox.cuh"
+#include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 
@@ -256,46 +257,19 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
   }
 }
 
-template <int kHeadDim, bool kDropout>
-cudaError_t launch_forward(const ForwardOperands& operands, const Problem& problem, const Dropout& dropout,
-                           cudaStream_t stream) {
-  constexpr std::size_t kBytes = ForwardConfig<kHeadDim, kDropout>::kBytes;
-  const auto kernel = flash_forward_kernel<kHeadDim, kDropout>;
-  const cudaError_t attribute_status =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes));
-  if (attribute_status != cudaSuccess) return attribute_status;
-  const float scale_log2 = kLog2E / std::sqrt(static_cast<float>(kHeadDim));
-  const dim3 grid(static_cast<unsigned>(problem.batch * problem.heads),
-                  static_cast<unsigned>((problem.seq + kBlockRows - 1) / kBlockRows));
-  kernel<<<grid, kThreads, kBytes, stream>>>(operands, problem, dropout, scale_log2);
-  return cudaGetLastError();
-}
-
-template <int kHeadDim>
-cudaError_t launch_forward(const ForwardOperands& operands, const Problem& problem, const Dropout& dropout,
-                           cudaStream_t stream) {
-  return dropout.enabled ? launch_forward<kHeadDim, true>(operands, problem, dropout, stream)
-                         : launch_forward<kHeadDim, false>(operands, problem, dropout, stream);
-}
-
 }  // namespace
 
 cudaError_t flash_attention_forward(const ForwardOperands& operands, const Problem& problem, const Dropout& dropout,
                                     cudaStream_t stream) {
   if (problem.batch == 0 || problem.seq == 0) return cudaSuccess;
   if (static_cast<std::int64_t>(problem.batch) * problem.heads > INT_MAX) return cudaErrorInvalidConfiguration;
-  switch (problem.head_dim) {
-    case 64:
-      return launch_forward<64>(operands, problem, dropout, stream);
-    case 80:
-      return launch_forward<80>(operands, problem, dropout, stream);
-    case 96:
-      return launch_forward<96>(operands, problem, dropout, stream);
-    case 128:
-      return launch_forward<128>(operands, problem, dropout, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return with_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
+    constexpr int kHeadDim = decltype(head)::value;
+    constexpr bool kDropout = decltype(with_dropout)::value;
+    const float scale_log2 = kLog2E / std::sqrt(static_cast<float>(kHeadDim));
+    return launch_over_row_blocks(flash_forward_kernel<kHeadDim, kDropout>, ForwardConfig<kHeadDim, kDropout>::kBytes,
+                                  problem, stream, operands, problem, dropout, scale_log2);
+  });
 }
 
 }  // namespace adamant::kernels::cuda::flash_attention_launchers
