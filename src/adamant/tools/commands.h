@@ -7,5 +7,6 @@ namespace adamant::tools {
 void add_train_command(CLI::App& app);
 void add_preprocess_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace adamant::tools

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   adamant::tools::add_train_command(app);
   adamant::tools::add_preprocess_command(app);
   adamant::tools::add_generate_command(app);
+  adamant::tools::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

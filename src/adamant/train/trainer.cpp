@@ -184,6 +184,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     steps_this_run += 1;
     step_seconds_total += step_seconds;
     summary.train_losses.push_back(loss);
+    summary.step_seconds.push_back(step_seconds);
 
     StepMetrics m;
     m.step = position.step;

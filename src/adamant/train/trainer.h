@@ -19,6 +19,7 @@ struct TrainSummary {
   std::vector<double> train_losses;                         // one per step run in this call
   std::vector<std::pair<std::int64_t, double>> val_losses;  // (step, loss)
   double tokens_per_second = 0;                             // mean over the steps run, all ranks together
+  std::vector<double> step_seconds;                         // wall time of each step run in this call
   std::vector<double> exposed_comm_ms;                      // this rank's, one per step run in this call
   double mean_exposed_comm_ms = 0;                          // over those steps after the first (RunMetrics)
   MemoryReport memory;                                      // peaks per rank over the run
