@@ -8,8 +8,9 @@
 # communication per step, peak memory per GPU, the peers and the ratios ours/peer.
 #
 # Usage: bench/scaling_bench.sh GPUS
-# Needs what bench/gpu_training_bench.sh needs (a CUDA build in $BUILD, the Moby-Dick
-# dataset). Each run has a timeout; the whole script stays within BUDGET_S seconds
+# Needs what bench/gpu_training_bench.sh needs: a CUDA build in $BUILD (default build-dev;
+# built first when missing) and the Moby-Dick dataset in .cache/data (scripts/quickstart.sh
+# makes it; a machine without network gets a copy of that folder). Each run has a timeout; the whole script stays within BUDGET_S seconds
 # (default 510): a run that would start with less than MIN_RUN_S (60) left is
 # skipped and shows as such in the table, as do runs that did not fit in memory.
 # With 2 or more GPUs the two 1-GPU baselines run at the same time on GPUs 0 and 1
@@ -21,7 +22,7 @@ case "$gpus" in
   1 | 2 | 4 | 8) ;;
   *) echo "usage: $0 GPUS, with GPUS 1, 2, 4 or 8" >&2; exit 2 ;;
 esac
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 budget=${BUDGET_S:-510}
 min_run=${MIN_RUN_S:-60}
 python=${PYTHON:-python3}
@@ -30,6 +31,17 @@ rm -rf "$results"
 mkdir -p "$results"
 export RESULTS=$results
 started=$SECONDS
+
+# A fresh machine has no build: make the one binary the runs need (its time counts against the
+# budget, so one device call of 10 minutes can hold build and runs: BUDGET_S=540 there).
+build=${BUILD:-build-dev}
+export BUILD=$build
+if [ ! -x "$build/adamant" ]; then
+  echo "== building $build/adamant"
+  cmake -S . -B "$build" -G Ninja -DADAMANT_CUDA=ON -DBUILD_TESTING=OFF > /dev/null &&
+    cmake --build "$build" -j "$(nproc)" --target adamant_cli 2>&1 | tail -1
+  [ -x "$build/adamant" ] || { echo "the build of $build/adamant failed" >&2; exit 1; }
+fi
 
 # run NAME CAP_S SIZE GPUS RUNS: one bench/gpu_training_bench.sh call with a timeout of at
 # most CAP_S seconds and no more than the budget has left.
