@@ -43,7 +43,19 @@ TEST(GptConfig, ErrorsNameTheNemoKey) {
   config.ffn_hidden_size = 0;
   EXPECT_NE(error_of(config).find("model.ffn_hidden_size"), std::string::npos);
   config = testing::tiny_config();
-  config.tensor_parallel_size = 2;  // valid config, but the model itself is not tensor-parallel
+  config.sequence_parallel = true;  // without tensor parallelism
+  EXPECT_NE(error_of(config).find("model.sequence_parallel is true but model.tensor_model_parallel_size is 1"),
+            std::string::npos);
+  config.tensor_parallel_size = 2;
+  config.seq_length = 7;  // not divisible by the tensor-parallel size
+  EXPECT_NE(error_of(config).find("model.encoder_seq_length (7) divisible by model.tensor_model_parallel_size (2)"),
+            std::string::npos);
+  config = testing::tiny_config();
+  config.tensor_parallel_size = 4;  // more than the 2 heads
+  EXPECT_NE(error_of(config).find("model.tensor_model_parallel_size 4 must divide model.num_attention_heads 2"),
+            std::string::npos);
+  config = testing::tiny_config();
+  config.tensor_parallel_size = 2;  // a valid config; the model needs its tensor-parallel group (tensor_parallel_test)
   EXPECT_EQ(error_of(config), "");
   EXPECT_THROW(GptModel(config, DType::f32, 1, Device::cpu(), 1), Error);
 }
