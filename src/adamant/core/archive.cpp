@@ -17,16 +17,6 @@ constexpr char kEndMagic[8] = {'A', 'D', 'M', 'A', 'R', 'E', 'N', 'D'};
 constexpr std::uint64_t kBlobAlignment = 64;
 constexpr std::size_t kFooterBytes = 8 + 4 + 8;
 
-std::array<std::uint32_t, 256> make_crc32c_table() {
-  std::array<std::uint32_t, 256> table{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1u) ? (c >> 1) ^ 0x82f63b78u : c >> 1;  // Castagnoli, reflected
-    table[i] = c;
-  }
-  return table;
-}
-
 DType dtype_from_name(const std::string& name, const std::filesystem::path& path) {
   for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u16, DType::u8}) {
     if (dtype_name(t) == name) return t;
@@ -36,14 +26,6 @@ DType dtype_from_name(const std::string& name, const std::filesystem::path& path
 }
 
 }  // namespace
-
-std::uint32_t crc32c(const void* data, std::size_t bytes, std::uint32_t crc) {
-  static const std::array<std::uint32_t, 256> table = make_crc32c_table();
-  const auto* p = static_cast<const std::uint8_t*>(data);
-  crc = ~crc;
-  for (std::size_t i = 0; i < bytes; ++i) crc = table[(crc ^ p[i]) & 0xffu] ^ (crc >> 8);
-  return ~crc;
-}
 
 ArchiveWriter::ArchiveWriter(std::filesystem::path path) : path_(std::move(path)) {
   if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path());

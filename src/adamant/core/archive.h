@@ -13,11 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "adamant/core/crc32c.h"
 #include "adamant/core/dtype.h"
 
 namespace adamant {
-
-std::uint32_t crc32c(const void* data, std::size_t bytes, std::uint32_t crc = 0);
 
 struct ArchiveEntry {
   std::string name;
