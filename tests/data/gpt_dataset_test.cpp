@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <numeric>
 #include <set>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "adamant/core/error.h"
@@ -93,12 +96,14 @@ class GptDatasetTest : public ::testing::Test {
     return data_;
   }
 
-  GptDataset make(std::int64_t num_samples, std::uint32_t seed, DocumentRange range = {0, 10}, int seq = 4) const {
+  GptDataset make(std::int64_t num_samples, std::uint32_t seed, DocumentRange range = {0, 10}, int seq = 4,
+                  const fs::path& cache = {}) const {
     GptDatasetOptions options;
     options.documents = range;
     options.seq_length = seq;
     options.num_samples = num_samples;
     options.seed = seed;
+    options.index_cache_dir = cache;
     return GptDataset(data_, options);
   }
 
@@ -121,6 +126,72 @@ TEST_F(GptDatasetTest, FarMoreSamplesThanTheDataHoldsIsAClearError) {
     const std::string message = e.what();
     EXPECT_NE(message.find("trainer.max_steps"), std::string::npos) << message;
     EXPECT_NE(message.find("larger corpus"), std::string::npos) << message;
+  }
+}
+
+template <typename T>
+std::vector<T> copy_of(std::span<const T> values) {
+  return {values.begin(), values.end()};
+}
+
+void expect_same_index(const GptDataset& a, const GptDataset& b) {
+  EXPECT_EQ(copy_of(a.document_order()), copy_of(b.document_order()));
+  ASSERT_EQ(a.sample_starts().size(), b.sample_starts().size());
+  for (std::size_t i = 0; i < a.sample_starts().size(); ++i) {
+    EXPECT_EQ(a.sample_starts()[i].document_position, b.sample_starts()[i].document_position) << i;
+    EXPECT_EQ(a.sample_starts()[i].offset, b.sample_starts()[i].offset) << i;
+  }
+  EXPECT_EQ(copy_of(a.shuffle_order()), copy_of(b.shuffle_order()));
+  EXPECT_EQ(a.num_epochs(), b.num_epochs());
+}
+
+TEST_F(GptDatasetTest, IndexCacheIsWrittenOnceThenMapped) {
+  const fs::path cache = dir_ / "index maps";
+  const GptDataset built = make(30, 1234);
+  const GptDataset first = make(30, 1234, {0, 10}, 4, cache);
+  EXPECT_FALSE(first.loaded_from_cache());
+  const GptDataset second = make(30, 1234, {0, 10}, 4, cache);
+  EXPECT_TRUE(second.loaded_from_cache());
+  expect_same_index(second, built);
+  EXPECT_EQ(sample(second, 7), sample(built, 7));
+  EXPECT_TRUE(fs::exists(cache / "small_train_indexmap_30ns_4sl_1234s_0-10d.adidx"));
+  // Another seed, sample count or split is another file, never a stale one.
+  EXPECT_FALSE(make(30, 99, {0, 10}, 4, cache).loaded_from_cache());
+  EXPECT_FALSE(make(31, 1234, {0, 10}, 4, cache).loaded_from_cache());
+  EXPECT_FALSE(make(30, 1234, {0, 8}, 4, cache).loaded_from_cache());
+}
+
+TEST_F(GptDatasetTest, DamagedOrStaleIndexCacheIsRebuilt) {
+  const fs::path cache = dir_ / "cache";
+  const GptDataset built = make(30, 1234);
+  make(30, 1234, {0, 10}, 4, cache);
+  const fs::path file = cache / "small_train_indexmap_30ns_4sl_1234s_0-10d.adidx";
+  {  // one flipped byte inside the arrays
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(file) - 12));
+    const char byte = static_cast<char>(f.get());
+    f.seekp(static_cast<std::streamoff>(fs::file_size(file) - 12));
+    f.put(static_cast<char>(byte ^ 0x40));
+  }
+  const GptDataset repaired = make(30, 1234, {0, 10}, 4, cache);
+  EXPECT_FALSE(repaired.loaded_from_cache());
+  expect_same_index(repaired, built);
+  EXPECT_TRUE(make(30, 1234, {0, 10}, 4, cache).loaded_from_cache());  // rewritten whole
+
+  // The same name over other data (re-preprocessed documents): the sizes checksum differs.
+  write_dataset(dir_ / "small", {5, 3, 8, 1, 12, 7, 4, 9, 2, 7});
+  const GptDataset other = make(30, 1234, {0, 10}, 4, cache);
+  EXPECT_FALSE(other.loaded_from_cache());
+  EXPECT_EQ(other.tokens_per_epoch(), 58);
+}
+
+TEST_F(GptDatasetTest, UnwritableIndexCacheNamesTheKey) {
+  std::ofstream(dir_ / "blocker") << "x";  // a file where the cache folder should be
+  try {
+    make(30, 1234, {0, 10}, 4, dir_ / "blocker");
+    FAIL() << "an index cache inside a file was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.data.index_mapping_dir"), std::string::npos) << e.what();
   }
 }
 

@@ -286,6 +286,56 @@ TEST(Trainer, TensorParallelResumesBitExactlyAndRefusesAnotherSize) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// model.data.index_mapping_dir: rank 0 builds and saves the dataset index, every rank maps it, and
+// the run is the one without the cache; a second run maps the saved files.
+TEST(Trainer, DatasetIndexCacheGivesTheSameRun) {
+  const int ranks = std::min(world_size(), 2);
+  const auto dir = shared_temp_dir("index-cache");
+  const auto prefix = write_random_dataset(dir, 400, 50257);
+  train::TrainConfig config = tiny_config(prefix, dir / "plain");
+  config.exp_manager.create_checkpoint_callback = false;
+  const train::TrainSummary plain = train_on_ranks(config, ranks);
+  config.model.data.index_mapping_dir = dir / "index";
+  config.exp_manager.exp_dir = dir / "cached-first";
+  const train::TrainSummary first = train_on_ranks(config, ranks);
+  config.exp_manager.exp_dir = dir / "cached-second";
+  const train::TrainSummary second = train_on_ranks(config, ranks);
+  if (world_rank() < ranks) {
+    EXPECT_EQ(first.train_losses, plain.train_losses);
+    EXPECT_EQ(first.val_losses, plain.val_losses);
+    EXPECT_EQ(second.train_losses, plain.train_losses);
+    int files = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir / "index")) {
+      files += entry.path().extension() == ".adidx" ? 1 : 0;
+    }
+    EXPECT_EQ(files, 2);  // train and validation
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(TrainerErrors, UnwritableIndexCacheStopsEveryRankWithTheKey) {
+  const int ranks = std::min(world_size(), 2);
+  const auto dir = shared_temp_dir("index-cache-error");
+  const auto prefix = write_random_dataset(dir, 200, 50257);
+  if (world_rank() == 0) std::ofstream(dir / "a-file") << "x";
+  MPI_Barrier(MPI_COMM_WORLD);
+  train::TrainConfig config = tiny_config(prefix, dir / "run");
+  config.model.data.index_mapping_dir = dir / "a-file";  // a file where the folder should be
+  // Rank 0 reports the folder; the others learn that rank 0 failed instead of waiting for it.
+  MPI_Comm group = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank() < ranks ? 0 : MPI_UNDEFINED, world_rank(), &group);
+  if (group != MPI_COMM_NULL) {
+    train::TrainOptions options;
+    options.quiet = true;
+    options.world = group;
+    expect_error_containing([&] { train::run_training(config, options); },
+                            world_rank() == 0 ? "point model.data.index_mapping_dir at a writable folder"
+                                              : "rank 0 could not build the dataset index");
+    MPI_Comm_free(&group);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST(TrainerErrors, CorruptCheckpointIsRefused) {
   const auto dir = shared_temp_dir("corrupt");
   const auto prefix = write_random_dataset(dir, 200, 50257);

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <utility>
 
+#include "adamant/core/crc32c.h"
 #include "adamant/core/error.h"
 #include "adamant/data/shuffle.h"
 
@@ -67,6 +68,36 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> data, const GptData
                 index_bytes / (1024.0 * 1024.0 * 1024.0));
   num_epochs_ = static_cast<int>(epochs);  // below 2^31: the index bound above is far smaller
 
+  // From the cache when it holds these arrays; else built here (and saved when a cache is set).
+  GptIndexKey key;
+  key.split = name_;
+  key.documents = documents_;
+  key.seq_length = seq_length_;
+  key.num_samples = options.num_samples;
+  key.seed = options.seed;
+  key.sizes_checksum = crc32c(sizes.data() + documents_.begin, documents_.size() * sizeof(sizes[0]));
+  const std::filesystem::path cache_file = options.index_cache_dir.empty()
+                                               ? std::filesystem::path()
+                                               : index_cache_file(options.index_cache_dir, data_->prefix(), key);
+  if (!cache_file.empty()) {
+    if (auto cached = open_index_cache(cache_file, key);
+        cached && cached->arrays.num_epochs == num_epochs_ && cached->arrays.tokens_per_epoch == tokens_per_epoch_) {
+      mapped_ = std::move(cached->file);
+      document_order_ = cached->arrays.document_order;
+      sample_starts_ = cached->arrays.sample_starts;
+      shuffle_order_ = cached->arrays.shuffle_order;
+      return;
+    }
+  }
+  build(options);
+  if (!cache_file.empty()) {
+    write_index_cache(cache_file, key,
+                      {document_order_, sample_starts_, shuffle_order_, num_epochs_, tokens_per_epoch_});
+  }
+}
+
+void GptDataset::build(const GptDatasetOptions& options) {
+  const auto sizes = data_->sizes();
   // Megatron shuffles a last, mostly unused epoch on its own, so that its few samples do not
   // dilute the earlier epochs' shuffle: when it contributes less than 80% of an epoch's samples.
   bool separate_last_epoch = false;
@@ -79,25 +110,25 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> data, const GptData
   }
 
   ShuffleRng rng(options.seed);
-  document_order_.reserve(documents_.size() * static_cast<std::size_t>(num_epochs_));
+  owned_document_order_.reserve(documents_.size() * static_cast<std::size_t>(num_epochs_));
   if (separate_last_epoch) {
-    append_shuffled_epochs(documents_, num_epochs_ - 1, rng, document_order_);
-    append_shuffled_epochs(documents_, 1, rng, document_order_);
+    append_shuffled_epochs(documents_, num_epochs_ - 1, rng, owned_document_order_);
+    append_shuffled_epochs(documents_, 1, rng, owned_document_order_);
   } else {
-    append_shuffled_epochs(documents_, num_epochs_, rng, document_order_);
+    append_shuffled_epochs(documents_, num_epochs_, rng, owned_document_order_);
   }
 
   // Walk the document order, seq_length + 1 tokens per sample; a sample ends at the
   // token where the next one starts.
   const std::int64_t num_built = (num_epochs_ * tokens_per_epoch_ - 1) / seq_length_;
-  sample_starts_.reserve(static_cast<std::size_t>(num_built) + 1);
+  owned_sample_starts_.reserve(static_cast<std::size_t>(num_built) + 1);
   std::int64_t position = 0;
   std::int64_t offset = 0;
-  sample_starts_.push_back({0, 0});
+  owned_sample_starts_.push_back({0, 0});
   for (std::int64_t sample = 0; sample < num_built; ++sample) {
     std::int64_t remaining = seq_length_ + 1;
     while (remaining != 0) {
-      const std::int64_t available = sizes[document_order_[position]] - offset;
+      const std::int64_t available = sizes[owned_document_order_[position]] - offset;
       remaining -= available;
       if (remaining <= 0) {
         offset += remaining + available - 1;
@@ -107,13 +138,16 @@ GptDataset::GptDataset(std::shared_ptr<const IndexedDataset> data, const GptData
         offset = 0;
       }
     }
-    sample_starts_.push_back({position, static_cast<std::int32_t>(offset)});
+    owned_sample_starts_.push_back({position, static_cast<std::int32_t>(offset)});
   }
 
   const std::int64_t shuffled_together = separate_last_epoch ? samples_before_last_epoch : num_built;
-  shuffle_order_.reserve(static_cast<std::size_t>(num_built));
-  append_shuffled_range(0, shuffled_together, rng, shuffle_order_);
-  append_shuffled_range(shuffled_together, num_built, rng, shuffle_order_);
+  owned_shuffle_order_.reserve(static_cast<std::size_t>(num_built));
+  append_shuffled_range(0, shuffled_together, rng, owned_shuffle_order_);
+  append_shuffled_range(shuffled_together, num_built, rng, owned_shuffle_order_);
+  document_order_ = owned_document_order_;
+  sample_starts_ = owned_sample_starts_;
+  shuffle_order_ = owned_shuffle_order_;
 }
 
 void GptDataset::read_sample(std::int64_t index, std::span<std::int32_t> out) const {

@@ -8,12 +8,14 @@
 // data, split, seq_length, sample count and seed the sample order equals
 // Megatron-LM's/NeMo's. Memory is O(documents x epochs + samples).
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "adamant/data/dataset_split.h"
+#include "adamant/data/index_cache.h"
 #include "adamant/data/indexed_dataset.h"
 #include "adamant/data/sample_source.h"
 
@@ -25,12 +27,9 @@ struct GptDatasetOptions {
   int seq_length = 2048;
   std::int64_t num_samples = 0;  // requested; the dataset holds at least this many
   std::uint32_t seed = 1234;
-};
-
-// Where a sample starts: position in the epoch-concatenated document order and token offset in that document.
-struct SampleStart {
-  std::int64_t document_position = 0;
-  std::int32_t offset = 0;
+  // model.data.index_mapping_dir: when set, the index arrays are read from a file there
+  // (index_cache.h), or built and saved there for the next rank or run.
+  std::filesystem::path index_cache_dir;
 };
 
 class GptDataset final : public SampleSource {
@@ -50,17 +49,26 @@ class GptDataset final : public SampleSource {
   std::span<const std::int32_t> document_order() const { return document_order_; }
   std::span<const SampleStart> sample_starts() const { return sample_starts_; }
   std::span<const std::int64_t> shuffle_order() const { return shuffle_order_; }
+  bool loaded_from_cache() const { return mapped_.size() > 0; }
 
  private:
+  // Builds the arrays in owned_* (Megatron's algorithm) and points the views at them.
+  void build(const GptDatasetOptions& options);
+
   std::shared_ptr<const IndexedDataset> data_;
   std::string name_;
   DocumentRange documents_;
   int seq_length_;
   int num_epochs_ = 0;
   std::int64_t tokens_per_epoch_ = 0;
-  std::vector<std::int32_t> document_order_;
-  std::vector<SampleStart> sample_starts_;
-  std::vector<std::int64_t> shuffle_order_;
+  // Views of the arrays: into owned_* when built here, into mapped_ when read from the cache.
+  std::span<const std::int32_t> document_order_;
+  std::span<const SampleStart> sample_starts_;
+  std::span<const std::int64_t> shuffle_order_;
+  std::vector<std::int32_t> owned_document_order_;
+  std::vector<SampleStart> owned_sample_starts_;
+  std::vector<std::int64_t> owned_shuffle_order_;
+  MappedFile mapped_;
 };
 
 }  // namespace adamant::data

@@ -26,6 +26,7 @@ std::array<std::shared_ptr<const SampleSource>, 3> build_split_datasets(const st
     dataset_options.seq_length = options.seq_length;
     dataset_options.num_samples = counts[split];
     dataset_options.seed = options.seed;
+    dataset_options.index_cache_dir = options.index_cache_dir;
     datasets[split] = std::make_shared<const GptDataset>(indexed, dataset_options);
   }
   return datasets;

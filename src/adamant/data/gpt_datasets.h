@@ -24,6 +24,7 @@ struct GptDatasetsOptions {
   int seq_length = 2048;                      // model.encoder_seq_length
   std::uint32_t seed = 1234;                  // model.seed
   std::array<std::int64_t, 3> num_samples{};  // train, valid, test: see megatron_num_samples()
+  std::filesystem::path index_cache_dir;      // model.data.index_mapping_dir (GptDatasetOptions)
 };
 
 struct GptDatasets {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <exception>
+
 #include "adamant/comm/mpi_session.h"
 #include "adamant/core/error.h"
 #include "adamant/data/bpe_tokenizer.h"
@@ -97,7 +99,31 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
   data_options.seed = static_cast<std::uint32_t>(m.seed);
   data_options.num_samples = data::megatron_num_samples(config.trainer.max_steps, config.trainer.val_check_interval,
                                                         config.trainer.limit_val_batches, 0, m.global_batch_size);
-  const data::GptDatasets datasets = data::build_gpt_datasets(data_options);
+  data_options.index_cache_dir = m.data.index_mapping_dir;
+  // With an index cache rank 0 builds and saves the index arrays first, then the other ranks map
+  // them. Rank 0 tells the others whether it succeeded, so that its error never leaves them waiting.
+  data::GptDatasets datasets;
+  if (data_options.index_cache_dir.empty()) {
+    datasets = data::build_gpt_datasets(data_options);
+  } else {
+    std::exception_ptr failure;
+    std::int32_t built = 1;
+    if (grid_.world_rank() == 0) {
+      try {
+        datasets = data::build_gpt_datasets(data_options);
+      } catch (...) {
+        failure = std::current_exception();
+        built = 0;
+      }
+    }
+    grid_.world().broadcast(Tensor::flat(&built, DType::i32, Device::cpu(), 1), 0);
+    if (failure) std::rethrow_exception(failure);
+    ADAMANT_CHECK(built == 1,
+                  "rank 0 could not build the dataset index in model.data.index_mapping_dir ({}); see "
+                  "its error",
+                  data_options.index_cache_dir.string());
+    if (grid_.world_rank() != 0) datasets = data::build_gpt_datasets(data_options);
+  }
   ADAMANT_CHECK(datasets.train != nullptr, "model.data.splits_string '{}' leaves no documents for training",
                 m.data.splits_string);
   data::DataLoaderOptions loader_options;
