@@ -279,10 +279,9 @@ void GptModel::tp_all_reduce(Tensor data) {
   tensor_parallel_->all_reduce_async(data, comm::ReduceOp::sum).wait(*stream_);
 }
 
-void GptModel::tp_all_gather_rows(const Pass& pass, Tensor all_rows) {
-  const std::size_t n = local_rows(pass) * static_cast<std::size_t>(config_.hidden_size);
+void GptModel::tp_all_gather(const Tensor& mine, Tensor all) {
   tensor_parallel_->order_after(*stream_);
-  tensor_parallel_->all_gather_async(all_rows.slice(first_row(pass) * config_.hidden_size, n), all_rows).wait(*stream_);
+  tensor_parallel_->all_gather_async(mine, all).wait(*stream_);
 }
 
 Tensor GptModel::row_parallel_bias(std::size_t param) { return tp_rank_ == 0 ? weight(param) : Tensor{}; }

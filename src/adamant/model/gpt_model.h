@@ -142,7 +142,8 @@ class GptModel {
   Tensor branch_grad(const Pass& pass, std::uint32_t site);
   Tensor embed(const Pass& pass);
   void tp_all_reduce(Tensor data);
-  void tp_all_gather_rows(const Pass& pass, Tensor all_rows);  // in place: this rank's block is its own
+  // Every rank's `mine` into `all`, in rank order (in place when `mine` is this rank's block of `all`).
+  void tp_all_gather(const Tensor& mine, Tensor all);
   // The row-parallel layers' bias, added once: by tensor-parallel rank 0, before the sum.
   Tensor row_parallel_bias(std::size_t param);
   void forward(const Pass& pass);

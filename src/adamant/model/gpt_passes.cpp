@@ -40,10 +40,11 @@ Tensor GptModel::layernorm_rows(const Pass& pass, const Tensor& in, std::size_t 
   const std::size_t C = static_cast<std::size_t>(config_.hidden_size);
   const std::size_t rows = local_rows(pass);
   Tensor all_rows = act(out_region, static_cast<std::size_t>(pass.batch) * pass.seq * C);
-  kernels::layernorm_forward(in, weight(weight_param), weight(bias_param), config_.layernorm_epsilon,
-                             all_rows.slice(first_row(pass) * C, rows * C), act(mean, rows), act(rstd, rows),
-                             {static_cast<std::int64_t>(rows), config_.hidden_size}, *stream_);
-  if (config_.sequence_parallel) tp_all_gather_rows(pass, all_rows);
+  const Tensor mine = all_rows.slice(first_row(pass) * C, rows * C);
+  kernels::layernorm_forward(in, weight(weight_param), weight(bias_param), config_.layernorm_epsilon, mine,
+                             act(mean, rows), act(rstd, rows), {static_cast<std::int64_t>(rows), config_.hidden_size},
+                             *stream_);
+  if (config_.sequence_parallel) tp_all_gather(mine, all_rows);
   return all_rows;
 }
 
@@ -73,9 +74,9 @@ Tensor GptModel::branch_grad(const Pass& pass, std::uint32_t site) {
     return d_branch;
   }
   Tensor all_rows = act(layout_.d_branch, static_cast<std::size_t>(pass.batch) * pass.seq * C);
-  kernels::dropout(d_residual, all_rows.slice(first_row(pass) * C, rows * C), static_cast<std::int64_t>(rows * C),
-                   sample_numel, args, *stream_);
-  tp_all_gather_rows(pass, all_rows);
+  const Tensor mine = all_rows.slice(first_row(pass) * C, rows * C);
+  kernels::dropout(d_residual, mine, static_cast<std::int64_t>(rows * C), sample_numel, args, *stream_);
+  tp_all_gather(mine, all_rows);
   return all_rows;
 }
 
@@ -167,8 +168,7 @@ void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_s
   const Tensor gathered = act(layout_.classifier_gathered, static_cast<std::size_t>(tp_size()) * 2 * N);
   const Tensor lse = act(layout_.classifier_lse, N);
   kernels::vocab_parallel_classifier_stats(x, weight(index_.word_embedding), targets, stats, scratch, shape, *stream_);
-  tensor_parallel_->order_after(*stream_);
-  tensor_parallel_->all_gather_async(stats, gathered).wait(*stream_);
+  tp_all_gather(stats, gathered);
   kernels::vocab_parallel_combine(gathered, tp_size(), static_cast<std::int64_t>(N), act(layout_.losses, N), lse,
                                   *stream_);
   if (!with_grad) return;

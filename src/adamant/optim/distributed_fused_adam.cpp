@@ -23,11 +23,12 @@ DistributedFusedAdam::DistributedFusedAdam(const OptimizerOptions& options, cons
             data_parallel.size()),
       readiness_(plan_, params_),
       loss_scaler_(make_loss_scaler(options)),
+      norm_scope_(norm_scope),
       grad_sync_(plan_.buckets().size()),
       param_sync_(plan_.buckets().size()),
       grad_sync_issued_(plan_.buckets().size(), 0) {
-  norm_scope_ = norm_scope;
-  // The segments of this rank's shards (offsets relative to each shard), built once.
+  // The segments of this rank's shards (offsets relative to each shard), built once: all of them
+  // for Adam, and those that count in the grad norm.
   for (std::size_t b = 0; b < plan_.buckets().size(); ++b) {
     const Bucket& bucket = plan_.buckets()[b];
     LocalShard shard;
@@ -35,19 +36,15 @@ DistributedFusedAdam::DistributedFusedAdam(const OptimizerOptions& options, cons
     shard.state_offset = plan_.shard_state_offset(b);
     shard.numel = bucket.shard_numel;
     shard.segment_begin = segments_host_.size();
-    for (const ShardFragment& piece : plan_.shard_fragments(b, rank_)) {
-      segments_host_.insert(segments_host_.end(), {static_cast<std::int64_t>(piece.shard_offset),
-                                                   static_cast<std::int64_t>(piece.shard_offset + piece.numel),
-                                                   params_[piece.param].weight_decay ? 1 : 0});
-    }
-    shard.segment_count = segments_host_.size() - shard.segment_begin;
     shard.norm_segment_begin = norm_segments_host_.size();
     for (const ShardFragment& piece : plan_.shard_fragments(b, rank_)) {
-      if (!norm_scope_.counts(params_[piece.param])) continue;
-      norm_segments_host_.insert(norm_segments_host_.end(),
-                                 {static_cast<std::int64_t>(piece.shard_offset),
-                                  static_cast<std::int64_t>(piece.shard_offset + piece.numel), 0});
+      const auto begin = static_cast<std::int64_t>(piece.shard_offset);
+      const auto end = static_cast<std::int64_t>(piece.shard_offset + piece.numel);
+      const ParamSpec& spec = params_[piece.param];
+      segments_host_.insert(segments_host_.end(), {begin, end, spec.weight_decay ? 1 : 0});
+      if (norm_scope_.counts(spec)) norm_segments_host_.insert(norm_segments_host_.end(), {begin, end, 0});
     }
+    shard.segment_count = segments_host_.size() - shard.segment_begin;
     shard.norm_segment_count = norm_segments_host_.size() - shard.norm_segment_begin;
     shards_.push_back(shard);
   }

@@ -20,19 +20,15 @@ FusedAdam::FusedAdam(const OptimizerOptions& options, const ParamList& params, c
       plan_(params_, BucketPlan::capacity_for(options.bucket_cap_mb, sizeof(float)), 1),
       readiness_(plan_, params_),
       loss_scaler_(make_loss_scaler(options)),
+      norm_scope_(norm_scope),
       grad_sync_(plan_.buckets().size()),
       grad_sync_issued_(plan_.buckets().size(), 0) {
   for (const ParamSpec& spec : params_.params) {
     if (spec.numel == 0) continue;
-    segments_host_.insert(segments_host_.end(),
-                          {static_cast<std::int64_t>(spec.offset), static_cast<std::int64_t>(spec.offset + spec.numel),
-                           spec.weight_decay ? 1 : 0});
-  }
-  norm_scope_ = norm_scope;
-  for (const ParamSpec& spec : params_.params) {
-    if (spec.numel == 0 || !norm_scope_.counts(spec)) continue;
-    norm_segments_host_.insert(norm_segments_host_.end(), {static_cast<std::int64_t>(spec.offset),
-                                                           static_cast<std::int64_t>(spec.offset + spec.numel), 0});
+    const auto begin = static_cast<std::int64_t>(spec.offset);
+    const auto end = static_cast<std::int64_t>(spec.offset + spec.numel);
+    segments_host_.insert(segments_host_.end(), {begin, end, spec.weight_decay ? 1 : 0});
+    if (norm_scope_.counts(spec)) norm_segments_host_.insert(norm_segments_host_.end(), {begin, end, 0});
   }
 }
 

@@ -7,9 +7,6 @@
 #include <vector>
 
 #include "adamant/core/error.h"
-#include "adamant/data/bpe_tokenizer.h"
-#include "adamant/model/param_layout.h"
-#include "adamant/train/run_setup.h"
 
 namespace adamant::train {
 
@@ -57,9 +54,7 @@ BenchmarkResult run_benchmark(const TrainConfig& config, const BenchmarkOptions&
   r.exposed_comm_ms = median({summary.exposed_comm_ms.begin() + timed, summary.exposed_comm_ms.end()});
   r.first_loss = summary.train_losses.front();
   r.last_loss = summary.train_losses.back();
-  const auto tokenizer = data::BpeTokenizer::load(m.tokenizer.vocab_file, m.tokenizer.merge_file);
-  const model::GptConfig whole = gpt_config_of(m, static_cast<int>(tokenizer.vocab_size())).whole_model();
-  r.parameters = static_cast<std::int64_t>(model::build_param_list(whole).total_numel);
+  r.parameters = summary.model_parameters;
   r.model_flops_per_token = 6.0 * static_cast<double>(r.parameters) +
                             12.0 * m.num_layers * static_cast<double>(m.encoder_seq_length) * m.hidden_size;
   r.peak_flops = options.peak_flops;

@@ -18,6 +18,7 @@
 #include "adamant/data/data_loader.h"
 #include "adamant/data/gpt_datasets.h"
 #include "adamant/model/gpt_model.h"
+#include "adamant/model/param_layout.h"
 #include "adamant/optim/lr_schedule.h"
 #include "adamant/optim/optimizer.h"
 #include "adamant/train/checkpoint.h"
@@ -135,6 +136,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
 
   TrainSummary summary;
   summary.steps_done = position.step;
+  summary.model_parameters =
+      static_cast<std::int64_t>(model::build_param_list(model.config().whole_model()).total_numel);
   const std::int64_t max_steps = config.trainer.max_steps;
   const std::int64_t last_step = options.stop_after_step ? std::min(max_steps, *options.stop_after_step) : max_steps;
   const auto run_start = Clock::now();

@@ -16,6 +16,7 @@ namespace adamant::train {
 
 struct TrainSummary {
   std::int64_t steps_done = 0;                              // optimizer steps at the end
+  std::int64_t model_parameters = 0;                        // of the whole model (all tensor-parallel slices)
   std::vector<double> train_losses;                         // one per step run in this call
   std::vector<std::pair<std::int64_t, double>> val_losses;  // (step, loss)
   double tokens_per_second = 0;                             // mean over the steps run, all ranks together
