@@ -46,6 +46,8 @@ std::uint64_t init_stream(std::string_view name) {
   return hash | (std::uint64_t{1} << 63);
 }
 
+bool is_layernorm(std::string_view name) { return name.find("layernorm") != std::string_view::npos; }
+
 bool is_output_projection(std::string_view name) {
   return name.ends_with("self_attention.dense.weight") || name.ends_with("mlp.dense_4h_to_h.weight");
 }
@@ -86,7 +88,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
                   tensor_parallel_->device().str());
   }
   for (const ParamSpec& spec : params_.params) {
-    grad_reduced_over_tp_.push_back(config.sequence_parallel && spec.name.find("layernorm") != std::string::npos);
+    grad_reduced_over_tp_.push_back(config.sequence_parallel && is_layernorm(spec.name));
   }
   ActivationDtypes dtypes;
   dtypes.activation = activation_dtype_;
@@ -143,10 +145,10 @@ void GptModel::init_weights() {
   const double base_std = config_.init_method_std;
   const double output_std = base_std / std::sqrt(2.0 * config_.num_layers);
   for (const ParamSpec& spec : params_.params) {
-    const bool is_layernorm = spec.name.find("layernorm") != std::string::npos;
+    const bool layernorm = is_layernorm(spec.name);
     const bool is_bias = spec.name.ends_with(".bias");
-    const bool random = !is_layernorm && !is_bias;
-    const double constant = (is_layernorm && !is_bias) ? 1.0 : 0.0;
+    const bool random = !layernorm && !is_bias;
+    const double constant = (layernorm && !is_bias) ? 1.0 : 0.0;
     const double std = is_output_projection(spec.name) ? output_std : base_std;
     const std::uint64_t stream = init_stream(spec.name);
     const auto numel = static_cast<std::int64_t>(spec.numel);

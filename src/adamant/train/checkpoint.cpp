@@ -116,11 +116,13 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
         gathered.resize(static_cast<std::size_t>(tp) * slice.bytes());
         const Tensor all = Tensor::flat(gathered.data(), weights.dtype, Device::cpu(), tp * p.numel);
         grid.tensor_parallel_group().all_gather(slice, all);
-        whole.resize(gathered.size());
-        for (int r = 0; r < tp; ++r) {
-          model::scatter_slice(model.config(), p, r, gathered.data() + r * slice.bytes(), whole.data(), element);
+        if (writer) {  // only the writer joins the slices
+          whole.resize(gathered.size());
+          for (int r = 0; r < tp; ++r) {
+            model::scatter_slice(model.config(), p, r, gathered.data() + r * slice.bytes(), whole.data(), element);
+          }
+          data = whole.data();
         }
-        data = whole.data();
       }
       if (writer) writer->add(p.name, data, weights.dtype, model::whole_shape(model.config(), p));
       names.push_back(p.name);
