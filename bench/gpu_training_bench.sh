@@ -12,10 +12,12 @@
 #         ZeroRedundancyOptimizer) or single (one GPU). Default: ours,single on one
 #         GPU, ours,ddp on more, ours,fsdp2 for 6.7b.
 # Environment: BUILD, STEPS (ours, default 12), MICRO_BATCH (per rank; default per size),
+#   SEQ (sequence length, default 2048), HIDDEN_DROPOUT and ATTENTION_DROPOUT (default 0, in
+#   both programs: embeddings and residual branches, and inside attention),
 #   RUN_TIMEOUT_S (each run, default 600), RESULTS (a folder: each run also writes
 #   <RESULTS>/<run>.json, or {"status": ...} when it failed), PEER_ARGS (more arguments
 #   for bench/torch_gpt_peer.py, e.g. --fsdp-mixed-precision), PYTHON, TORCHRUN.
-# Dropout is 0 in both (the peer has none). Ours prints the medians of steps 3 and later
+# Ours prints the medians of steps 3 and later
 # (bench/run_metrics.py): tokens/s, exposed communication per step and peak memory per GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."  # paths below (configs, BUILD, the data) are the repository's
@@ -27,6 +29,9 @@ timeout_s=${RUN_TIMEOUT_S:-600}
 python=${PYTHON:-python3}
 torchrun=${TORCHRUN:-torchrun}
 results=${RESULTS:-}
+seq=${SEQ:-2048}
+hidden_dropout=${HIDDEN_DROPOUT:-0}
+attention_dropout=${ATTENTION_DROPOUT:-0}
 read -r -a peer_args <<< "${PEER_ARGS:-}"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tp=1
@@ -70,15 +75,16 @@ record() {
 }
 
 ours() {
-  local name=ours-$size-g$gpus exp=/tmp/adamant-bench-$size-$gpus
+  local name=ours-$size-g$gpus-s$seq-d$hidden_dropout-$attention_dropout exp=/tmp/adamant-bench-$size-$gpus
   local log=$logs/$name.log
-  echo "== Adamant GPT-3 $size, $gpus GPU(s) (dp $dp x tp $tp), micro-batch $mbs, seq 2048, distributed_fused_adam"
+  echo "== Adamant GPT-3 $size, $gpus GPU(s) (dp $dp x tp $tp), micro-batch $mbs, seq $seq, dropout $hidden_dropout / $attention_dropout, distributed_fused_adam"
   rm -rf "$exp"
   local rc=0
   timeout --kill-after=20 "$timeout_s" mpirun --allow-run-as-root -np "$gpus" --bind-to none -x NCCL_NVLS_ENABLE=0 \
     "$build/adamant" train "$config" trainer.max_steps="$steps" trainer.limit_val_batches=0 \
     trainer.log_every_n_steps=1 model.global_batch_size=$gbs model.micro_batch_size=$mbs \
-    model.hidden_dropout=0 model.attention_dropout=0 exp_manager.create_checkpoint_callback=false \
+    model.hidden_dropout="$hidden_dropout" model.attention_dropout="$attention_dropout" \
+    model.encoder_seq_length="$seq" exp_manager.create_checkpoint_callback=false \
     exp_manager.resume_if_exists=false exp_manager.exp_dir="$exp" > "$log" 2>&1 || rc=$?
   local status
   status=$(run_status "$log" $rc)
@@ -97,7 +103,7 @@ ours() {
 }
 
 peer() {
-  local kind=$1 name=peer-$1-$size-g$gpus
+  local kind=$1 name=peer-$1-$size-g$gpus-s$seq-d$hidden_dropout-$attention_dropout
   local log=$logs/$name.log json=$logs/$name.json
   local peer_mbs=$((gbs / gpus))  # the same global batch over all GPUs
   if [ "$peer_mbs" -lt 1 ]; then
@@ -105,14 +111,16 @@ peer() {
     record "$name" "failed (batch)"
     return
   fi
-  echo "== PyTorch GPT-3 $size, $gpus GPU(s), $kind, micro-batch $peer_mbs, seq 2048"
+  echo "== PyTorch GPT-3 $size, $gpus GPU(s), $kind, micro-batch $peer_mbs, seq $seq, dropout $hidden_dropout / $attention_dropout"
   local rc=0
   if [ "$kind" = single ]; then
-    timeout --kill-after=20 "$timeout_s" "$python" bench/torch_gpt_peer.py "${shape[@]}" --seq 2048 \
-      --micro-batch "$peer_mbs" --steps 10 --json "$json" "${peer_args[@]}" > "$log" 2>&1 || rc=$?
+    timeout --kill-after=20 "$timeout_s" "$python" bench/torch_gpt_peer.py "${shape[@]}" --seq "$seq" \
+      --micro-batch "$peer_mbs" --steps 20 --hidden-dropout "$hidden_dropout" --attention-dropout "$attention_dropout" \
+      --json "$json" "${peer_args[@]}" > "$log" 2>&1 || rc=$?
   else
     timeout --kill-after=20 "$timeout_s" "$torchrun" --standalone --nproc_per_node "$gpus" bench/torch_gpt_peer.py \
-      "${shape[@]}" --seq 2048 --micro-batch "$peer_mbs" --steps 10 --parallel "$kind" --json "$json" \
+      "${shape[@]}" --seq "$seq" --micro-batch "$peer_mbs" --steps 20 --parallel "$kind" \
+      --hidden-dropout "$hidden_dropout" --attention-dropout "$attention_dropout" --json "$json" \
       "${peer_args[@]}" > "$log" 2>&1 || rc=$?
   fi
   local status

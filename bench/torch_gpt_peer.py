@@ -28,9 +28,11 @@ import torch.nn.functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, hidden, heads, ffn, std, out_std):
+    def __init__(self, hidden, heads, ffn, std, out_std, hidden_dropout, attention_dropout):
         super().__init__()
         self.heads = heads
+        self.hidden_dropout = hidden_dropout
+        self.attention_dropout = attention_dropout
         self.ln1 = nn.LayerNorm(hidden, eps=1e-5)
         self.qkv = nn.Linear(hidden, 3 * hidden)
         self.proj = nn.Linear(hidden, hidden)
@@ -44,24 +46,27 @@ class Block(nn.Module):
     def forward(self, x):
         b, t, c = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, c))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.attention_dropout if self.training else 0.0)
+        x = x + F.dropout(self.proj(a.transpose(1, 2).reshape(b, t, c)), self.hidden_dropout, self.training)
+        return x + F.dropout(self.out(F.gelu(self.fc(self.ln2(x)))), self.hidden_dropout, self.training)
 
 
 class Gpt(nn.Module):
-    def __init__(self, layers, hidden, heads, seq, vocab=50304, std=0.02):
+    def __init__(self, layers, hidden, heads, seq, hidden_dropout=0.0, attention_dropout=0.0, vocab=50304, std=0.02):
         super().__init__()
+        self.hidden_dropout = hidden_dropout
         self.wte = nn.Embedding(vocab, hidden)
         self.wpe = nn.Embedding(seq, hidden)
         nn.init.normal_(self.wte.weight, 0.0, std)
         nn.init.normal_(self.wpe.weight, 0.0, std)
         out_std = std / math.sqrt(2 * layers)
-        self.blocks = nn.ModuleList(Block(hidden, heads, 4 * hidden, std, out_std) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(hidden, heads, 4 * hidden, std, out_std, hidden_dropout, attention_dropout)
+                                    for _ in range(layers))
         self.ln_f = nn.LayerNorm(hidden, eps=1e-5)
 
     def forward(self, tokens, targets):
-        x = self.wte(tokens) + self.wpe.weight[: tokens.shape[1]]
+        x = F.dropout(self.wte(tokens) + self.wpe.weight[: tokens.shape[1]], self.hidden_dropout, self.training)
         for block in self.blocks:
             x = block(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)
@@ -81,6 +86,8 @@ def main():
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--fsdp-mixed-precision", action="store_true",
                    help="fsdp2: all-gather bf16 weights, reduce-scatter fp32 gradients")
+    p.add_argument("--hidden-dropout", type=float, default=0.0, help="on the embeddings and residual branches")
+    p.add_argument("--attention-dropout", type=float, default=0.0, help="SDPA dropout_p")
     p.add_argument("--json")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after timing, print the N kernels with the most GPU time over 2 more steps")
@@ -93,7 +100,7 @@ def main():
     world = dist.get_world_size() if distributed else 1
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     torch.manual_seed(1234)
-    model = Gpt(args.layers, args.hidden, args.heads, args.seq).cuda()
+    model = Gpt(args.layers, args.hidden, args.heads, args.seq, args.hidden_dropout, args.attention_dropout).cuda()
     n_params = sum(p.numel() for p in model.parameters())
     if not args.no_compile:
         model = torch.compile(model)
@@ -120,21 +127,25 @@ def main():
     tokens = torch.randint(0, 50257, (args.micro_batch, args.seq + 1), device="cuda")
     x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
     torch.cuda.reset_peak_memory_stats()
-    times = []
-    for step in range(args.warmup + args.steps):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
+
+    def train_step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        if step >= args.warmup:
-            times.append(time.perf_counter() - start)
-    times.sort()
-    step_s = times[len(times) // 2]
+        return loss
+
+    for _ in range(args.warmup):
+        train_step()
+    # Steps back to back, synchronised only at the ends, as a training loop runs them.
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        loss = train_step()
+    torch.cuda.synchronize()
+    step_s = (time.perf_counter() - start) / args.steps
     tokens_per_s = args.micro_batch * args.seq * world / step_s
     flops_per_token = 6 * n_params + 12 * args.layers * args.seq * args.hidden
     mfu = tokens_per_s / world * flops_per_token / 989e12
@@ -143,18 +154,14 @@ def main():
         dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # per GPU: the largest over the ranks
     peak_gib = peak.item() / 2**30
     result = {"parallel": args.parallel if distributed else "single", "gpus": world, "params": n_params,
+              "seq": args.seq, "hidden_dropout": args.hidden_dropout, "attention_dropout": args.attention_dropout,
               "micro_batch": args.micro_batch, "tokens_per_s": tokens_per_s, "step_ms": step_s * 1e3, "mfu": mfu,
               "peak_gib": peak_gib, "loss": float(loss.detach())}
     if args.profile and not distributed:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(2):
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    loss = model(x, y)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+                train_step()
             torch.cuda.synchronize()
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.profile, max_name_column_width=90))
     if rank == 0:

@@ -2,8 +2,8 @@
 """PyTorch peer of bench/flash_attention_bench.cu on the same shapes.
 
 Times torch.nn.functional.scaled_dot_product_attention(is_causal=True) forward and
-backward, bf16, layout (B, H, L, d), no dropout, on the attention shapes of GPT-3
-126M, 1.3B and 2.7B at sequence 2048. CUDA events, 3 warm-ups, median of --reps.
+backward, bf16, layout (B, H, L, d), on the attention shapes of GPT-3 126M, 1.3B and
+2.7B at sequence 2048 and 126M and 1.3B at 8192; --dropout P as flash_attention_bench's. CUDA events, 3 warm-ups, median of --reps.
 FLOPs are counted as flash_attention_bench counts them: forward 2 B H L^2 d,
 backward 2.5 times that. --backend pins one SDPA backend (default: PyTorch's choice).
 With --compare OURS.json (flash_attention_bench --json) it prints the side-by-side
@@ -19,7 +19,8 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-SHAPES = [("126M", 8, 12, 2048, 64), ("1.3B", 4, 16, 2048, 128), ("2.7B", 4, 32, 2048, 80)]
+SHAPES = [("126M", 8, 12, 2048, 64), ("1.3B", 4, 16, 2048, 128), ("2.7B", 4, 32, 2048, 80),
+          ("126M", 2, 12, 8192, 64), ("1.3B", 1, 16, 8192, 128)]
 
 
 def time_cuda(fn, reps):
@@ -47,7 +48,7 @@ def backend_context(name):
     return torch.nn.attention.sdpa_kernel([backends[name]])
 
 
-def measure(reps, backend):
+def measure(reps, backend, dropout):
     results = []
     for model, b, h, seq, d in SHAPES:
         generator = torch.Generator(device="cuda").manual_seed(1)
@@ -55,8 +56,10 @@ def measure(reps, backend):
                    .requires_grad_() for _ in range(3))
         d_out = torch.empty(b, h, seq, d, device="cuda", dtype=torch.bfloat16).uniform_(-1, 1, generator=generator)
         with backend_context(backend):
-            forward_ms = time_cuda(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), reps)
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            def attention():
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+            forward_ms = time_cuda(attention, reps)
+            out = attention()
             backward_ms = time_cuda(lambda: torch.autograd.grad(out, (q, k, v), d_out, retain_graph=True), reps)
         flops = 2.0 * b * h * seq * seq * d
         row = {"model": model, "batch": b, "heads": h, "seq": seq, "head_dim": d, "forward_ms": forward_ms,
@@ -90,18 +93,19 @@ def compare(torch_results, ours_path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--dropout", type=float, default=0.0, help="attention dropout probability")
     parser.add_argument("--backend", choices=["default", "flash", "cudnn", "efficient"], default="default")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--compare", help="flash_attention_bench --json output to set side by side")
     args = parser.parse_args()
     torch.cuda.set_device(0)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}; causal SDPA, bf16, backend {args.backend}, "
-          f"median of {args.reps}")
-    results = measure(args.reps, args.backend)
+          f"dropout {args.dropout}, median of {args.reps}")
+    results = measure(args.reps, args.backend, args.dropout)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "backend": args.backend,
-                       "results": results}, f, indent=2)
+                       "dropout": args.dropout, "results": results}, f, indent=2)
     if args.compare:
         compare(results, args.compare)
 

@@ -34,8 +34,12 @@ std::vector<double> naive_attention(const std::vector<double>& qkv, const Attent
         for (int64_t j = 0; j <= i; ++j) {
           double p = std::exp(scores[j] - max_score) / total;
           if (drop.probability > 0) {
-            const std::uint64_t element = static_cast<std::uint64_t>((h * s.seq + i) * s.seq + j);
-            const bool keep = dropout_keeps(dropout_bits(drop, b, element / 4)[element % 4], drop.probability);
+            // One Philox draw per rows {r, r + 8} x columns {c, c + 8} of each 16 x 16 block.
+            const int64_t blocks = (s.seq + 15) / 16;
+            const auto draw =
+                static_cast<std::uint64_t>(((h * blocks + i / 16) * blocks + j / 16) * 64 + (i % 8) * 8 + j % 8);
+            const auto word = static_cast<std::size_t>(((i / 8) % 2) * 2 + (j / 8) % 2);
+            const bool keep = dropout_keeps(dropout_bits(drop, b, draw)[word], drop.probability);
             p = keep ? p / (1.0 - drop.probability) : 0.0;
           }
           for (int64_t d = 0; d < s.head_dim; ++d) {
@@ -47,6 +51,25 @@ std::vector<double> naive_attention(const std::vector<double>& qkv, const Attent
     }
   }
   return out;
+}
+
+// A sequence over two 16 x 16 dropout blocks (and a partial third) per row: every word of
+// the draws and the block numbering are exercised.
+TEST(Attention, DropoutOverSeveralBlocksMatchesNaiveReference) {
+  Stream stream;
+  const AttentionShape shape{2, 37, 2, 3};
+  auto qkv = random_normal(2 * 37 * 3 * 6, 7);
+  std::vector<double> probs(2 * 2 * 37 * 37), out(2 * 37 * 6);
+  const DropoutArgs drop{0.3f, 99, 4, 11};
+  attention_forward(view(qkv), view(probs), view(out), shape, drop, stream);
+  const auto expected = naive_attention(qkv, shape, drop);
+  const auto undropped = naive_attention(qkv, shape, DropoutArgs{});
+  double changed = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    ASSERT_NEAR(out[i], expected[i], 1e-12) << i;
+    changed += std::abs(out[i] - undropped[i]);
+  }
+  EXPECT_GT(changed, 1.0);  // the mask did act
 }
 
 TEST(Attention, ForwardMatchesNaiveReference) {

@@ -1,41 +1,53 @@
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
+#include "adamant/kernels/attention_dropout_layout.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
 
 namespace adamant::kernels::cpu {
 
 namespace {
 
-// Dropout factors (0 or 1/(1-p)) along one row of one sample's attention
-// probabilities; one Philox draw serves four consecutive elements.
+// Dropout factors (0 or 1/(1-p)) along one query row of one sample's attention, in the
+// draw layout of kernels/attention_dropout_layout.h: the eight draws of a 16-key block
+// serve its 16 keys, so they are made together when the row enters the block.
 template <typename T>
 class DropoutRow {
  public:
-  DropoutRow(const DropoutArgs& args, std::int64_t sample, std::uint64_t row_start)
+  DropoutRow(const DropoutArgs& args, std::int64_t sample, std::int64_t head, std::int64_t query, std::int64_t seq)
       : args_(args),
         sample_(static_cast<std::uint64_t>(sample)),
-        row_start_(row_start),
+        head_(static_cast<std::uint64_t>(head)),
+        query_(static_cast<std::uint64_t>(query)),
+        blocks_(attention_dropout_layout::blocks_per_row(static_cast<std::uint64_t>(seq))),
         keep_scale_(T(1) / (T(1) - static_cast<T>(args.probability))) {}
 
-  T factor(std::int64_t column) {
-    const std::uint64_t element = row_start_ + static_cast<std::uint64_t>(column);
-    const std::uint64_t group = element / 4;
-    if (group != cached_group_) {
-      bits_ = dropout_bits(args_, sample_, group);
-      cached_group_ = group;
+  T factor(std::int64_t key) {
+    namespace layout = attention_dropout_layout;
+    const auto column = static_cast<std::uint64_t>(key);
+    const std::uint64_t block = column / layout::kBlock;
+    if (block != cached_block_) {
+      for (std::uint64_t lane = 0; lane < 8; ++lane) {
+        draws_[lane] = dropout_bits(
+            args_, sample_, layout::draw_index(head_, query_ / layout::kBlock, block, query_ % 8, lane, blocks_));
+      }
+      cached_block_ = block;
     }
-    return dropout_keeps(bits_[element % 4], args_.probability) ? keep_scale_ : T(0);
+    const std::uint32_t bits = draws_[column % 8][layout::element_word(query_, column)];
+    return dropout_keeps(bits, args_.probability) ? keep_scale_ : T(0);
   }
 
  private:
   const DropoutArgs& args_;
   std::uint64_t sample_;
-  std::uint64_t row_start_;
+  std::uint64_t head_;
+  std::uint64_t query_;
+  std::uint64_t blocks_;
   T keep_scale_;
-  std::uint64_t cached_group_ = std::numeric_limits<std::uint64_t>::max();
-  PhiloxCounter bits_{};
+  std::uint64_t cached_block_ = std::numeric_limits<std::uint64_t>::max();
+  std::array<PhiloxCounter, 8> draws_{};
 };
 
 template <typename T>
@@ -84,7 +96,7 @@ void attention_forward(const Tensor& qkv, Tensor probs, Tensor out, const Attent
 
           T* o = out_data + (b * L + i) * C + h * D;
           std::fill(o, o + D, T(0));
-          DropoutRow<T> mask(dropout_args, b, static_cast<std::uint64_t>((h * L + i) * L));
+          DropoutRow<T> mask(dropout_args, b, h, i, L);
           for (std::int64_t j = 0; j <= i; ++j) {
             const T weight = use_dropout ? p[j] * mask.factor(j) : p[j];
             axpy(weight, qkv_data + (b * L + j) * 3 * C + 2 * C + h * D, o, D);
@@ -121,7 +133,7 @@ void attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& pr
           const T* p = probs_data + ((b * H + h) * L + i) * L;
           T* dp = d_probs_data + ((b * H + h) * L + i) * L;
           const T* d_o = d_out_data + (b * L + i) * C + h * D;
-          DropoutRow<T> mask(dropout_args, b, static_cast<std::uint64_t>((h * L + i) * L));
+          DropoutRow<T> mask(dropout_args, b, h, i, L);
           T weighted_sum = 0;
           for (std::int64_t j = 0; j <= i; ++j) {
             const std::int64_t token_j = (b * L + j) * 3 * C + h * D;

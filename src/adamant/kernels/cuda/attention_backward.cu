@@ -101,9 +101,7 @@ __global__ void __launch_bounds__(kQueryThreads)
   const std::int64_t row_offset = ((static_cast<std::int64_t>(sample) * problem.heads + head) * seq + query) * seq;
   const std::uint16_t* probs_row = row_valid ? operands.probs + row_offset : nullptr;
   std::uint16_t* d_scores_row = row_valid ? operands.d_scores + row_offset : nullptr;
-  const std::uint64_t mask_row =
-      (static_cast<std::uint64_t>(head) * seq + static_cast<std::uint64_t>(query)) * static_cast<std::uint64_t>(seq);
-  DropoutMask mask(dropout, sample);
+  DropoutMask mask(dropout, sample, head, seq);
 
   // Pass 1: w = sum_j p_j * dp_j with dp_j = (d_out . v_j) * dropout factor_j.
   float weighted_sum = 0.0f;
@@ -124,7 +122,7 @@ __global__ void __launch_bounds__(kQueryThreads)
           const int c = chunk * kChunk + e;
           const int key = first_key + c;
           if (key > query) continue;
-          const float factor = dropout.enabled ? mask.factor(mask_row + static_cast<std::uint64_t>(key)) : 1.0f;
+          const float factor = dropout.enabled ? mask.factor_at(query, key) : 1.0f;
           weighted_sum += detail::bf16_bits_to_f32(prob_bits[e]) * (my_dp[c] * factor);
         }
       }
@@ -156,7 +154,7 @@ __global__ void __launch_bounds__(kQueryThreads)
         const int key = first_key + c;
         float d_score = 0.0f;
         if (row_valid && key <= query) {
-          const float factor = dropout.enabled ? mask.factor(mask_row + static_cast<std::uint64_t>(key)) : 1.0f;
+          const float factor = dropout.enabled ? mask.factor_at(query, key) : 1.0f;
           d_score = detail::bf16_bits_to_f32(prob_bits[e]) * (my_dp[c] * factor - weighted_sum) * scale;
         }
         ds_bits[e] = detail::f32_to_bf16_bits(d_score);
@@ -203,7 +201,7 @@ __global__ void __launch_bounds__(kKeyThreads<kHeadDim>)
   const std::uint16_t* d_out_base =
       operands.d_out + static_cast<std::int64_t>(sample) * seq * channels + head * kHeadDim;
   const std::int64_t head_rows = (static_cast<std::int64_t>(sample) * problem.heads + head) * seq;
-  DropoutMask mask(dropout, sample);
+  DropoutMask mask(dropout, sample, head, seq);
 
   FragAcc dk_acc[kKeyWarpCols / kFrag];
   FragAcc dv_acc[kKeyWarpCols / kFrag];
@@ -230,8 +228,6 @@ __global__ void __launch_bounds__(kKeyThreads<kHeadDim>)
         const std::int64_t row_offset = (head_rows + query) * seq;
         load_row_chunk(operands.d_scores + row_offset, first_col, seq, vector_rows, ds_bits);
         load_row_chunk(operands.probs + row_offset, first_col, seq, vector_rows, dropped_bits);
-        const std::uint64_t mask_row = (static_cast<std::uint64_t>(head) * seq + static_cast<std::uint64_t>(query)) *
-                                       static_cast<std::uint64_t>(seq);
 #pragma unroll
         for (int e = 0; e < kChunk; ++e) {
           const int key = first_col + e;
@@ -239,7 +235,7 @@ __global__ void __launch_bounds__(kKeyThreads<kHeadDim>)
             ds_bits[e] = 0;
             dropped_bits[e] = 0;
           } else if (dropout.enabled) {
-            const float factor = mask.factor(mask_row + static_cast<std::uint64_t>(key));
+            const float factor = mask.factor_at(query, key);
             dropped_bits[e] = detail::f32_to_bf16_bits(detail::bf16_bits_to_f32(dropped_bits[e]) * factor);
           }
         }

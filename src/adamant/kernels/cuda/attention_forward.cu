@@ -112,12 +112,10 @@ __global__ void __launch_bounds__(kForwardThreads)
   FragAcc out_acc[kHeadDim / kFrag];
 #pragma unroll
   for (int n = 0; n < kHeadDim / kFrag; ++n) wmma::fill_fragment(out_acc[n], 0.0f);
-  DropoutMask mask(dropout, sample);
+  DropoutMask mask(dropout, sample, head, seq);
   const std::int64_t probs_row_offset =
       ((static_cast<std::int64_t>(sample) * problem.heads + head) * seq + query) * seq;
   std::uint16_t* probs_row = row_valid ? operands.probs + probs_row_offset : nullptr;
-  const std::uint64_t mask_row =
-      (static_cast<std::uint64_t>(head) * seq + static_cast<std::uint64_t>(query)) * static_cast<std::uint64_t>(seq);
   std::uint16_t* my_dropped = dropped + row_in_block * kProbPitch + half * (kTile / 2);
   for (int key_block = 0; key_block <= query_block; ++key_block) {
     __syncthreads();
@@ -138,8 +136,7 @@ __global__ void __launch_bounds__(kForwardThreads)
         const bool visible = row_valid && key <= query;
         const float prob = visible ? exp2f((my_scores[c] - row_max) * scale_log2) * inv_sum : 0.0f;
         prob_bits[e] = detail::f32_to_bf16_bits(prob);
-        const float kept =
-            visible && dropout.enabled ? prob * mask.factor(mask_row + static_cast<std::uint64_t>(key)) : prob;
+        const float kept = visible && dropout.enabled ? prob * mask.factor_at(query, key) : prob;
         dropped_bits[e] = detail::f32_to_bf16_bits(kept);
       }
       *reinterpret_cast<uint4*>(my_dropped + chunk * kChunk) = pack_chunk(dropped_bits);

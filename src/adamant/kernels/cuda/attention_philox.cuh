@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "adamant/kernels/attention_dropout_layout.h"
 #include "adamant/kernels/cuda/attention_launchers.h"
 
 namespace adamant::kernels::cuda::attention_detail {
@@ -49,34 +50,48 @@ __device__ __forceinline__ std::uint32_t philox_word(const uint4& words, unsigne
   }
 }
 
-// Dropout factors (0 or 1/(1-p)) of one sample's attention elements; one Philox
-// draw covers four consecutive elements and is reused while they are visited in order.
+// Dropout factors (0 or 1/(1-p)) of one sample's attention elements, in the draw
+// layout of kernels/attention_dropout_layout.h: one draw decides four elements, rows
+// {r, r + 8} x columns {c, c + 8} of a 16 x 16 block, which one thread of an m16n8
+// accumulator tile holds in either orientation.
 class DropoutMask {
  public:
-  __device__ DropoutMask(const attention_launchers::Dropout& dropout, int sample)
+  __device__ DropoutMask(const attention_launchers::Dropout& dropout, int sample, int head, int seq)
       : seed_(dropout.seed),
         stream_(dropout.stream_base + static_cast<std::uint64_t>(sample) * dropout.stream_per_sample),
+        head_(static_cast<std::uint64_t>(head)),
+        blocks_(attention_dropout_layout::blocks_per_row(static_cast<std::uint64_t>(seq))),
         probability_(dropout.probability),
         keep_scale_(dropout.keep_scale) {}
 
-  __device__ float factor(std::uint64_t element) {
-    const std::uint64_t group = element >> 2;
-    if (group != cached_group_) {
-      words_ = philox_draw(seed_, group, stream_);
-      cached_group_ = group;
-    }
-    // kernels/dropout.h dropout_keeps with core/rng.h uniform_float: 24 bits in [0, 1).
-    const float uniform = static_cast<float>(philox_word(words_, static_cast<unsigned>(element & 3u)) >> 8) * 0x1p-24f;
-    return uniform >= probability_ ? keep_scale_ : 0.0f;
+  // The four words of block (query_block, key_block)'s draw for lanes q % 8 and k % 8.
+  __device__ uint4 draw(int query_block, int key_block, int query_lane, int key_lane) const {
+    return philox_draw(seed_,
+                       attention_dropout_layout::draw_index(
+                           head_, static_cast<std::uint64_t>(query_block), static_cast<std::uint64_t>(key_block),
+                           static_cast<std::uint64_t>(query_lane), static_cast<std::uint64_t>(key_lane), blocks_),
+                       stream_);
+  }
+
+  // kernels/dropout.h dropout_keeps with core/rng.h uniform_float: 24 bits in [0, 1).
+  __device__ float factor(std::uint32_t bits) const {
+    return static_cast<float>(bits >> 8) * 0x1p-24f >= probability_ ? keep_scale_ : 0.0f;
+  }
+
+  // One element on its own (a draw each: for kernels that visit elements one by one).
+  __device__ float factor_at(int query, int key) const {
+    const uint4 words = draw(query / 16, key / 16, query % 8, key % 8);
+    return factor(philox_word(words, attention_dropout_layout::element_word(static_cast<std::uint64_t>(query),
+                                                                            static_cast<std::uint64_t>(key))));
   }
 
  private:
   std::uint64_t seed_;
   std::uint64_t stream_;
+  std::uint64_t head_;
+  std::uint64_t blocks_;
   float probability_;
   float keep_scale_;
-  std::uint64_t cached_group_ = ~std::uint64_t{0};
-  uint4 words_ = make_uint4(0, 0, 0, 0);
 };
 
 }  // namespace adamant::kernels::cuda::attention_detail

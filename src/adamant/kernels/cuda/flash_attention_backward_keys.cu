@@ -125,8 +125,7 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
     for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
   }
   const int keys[2] = {warp_first + group, warp_first + group + 8};
-  attention_detail::DropoutMask mask(dropout, sample);
-  const std::uint64_t head_rows = static_cast<std::uint64_t>(head) * static_cast<std::uint64_t>(seq);
+  const attention_detail::DropoutMask mask(dropout, sample, head, seq);
 
   for (int block = first_query_block; block < query_blocks; ++block) {
     wait_copies<kStages - 2>();  // this block's copies have landed; later blocks' may be in flight
@@ -175,6 +174,19 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
           }
         }
         const bool needs_mask = kEdge && (chunk_first < warp_first + 15 || chunk_first + 15 >= seq);
+        // Draw j decides queries {chunk_first + 2 pair + j, + 8} x this thread's two keys:
+        // element e = 2 h + j of n8 tiles 0 and 1 (attention_dropout_layout.h).
+        float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
+        if constexpr (kDropout) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const uint4 words = mask.draw(chunk_first / 16, warp_first / 16, 2 * pair + j, group);
+            factors[0][j] = mask.factor(words.x);
+            factors[0][2 + j] = mask.factor(words.y);
+            factors[1][j] = mask.factor(words.z);
+            factors[1][2 + j] = mask.factor(words.w);
+          }
+        }
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
           // (D, lse log2 e) of queries 2 pair and 2 pair + 1 of this n8 tile.
@@ -187,11 +199,7 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
             const int key = keys[e >> 1];
             float p = fast_exp2(fmaf(s[t][e], scale_log2, -lse_log2[e & 1]));
             if (needs_mask && (query < key || query >= seq)) p = 0.0f;
-            float factor = 1.0f;
-            if constexpr (kDropout) {
-              factor = mask.factor((head_rows + static_cast<std::uint64_t>(query)) * static_cast<std::uint64_t>(seq) +
-                                   static_cast<std::uint64_t>(key));
-            }
+            const float factor = factors[t][e];
             s[t][e] = p * factor;
             dp[t][e] = p * (dp[t][e] * factor - d_values[e & 1]);
           }

@@ -107,15 +107,7 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim, kDropout>:
       lse_log2[h] = stats.y;
     }
   }
-  attention_detail::DropoutMask masks[2] = {attention_detail::DropoutMask(dropout, sample),
-                                            attention_detail::DropoutMask(dropout, sample)};
-  std::uint64_t mask_rows[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    mask_rows[h] =
-        (static_cast<std::uint64_t>(head) * static_cast<std::uint64_t>(seq) + static_cast<std::uint64_t>(rows[h])) *
-        static_cast<std::uint64_t>(seq);
-  }
+  const attention_detail::DropoutMask mask(dropout, sample, head, seq);
 
   const std::uint32_t a_lane = a_pattern<kHeadDim>(lane);
   const std::uint32_t b_lane = b_pattern<kHeadDim>(lane);
@@ -164,6 +156,19 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim, kDropout>:
           mma_pair(dp[0], dp[1], d_out_frags[kk], b);
         }
         const bool needs_mask = kEdge && chunk_first + 15 > warp_first;
+        // Draw j decides rows {group, group + 8} x keys {chunk_first + 2 pair + j, + 8}:
+        // element e = 2 h + j of n8 tiles 0 and 1 (attention_dropout_layout.h).
+        float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
+        if constexpr (kDropout) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const uint4 words = mask.draw(warp_first / 16, chunk_first / 16, group, 2 * pair + j);
+            factors[0][j] = mask.factor(words.x);
+            factors[1][j] = mask.factor(words.y);
+            factors[0][2 + j] = mask.factor(words.z);
+            factors[1][2 + j] = mask.factor(words.w);
+          }
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -174,8 +179,7 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim, kDropout>:
               const int key = chunk_first + 8 * t + 2 * pair + j;
               float p = fast_exp2(fmaf(s[t][e], scale_log2, -lse_log2[h]));
               if (needs_mask && key > rows[h]) p = 0.0f;
-              float factor = 1.0f;
-              if constexpr (kDropout) factor = masks[h].factor(mask_rows[h] + static_cast<std::uint64_t>(key));
+              const float factor = factors[t][e];
               dp[t][e] = p * (dp[t][e] * factor - d_values[h]);
             }
           }

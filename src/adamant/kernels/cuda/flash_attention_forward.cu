@@ -104,15 +104,7 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.0f, 0.0f};
   const int rows[2] = {warp_first + group, warp_first + group + 8};
-  attention_detail::DropoutMask masks[2] = {attention_detail::DropoutMask(dropout, sample),
-                                            attention_detail::DropoutMask(dropout, sample)};
-  std::uint64_t mask_rows[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    mask_rows[h] =
-        (static_cast<std::uint64_t>(head) * static_cast<std::uint64_t>(seq) + static_cast<std::uint64_t>(rows[h])) *
-        static_cast<std::uint64_t>(seq);
-  }
+  const attention_detail::DropoutMask mask(dropout, sample, head, seq);
 
   for (int block = 0; block < key_blocks; ++block) {
     wait_copies<kStages - 2>();  // this block's copies have landed; later blocks' may be in flight
@@ -208,16 +200,17 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
       row_sum[0] += sums[0][0] + sums[0][1];
       row_sum[1] += sums[1][0] + sums[1][1];
       if constexpr (kDropout) {
-        // Row by row, so that each row's mask reuses a Philox draw over 4 consecutive keys.
+        // Draw (m, j) decides rows {group, group + 8} x keys {16 m + 2 pair + j, + 8}:
+        // element e = 2 h + j of n8 tiles 2 m and 2 m + 1 (attention_dropout_layout.h).
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
+        for (int m = 0; m < kKeyTiles / 2; ++m) {
 #pragma unroll
-          for (int t = 0; t < kKeyTiles; ++t) {
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const auto key = static_cast<std::uint64_t>(first_key + 8 * t + 2 * pair + j);
-              scores[t][2 * h + j] *= masks[h].factor(mask_rows[h] + key);
-            }
+          for (int j = 0; j < 2; ++j) {
+            const uint4 words = mask.draw(warp_first / 16, first_key / 16 + m, group, 2 * pair + j);
+            scores[2 * m][j] *= mask.factor(words.x);
+            scores[2 * m + 1][j] *= mask.factor(words.y);
+            scores[2 * m][2 + j] *= mask.factor(words.z);
+            scores[2 * m + 1][2 + j] *= mask.factor(words.w);
           }
         }
       }
