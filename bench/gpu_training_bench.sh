@@ -16,7 +16,8 @@
 #   both programs: embeddings and residual branches, and inside attention),
 #   RUN_TIMEOUT_S (each run, default 600), RESULTS (a folder: each run also writes
 #   <RESULTS>/<run>.json, or {"status": ...} when it failed), PEER_ARGS (more arguments
-#   for bench/torch_gpt_peer.py, e.g. --fsdp-mixed-precision), PYTHON, TORCHRUN.
+#   for bench/torch_gpt_peer.py, e.g. --fsdp-mixed-precision), EXTRA_ARGS (more config
+#   overrides for ours, e.g. model.activations_checkpoint_granularity=selective), PYTHON, TORCHRUN.
 # Ours prints the medians of steps 3 and later
 # (bench/run_metrics.py): tokens/s, exposed communication per step and peak memory per GPU.
 set -euo pipefail
@@ -33,6 +34,7 @@ seq=${SEQ:-2048}
 hidden_dropout=${HIDDEN_DROPOUT:-0}
 attention_dropout=${ATTENTION_DROPOUT:-0}
 read -r -a peer_args <<< "${PEER_ARGS:-}"
+read -r -a extra_args <<< "${EXTRA_ARGS:-}"
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tp=1
 case "$size" in
@@ -85,7 +87,7 @@ ours() {
     trainer.log_every_n_steps=1 model.global_batch_size=$gbs model.micro_batch_size=$mbs \
     model.hidden_dropout="$hidden_dropout" model.attention_dropout="$attention_dropout" \
     model.encoder_seq_length="$seq" exp_manager.create_checkpoint_callback=false \
-    exp_manager.resume_if_exists=false exp_manager.exp_dir="$exp" > "$log" 2>&1 || rc=$?
+    exp_manager.resume_if_exists=false exp_manager.exp_dir="$exp" "${extra_args[@]}" > "$log" 2>&1 || rc=$?
   local status
   status=$(run_status "$log" $rc)
   grep -E "^(model|parallel|optimizer|memory|peak memory|done)|step +(1|$((steps - 1))|$steps)/" "$log" || true

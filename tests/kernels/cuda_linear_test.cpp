@@ -247,13 +247,14 @@ void check_linear(const LinearCase& c, std::uint64_t seed) {
   // Without a bias, the CPU kernels run without one too: the reference is then in[rows, in] weight^T.
   auto optional = [&](std::vector<float>& v) { return c.with_bias ? host(v) : Tensor{}; };
   cpu::linear_forward(host(in_c), host(weight_c), optional(bias_c), host(out), s);
-  cpu::linear_backward(host(d_out_c), host(in_c), host(weight_c), host(d_in), host(d_weight), optional(d_bias), s);
+  cpu::linear_backward(host(d_out_c), host(in_c), host(weight_c), host(d_in), host(d_weight), optional(d_bias), s,
+                       WeightGrad::overwrite);
   auto abs_in = absolute(in), abs_weight = absolute(weight), abs_bias = absolute(bias), abs_d_out = absolute(d_out);
   std::vector<float> out_mag(out.size()), d_in_mag(d_in.size()), d_weight_mag(d_weight.size()),
       d_bias_mag(d_bias.size());
   cpu::linear_forward(host(abs_in), host(abs_weight), optional(abs_bias), host(out_mag), s);
   cpu::linear_backward(host(abs_d_out), host(abs_in), host(abs_weight), host(d_in_mag), host(d_weight_mag),
-                       optional(d_bias_mag), s);
+                       optional(d_bias_mag), s, WeightGrad::overwrite);
 
   const std::vector<float> poison_activation(d_in.size(), std::numeric_limits<float>::quiet_NaN());
   const std::vector<float> poison_weight(d_weight.size(), std::numeric_limits<float>::quiet_NaN());
@@ -266,7 +267,8 @@ void check_linear(const LinearCase& c, std::uint64_t seed) {
   cuda::linear_forward(in_gpu.view(), weight_gpu.view(), c.with_bias ? bias_gpu.view() : Tensor{}, out_gpu.view(), s,
                        stream);
   cuda::linear_backward(d_out_gpu.view(), in_gpu.view(), weight_gpu.view(), c.with_d_in ? d_in_gpu.view() : Tensor{},
-                        d_weight_gpu.view(), c.with_bias ? d_bias_gpu.view() : Tensor{}, s, stream);
+                        d_weight_gpu.view(), c.with_bias ? d_bias_gpu.view() : Tensor{}, s, stream,
+                        WeightGrad::overwrite);
   stream.synchronize();
 
   const double relative = c.dtype == DType::bf16 ? kBf16OutputRelative : 1e-6;
@@ -285,6 +287,41 @@ void check_linear(const LinearCase& c, std::uint64_t seed) {
   } else {
     const auto untouched = d_bias_gpu.download();
     EXPECT_TRUE(std::isnan(untouched.front()) && std::isnan(untouched.back())) << "an empty d_bias was written";
+  }
+}
+
+// WeightGrad::accumulate adds the weight gradient to d_weight's old contents in the GEMM
+// (beta = 1), with or without the fused bias gradient: against old + the CPU's product.
+TEST(CudaLinear, AccumulatedWeightGradientAddsToTheOldValue) {
+  ADAMANT_REQUIRE_GPU();
+  for (const bool with_bias : {true, false}) {
+    const LinearShape s{256, 768, 3072};  // 126M MLP up projection
+    std::mt19937_64 rng(with_bias ? 41 : 42);
+    const auto in = random_values(s.rows * s.in_features, rng, 1.0f, true);
+    const auto weight = random_values(s.out_features * s.in_features, rng, 0.02f, true);
+    const auto d_out = random_values(s.rows * s.out_features, rng, 1e-3f, true);
+    const auto old = random_values(s.out_features * s.in_features, rng, 0.5f, false);
+    auto host = [](std::vector<float>& v) { return Tensor::flat(v.data(), DType::f32, Device::cpu(), v.size()); };
+    std::vector<float> in_c = in, weight_c = weight, d_out_c = d_out, expected = old, d_bias(s.out_features);
+    cpu::linear_backward(host(d_out_c), host(in_c), host(weight_c), Tensor{}, host(expected),
+                         with_bias ? host(d_bias) : Tensor{}, s, WeightGrad::accumulate);
+    auto abs_in = absolute(in), abs_d_out = absolute(d_out), abs_weight = absolute(weight);
+    std::vector<float> magnitude = absolute(old), abs_bias(s.out_features);
+    cpu::linear_backward(host(abs_d_out), host(abs_in), host(abs_weight), Tensor{}, host(magnitude),
+                         with_bias ? host(abs_bias) : Tensor{}, s, WeightGrad::accumulate);
+
+    DeviceMatrix in_gpu(in, DType::bf16), weight_gpu(weight, DType::bf16), d_out_gpu(d_out, DType::bf16);
+    DeviceMatrix d_weight_gpu(old, DType::f32);
+    DeviceMatrix d_bias_gpu(std::vector<float>(s.out_features, std::numeric_limits<float>::quiet_NaN()), DType::f32);
+    Stream stream(testing::gpu());
+    cuda::linear_backward(d_out_gpu.view(), in_gpu.view(), weight_gpu.view(), Tensor{}, d_weight_gpu.view(),
+                          with_bias ? d_bias_gpu.view() : Tensor{}, s, stream, WeightGrad::accumulate);
+    stream.synchronize();
+    expect_close(d_weight_gpu.download(), expected, magnitude, 1e-6, kAccumulation,
+                 with_bias ? "accumulated d_weight with the bias gradient" : "accumulated d_weight");
+    if (with_bias) {
+      expect_close(d_bias_gpu.download(), d_bias, abs_bias, 1e-6, kAccumulation, "bias gradient beside accumulation");
+    }
   }
 }
 

@@ -121,5 +121,22 @@ TEST(Linear, WithoutBiasAddsNoneAndComputesNoBiasGradient) {
   }
 }
 
+// WeightGrad::accumulate: exactly the old value plus the overwriting call's product, the
+// bias and input gradients unchanged.
+TEST(Linear, AccumulatedWeightGradientIsTheOldValuePlusTheProduct) {
+  Stream stream;
+  const LinearShape shape{70, 9, 11};  // more rows than one k-block of the blocked GEMM
+  auto in = testing::to_float(random_normal(70 * 9, 21)), weight = testing::to_float(random_normal(11 * 9, 22));
+  auto d_out = testing::to_float(random_normal(70 * 11, 23)), old = testing::to_float(random_normal(11 * 9, 24));
+  std::vector<float> d_in(70 * 9), d_weight(11 * 9), d_bias(11);
+  linear_backward(view(d_out), view(in), view(weight), view(d_in), view(d_weight), view(d_bias), shape, stream);
+  std::vector<float> d_in2(70 * 9), accumulated = old, d_bias2(11);
+  linear_backward(view(d_out), view(in), view(weight), view(d_in2), view(accumulated), view(d_bias2), shape, stream,
+                  WeightGrad::accumulate);
+  for (std::size_t i = 0; i < accumulated.size(); ++i) ASSERT_EQ(accumulated[i], old[i] + d_weight[i]) << i;
+  EXPECT_EQ(d_in2, d_in);
+  EXPECT_EQ(d_bias2, d_bias);
+}
+
 }  // namespace
 }  // namespace adamant::kernels

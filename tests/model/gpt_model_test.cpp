@@ -102,6 +102,38 @@ TEST(GptModel, MicroBatchGradientDoesNotDependOnModelCapacity) {
   }
 }
 
+// model.activations_checkpoint_granularity: selective recomputes the GELU outputs in
+// backward: the same arithmetic, so losses and gradients are bitwise those of the model that
+// keeps them, with dropout on and over two micro-batches; the layout keeps one GELU buffer
+// instead of one per layer.
+TEST(GptModel, SelectiveRecomputationChangesNoBitAndKeepsOneGeluBuffer) {
+  GptConfig config = tiny_config();
+  config.num_layers = 3;
+  config.hidden_dropout = 0.2f;
+  config.attention_dropout = 0.2f;
+  GptConfig recomputing = config;
+  recomputing.recompute_activation = true;
+  const auto first = random_batch(config, 2, 41), second = random_batch(config, 2, 42);
+  GptModel keeping_model(config, DType::f32, 2, Device::cpu(), 6);
+  GptModel recomputing_model(recomputing, DType::f32, 2, Device::cpu(), 6);
+  for (GptModel* model : {&keeping_model, &recomputing_model}) model->zero_grads();
+  for (const auto* batch : {&first, &second}) {
+    EXPECT_EQ(recomputing_model.forward_backward(batch->view(0), 4.0f),
+              keeping_model.forward_backward(batch->view(0), 4.0f));
+  }
+  EXPECT_EQ(copy_of<float>(recomputing_model.grads()), copy_of<float>(keeping_model.grads()));
+
+  ActivationDtypes dtypes;
+  dtypes.activation = DType::bf16;
+  const ActivationLayout kept = ActivationLayout::plan(config, 2, dtypes);
+  const ActivationLayout shared = ActivationLayout::plan(recomputing, 2, dtypes);
+  const std::size_t gelu_bytes = 2 * static_cast<std::size_t>(config.seq_length * config.ffn_hidden_size) * 2;
+  const std::size_t aligned = (gelu_bytes + ActivationLayout::kRegionAlignment - 1) /
+                              ActivationLayout::kRegionAlignment * ActivationLayout::kRegionAlignment;
+  EXPECT_EQ(kept.total_bytes - shared.total_bytes, (config.num_layers - 1) * aligned);
+  for (const LayerActivations& layer : shared.layers) EXPECT_EQ(layer.fc_gelu.offset, shared.layers[0].fc_gelu.offset);
+}
+
 TEST(GptModel, GradReadyOncePerParameterInLayoutOrderWithFinalValues) {
   const GptConfig config = tiny_config();
   GptModel model(config, DType::f32, 2, Device::cpu(), 6);

@@ -206,6 +206,27 @@ TEST(GpuGptModel, GradientsAccumulateOverMicroBatches) {
                          KeyBias::compare);
 }
 
+// Selective recomputation (the GELU outputs recomputed in backward) runs the same kernels on
+// the same values: the losses are bitwise the model's that keeps them (dropout on), and so are
+// the gradients but for the order of the embedding gradient's fp32 atomics.
+TEST(GpuGptModel, SelectiveRecomputationChangesNoBit) {
+  ADAMANT_REQUIRE_GPU();
+  GptConfig config = small_config();
+  config.hidden_dropout = 0.1f;
+  config.attention_dropout = 0.1f;
+  GptConfig recomputing = config;
+  recomputing.recompute_activation = true;
+  const auto first = random_batch(config, 2, 51), second = random_batch(config, 2, 52);
+  GptModel keeping_model(config, DType::bf16, 2, gpu(), 8);
+  GptModel recomputing_model(recomputing, DType::bf16, 2, gpu(), 8);
+  const std::vector<MicroBatch> both = {first.view(0), second.view(2)};
+  const PassResult kept = run_passes(keeping_model, both, 1.0f);
+  const PassResult recomputed = run_passes(recomputing_model, both, 1.0f);
+  EXPECT_EQ(recomputed.losses, kept.losses);
+  expect_gradients_close(keeping_model.params(), recomputed.grads, kept.grads, config.hidden_size, 1e-5,
+                         "selective recomputation", KeyBias::compare);
+}
+
 TEST(GpuGptModel, DropoutMasksMatchTheCpuModel) {
   ADAMANT_REQUIRE_GPU();
   GptConfig config = small_config();

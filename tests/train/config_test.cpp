@@ -165,6 +165,16 @@ TEST(ConfigRanges, OutOfRangeValuesNameKeyAndMeaning) {
               HasSubstr("exp_manager.checkpoint_callback_params.save_top_k must be -1 (keep all) or >= 1"));
 }
 
+TEST(ConfigRanges, ActivationsCheckpointGranularityIsNullOrSelective) {
+  EXPECT_EQ(parse("").model.activations_checkpoint_granularity, "");
+  EXPECT_EQ(parse("model:\n  activations_checkpoint_granularity: null\n").model.activations_checkpoint_granularity, "");
+  EXPECT_EQ(parse("", {"model.activations_checkpoint_granularity=selective"}).model.activations_checkpoint_granularity,
+            "selective");
+  const std::string message = error_of("model:\n  activations_checkpoint_granularity: full\n");
+  EXPECT_THAT(message, HasSubstr("model.activations_checkpoint_granularity is 'full' (in test.yaml, line 2)"));
+  EXPECT_THAT(message, HasSubstr("use selective"));
+}
+
 TEST(ConfigCombinations, DistributedFusedAdamRequiresO2) {
   const std::string message = error_of("model:\n  optim:\n    name: distributed_fused_adam\n");
   EXPECT_THAT(message, HasSubstr("model.optim.name=distributed_fused_adam requires model.megatron_amp_O2=true"));

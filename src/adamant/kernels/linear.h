@@ -18,9 +18,17 @@ struct LinearShape {
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
                     const Stream& stream);
 
-// d_in = d_out * weight, d_weight = d_out^T * in, d_bias = column sums of d_out; all
-// three overwritten. An empty d_in or d_bias (data == nullptr) skips that result.
+// What the weight gradient does with d_weight's old contents.
+enum class WeightGrad : std::uint8_t {
+  overwrite,
+  accumulate,  // d_weight += d_out^T * in, by the GEMM itself (beta = 1): no separate pass
+};
+
+// d_in = d_out * weight, d_weight = d_out^T * in (or += with WeightGrad::accumulate), d_bias
+// = column sums of d_out; d_in and d_bias overwritten. An empty d_in or d_bias (data ==
+// nullptr) skips that result.
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
-                     Tensor d_bias, const LinearShape& shape, const Stream& stream);
+                     Tensor d_bias, const LinearShape& shape, const Stream& stream,
+                     WeightGrad weight_grad = WeightGrad::overwrite);
 
 }  // namespace adamant::kernels

@@ -137,7 +137,7 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
 }
 
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
-                     Tensor d_bias, const LinearShape& shape, const Stream& stream) {
+                     Tensor d_bias, const LinearShape& shape, const Stream& stream, WeightGrad weight_grad) {
   const Operands ops("linear_backward", d_out);
   check_positive(ops.op, "in_features", shape.in_features);
   check_positive(ops.op, "out_features", shape.out_features);
@@ -148,8 +148,8 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
   ops.exact("d_weight", d_weight, shape.out_features * shape.in_features, Role::weight_grad);
   if (d_bias.data != nullptr) ops.exact("d_bias", d_bias, shape.out_features, Role::weight_grad);
   ops.run(
-      stream, [&] { cpu::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape); },
-      ADAMANT_CUDA_CALL(cuda::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, stream)));
+      stream, [&] { cpu::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, weight_grad); },
+      ADAMANT_CUDA_CALL(cuda::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, stream, weight_grad)));
 }
 
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double epsilon, Tensor out,

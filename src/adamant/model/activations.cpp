@@ -51,6 +51,9 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   // Layernorm outputs are whole ([tokens, hidden]): with sequence parallelism each rank writes its
   // rows and the all-gather fills in the rest, which the next GEMM and its weight gradient read.
   layout.embedded = act(rows * hidden);
+  // With selective recomputation one GELU output serves every layer: written in forward and
+  // read at once by the next GEMM, rewritten in backward just before its weight gradient.
+  const Region shared_gelu = config.recompute_activation ? act(tokens * ffn) : Region{};
   for (int l = 0; l < config.num_layers; ++l) {
     LayerActivations layer;
     layer.ln1 = act(tokens * hidden);
@@ -68,7 +71,7 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
     layer.ln2_mean = stat(rows);
     layer.ln2_rstd = stat(rows);
     layer.fc = act(tokens * ffn);
-    layer.fc_gelu = act(tokens * ffn);
+    layer.fc_gelu = config.recompute_activation ? shared_gelu : act(tokens * ffn);
     layer.residual_mlp = act(rows * hidden);
     layout.layers.push_back(layer);
   }

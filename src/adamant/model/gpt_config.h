@@ -19,6 +19,10 @@ struct GptConfig {
   float hidden_dropout = 0.0f;             // model.hidden_dropout
   float attention_dropout = 0.0f;          // model.attention_dropout
   float layernorm_epsilon = 1e-5f;         // model.layernorm_epsilon
+  // model.activations_checkpoint_granularity: selective. The GELU outputs (4 x hidden per
+  // token and layer, the largest activation) are not kept: backward recomputes each
+  // layer's from its kept input, into one buffer shared by the layers.
+  bool recompute_activation = false;
 
   // The vocabulary rounded up to a multiple of make_vocab_size_divisible_by * tensor_parallel_size
   // (Megatron's padding; 50257 -> 50304 with the defaults).

@@ -102,7 +102,22 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
     working_weights_ = Buffer(params_.total_numel * grad_size, device_);
   }
   grads_ = Buffer(buffer_numel_ * grad_size, device_);
-  micro_grads_ = Buffer(buffer_numel_ * grad_size, device_);
+  // The linear layers' weight gradients (most of the elements) are accumulated into grads_ by
+  // their GEMMs; the other parameters get a place in the per-micro-batch scratch.
+  std::vector<bool> in_place(params_.size(), false);
+  for (const LayerParamIndex& layer : index_.layers) {
+    for (const std::size_t param : {layer.qkv_weight, layer.proj_weight, layer.fc_weight, layer.fc_proj_weight}) {
+      in_place[param] = true;
+    }
+  }
+  std::size_t scratch_numel = 0;
+  micro_offsets_.assign(params_.size(), kAccumulatedInPlace);
+  for (std::size_t p = 0; p < params_.size(); ++p) {
+    if (in_place[p]) continue;
+    micro_offsets_[p] = scratch_numel;
+    scratch_numel += (params_[p].numel + kMicroAlignment - 1) / kMicroAlignment * kMicroAlignment;
+  }
+  micro_grads_ = Buffer(scratch_numel * grad_size, device_);
   activations_ = Buffer(layout_.total_bytes, device_);
   if (device_.is_cuda()) {
     const std::size_t tokens = static_cast<std::size_t>(micro_batch_size_) * config_.seq_length;
@@ -234,12 +249,17 @@ Tensor GptModel::weight(std::size_t param) {
 
 Tensor GptModel::micro_grad(std::size_t param) {
   const ParamSpec& spec = params_[param];
-  return Tensor::flat(static_cast<char*>(micro_grads_.data()) + spec.offset * dtype_size(grad_dtype_), grad_dtype_,
-                      device_, spec.numel);
+  if (micro_offsets_[param] == kAccumulatedInPlace) return grads().slice(spec.offset, spec.numel);
+  return Tensor::flat(static_cast<char*>(micro_grads_.data()) + micro_offsets_[param] * dtype_size(grad_dtype_),
+                      grad_dtype_, device_, spec.numel);
 }
 
 void GptModel::finish_grad(std::size_t param, const GradReadyFn& on_grad_ready) {
   const ParamSpec& spec = params_[param];
+  if (micro_offsets_[param] == kAccumulatedInPlace) {  // its GEMM has added it to grads_ already
+    if (on_grad_ready) on_grad_ready(param);
+    return;
+  }
   if (grad_reduced_over_tp_[param]) tp_all_reduce(micro_grad(param));  // each rank saw only its rows
   if (device_.is_cuda()) {
     kernels::accumulate(micro_grad(param), grads().slice(spec.offset, spec.numel), *stream_);
@@ -247,7 +267,7 @@ void GptModel::finish_grad(std::size_t param, const GradReadyFn& on_grad_ready) 
     return;
   }
   with_compute_type(grad_dtype_, [&]<typename T>() {
-    const T* micro = static_cast<const T*>(micro_grads_.data()) + spec.offset;
+    const T* micro = micro_grad(param).ptr<T>();
     T* total = static_cast<T*>(grads_.data()) + spec.offset;
     const auto numel = static_cast<std::int64_t>(spec.numel);
 #pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)

@@ -2,7 +2,7 @@
 // The GPT-3 decoder (pre-LN, learned positions, tied word embeddings, exact GELU)
 // with explicit layer-by-layer forward and backward; no autograd.
 //
-// Memory: weights, gradients, a per-micro-batch gradient scratch and all
+// Memory: weights, gradients, a small per-micro-batch gradient scratch and all
 // activations each live in one flat Buffer allocated in the constructor;
 // forward_backward never allocates.
 //
@@ -16,9 +16,11 @@
 // tokens and targets are copied once per micro-batch into preallocated device
 // buffers, and the per-token losses come back in one small copy per call, which is
 // the only host synchronisation (the loss is returned).
-// The gradient of one micro-batch is formed in the scratch and then added to
-// grads(), so it is bitwise the same whatever other micro-batches were accumulated
-// before it.
+// The linear layers' weight gradients (about 92% of the elements of GPT-3 1.3B) are
+// accumulated into grads() by their weight-gradient GEMMs (beta = 1, as Megatron's
+// gradient-accumulation fusion), with no scratch and no extra pass; the other
+// parameters' (biases, layernorms, embeddings) are formed in a small per-micro-batch
+// scratch and then added.
 //
 // Dropout masks are counter-based (Philox): a function of (seed, global sample
 // index, site, element) only, independent of how samples are grouped.
@@ -156,6 +158,8 @@ class GptModel {
 
   Tensor act(const Region& region, std::size_t count);
   Tensor weight(std::size_t param);
+  // Where backward writes `param`'s gradient: its slice of grads() for the linear weights
+  // (their GEMMs accumulate), else its place in the micro-batch scratch.
   Tensor micro_grad(std::size_t param);
   kernels::DropoutArgs dropout_at(const Pass& pass, float probability, std::uint32_t site,
                                   std::uint64_t first_element = 0) const;
@@ -180,7 +184,11 @@ class GptModel {
   Buffer weights_;
   Buffer working_weights_;  // compute-dtype copy of 16-bit weights; empty when weights are f32/f64
   Buffer grads_;
-  Buffer micro_grads_;  // this micro-batch's gradient before it joins grads_
+  Buffer micro_grads_;  // this micro-batch's gradient of the parameters not accumulated in place
+  // Each parameter's offset in micro_grads_, or kAccumulatedInPlace for the linear weights.
+  std::vector<std::size_t> micro_offsets_;
+  static constexpr std::size_t kAccumulatedInPlace = ~std::size_t{0};
+  static constexpr std::size_t kMicroAlignment = 64;  // elements: 256-byte aligned fp32 views
   Buffer activations_;
   Buffer device_tokens_;            // i32 [micro_batch_size, seq_length]; GPU only
   Buffer device_targets_;           // same

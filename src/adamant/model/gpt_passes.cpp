@@ -204,12 +204,14 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     const Tensor x_in = l == 0 ? act(layout_.embedded, RC) : act(layout_.layers[l - 1].residual_mlp, RC);
 
     Tensor d_fc = act(layout_.d_fc, NF);
+    if (config_.recompute_activation) kernels::gelu_forward(act(a.fc, NF), act(a.fc_gelu, NF), NF, *stream_);
     kernels::linear_backward(branch_grad(pass, mlp_residual_site(l)), act(a.fc_gelu, NF), weight(w.fc_proj_weight),
-                             d_fc, micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, *stream_);
+                             d_fc, micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, *stream_,
+                             kernels::WeightGrad::accumulate);
     finish(w.fc_proj_bias, w.fc_proj_weight);
     kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, *stream_);
     kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln_sums, micro_grad(w.fc_weight),
-                             micro_grad(w.fc_bias), {B * L, C, F}, *stream_);
+                             micro_grad(w.fc_bias), {B * L, C, F}, *stream_, kernels::WeightGrad::accumulate);
     finish(w.fc_bias, w.fc_weight);
     kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), act(a.residual_attention, RC), weight(w.ln2_weight),
                                 act(a.ln2_mean, rows), act(a.ln2_rstd, rows), d_residual, micro_grad(w.ln2_weight),
@@ -218,7 +220,8 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
 
     Tensor d_attention = act(layout_.d_attention, NW);
     kernels::linear_backward(branch_grad(pass, attention_residual_site(l)), act(a.attention, NW), weight(w.proj_weight),
-                             d_attention, micro_grad(w.proj_weight), micro_grad(w.proj_bias), {B * L, W, C}, *stream_);
+                             d_attention, micro_grad(w.proj_weight), micro_grad(w.proj_bias), {B * L, W, C}, *stream_,
+                             kernels::WeightGrad::accumulate);
     finish(w.proj_bias, w.proj_weight);
     Tensor d_qkv = act(layout_.d_qkv, 3 * NW);
     const kernels::DropoutArgs attention_dropout =
@@ -233,7 +236,7 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
                                   d_qkv, {B, L, H, D}, attention_dropout, *stream_);
     }
     kernels::linear_backward(d_qkv, act(a.ln1, NC), weight(w.qkv_weight), d_ln_sums, micro_grad(w.qkv_weight),
-                             micro_grad(w.qkv_bias), {B * L, C, 3 * W}, *stream_);
+                             micro_grad(w.qkv_bias), {B * L, C, 3 * W}, *stream_, kernels::WeightGrad::accumulate);
     finish(w.qkv_bias, w.qkv_weight);
     kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), x_in, weight(w.ln1_weight), act(a.ln1_mean, rows),
                                 act(a.ln1_rstd, rows), d_residual, micro_grad(w.ln1_weight), micro_grad(w.ln1_bias),

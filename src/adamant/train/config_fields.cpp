@@ -178,6 +178,15 @@ std::vector<FieldSpec> make_fields() {
       "model.hidden_dropout", [](auto& c) -> auto& { return c.model.hidden_dropout; }));
   f.push_back(number_field(
       "model.attention_dropout", [](auto& c) -> auto& { return c.model.attention_dropout; }));
+  f.push_back({"model.activations_checkpoint_granularity",
+               [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+                 c.model.activations_checkpoint_granularity =
+                     v.IsNull() ? std::string() : read_string(v, "model.activations_checkpoint_granularity", where);
+               },
+               [](const TrainConfig& c) {
+                 const std::string& value = c.model.activations_checkpoint_granularity;
+                 return value.empty() ? std::string("null") : value;
+               }});
   f.push_back(int_field(
       "model.make_vocab_size_divisible_by", [](auto& c) -> auto& { return c.model.make_vocab_size_divisible_by; }));
   // NeMo has one seed (model.seed); the data pipeline uses it too.

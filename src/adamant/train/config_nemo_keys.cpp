@@ -137,7 +137,6 @@ std::vector<NemoKeySpec> make_nemo_keys() {
                           "gradient_as_bucket_view",
                           "sync_batch_comm",
                           "nccl_communicator_config_path",
-                          "activations_checkpoint_granularity",
                           "activations_checkpoint_method",
                           "activations_checkpoint_num_layers",
                           "num_micro_batches_with_partial_activation_checkpoints",

@@ -94,6 +94,12 @@ class Validator {
     positive("model.init_method_std", m.init_method_std, "the standard deviation of the weight init, e.g. 0.02");
     fraction("model.hidden_dropout", m.hidden_dropout);
     fraction("model.attention_dropout", m.attention_dropout);
+    if (!m.activations_checkpoint_granularity.empty() && m.activations_checkpoint_granularity != "selective") {
+      fail(
+          "model.activations_checkpoint_granularity is '{}'{}; Adamant recomputes selectively: use selective "
+          "(backward recomputes the GELU outputs instead of keeping them) or null (keep every activation)",
+          m.activations_checkpoint_granularity, where("model.activations_checkpoint_granularity"));
+    }
     at_least("model.make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1,
              "the vocabulary padding multiple, e.g. 128");
     positive("model.native_amp_init_scale", m.native_amp_init_scale, "the initial fp16 loss scale, e.g. 4294967296");

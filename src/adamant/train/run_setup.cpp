@@ -25,6 +25,7 @@ model::GptConfig gpt_config_of(const ModelConfig& m, int vocab_size) {
   g.init_method_std = static_cast<float>(m.init_method_std);
   g.hidden_dropout = static_cast<float>(m.hidden_dropout);
   g.attention_dropout = static_cast<float>(m.attention_dropout);
+  g.recompute_activation = m.activations_checkpoint_granularity == "selective";
   g.validate();
   return g;
 }

@@ -76,6 +76,7 @@ struct ModelConfig {  // model
   double init_method_std = 0.02;
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
+  std::string activations_checkpoint_granularity;  // NeMo's null (empty) or "selective"
   int make_vocab_size_divisible_by = 128;
   std::int64_t seed = 1234;
   double native_amp_init_scale = 4294967296.0;  // fp16 dynamic loss scaling

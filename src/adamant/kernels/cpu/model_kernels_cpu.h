@@ -34,7 +34,7 @@ void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int
           const Tensor& a, const Tensor& b, double beta, Tensor c);
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape);
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
-                     Tensor d_bias, const LinearShape& shape);
+                     Tensor d_bias, const LinearShape& shape, WeightGrad weight_grad);
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double epsilon, Tensor out,
                        Tensor mean, Tensor rstd, const RowsShape& shape);
 void layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weight, const Tensor& mean,

@@ -88,7 +88,7 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
 }
 
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
-                     Tensor d_bias, const LinearShape& shape, const Stream& stream) {
+                     Tensor d_bias, const LinearShape& shape, const Stream& stream, WeightGrad weight_grad) {
   const char* op = "linear_backward";
   const DType dtype = d_out.dtype;
   const Device device = d_out.device;
@@ -116,23 +116,24 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
     ADAMANT_CHECK(complete, "linear_backward: d_in was not computed");
   }
 
-  // d_weight[out, in] = d_out^T in (fp32 output), d_bias[j] = sum over rows of d_out[r, j].
-  MatmulProblem weight_grad;
-  weight_grad.transpose_a = Transpose::yes;
-  weight_grad.m = shape.out_features;
-  weight_grad.n = shape.in_features;
-  weight_grad.k = shape.rows;
-  weight_grad.a = {d_out.data, dtype, shape.out_features};
-  weight_grad.b = {in.data, dtype, shape.in_features};
-  weight_grad.c = d_weight.data;
-  weight_grad.c_dtype = DType::f32;
-  weight_grad.c_row_stride = shape.in_features;
+  // d_weight[out, in] (+)= d_out^T in (fp32 output), d_bias[j] = sum over rows of d_out[r, j].
+  MatmulProblem product;
+  product.transpose_a = Transpose::yes;
+  product.m = shape.out_features;
+  product.n = shape.in_features;
+  product.k = shape.rows;
+  product.a = {d_out.data, dtype, shape.out_features};
+  product.b = {in.data, dtype, shape.in_features};
+  product.c = d_weight.data;
+  product.c_dtype = DType::f32;
+  product.c_row_stride = shape.in_features;
+  product.beta = weight_grad == WeightGrad::accumulate ? 1.0f : 0.0f;
   if (with_bias) {
-    weight_grad.epilogue = MatmulEpilogue::bias_grad;
-    weight_grad.bias = d_bias.data;
-    weight_grad.bias_dtype = DType::f32;
+    product.epilogue = MatmulEpilogue::bias_grad;
+    product.bias = d_bias.data;
+    product.bias_dtype = DType::f32;
   }
-  if (matmul(weight_grad, device, stream)) return;
+  if (matmul(product, device, stream)) return;
   // matmul declines only a fused bias gradient; d_weight is computed regardless.
   ADAMANT_CHECK(with_bias, "linear_backward: d_weight was not computed");
 

@@ -31,7 +31,7 @@ void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
                     const Stream& stream);
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
-                     Tensor d_bias, const LinearShape& shape, const Stream& stream);
+                     Tensor d_bias, const LinearShape& shape, const Stream& stream, WeightGrad weight_grad);
 void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, std::int64_t rows, std::int64_t vocab,
                            bool with_grad, double grad_scale, const Stream& stream);
 void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
