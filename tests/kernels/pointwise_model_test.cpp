@@ -19,29 +19,47 @@ TEST(Gelu, KnownValuesOfTheErfForm) {
   Stream stream;
   // x * Phi(x): Phi(1) = 0.841344746068543, Phi(-1) = 0.158655253931457, Phi(2) = 0.977249868051821.
   std::vector<double> x{0.0, 1.0, -1.0, 2.0}, out(4);
-  gelu_forward(view(x), view(out), 4, stream);
+  gelu_forward(view(x), view(out), 4, GeluForm::exact, stream);
   EXPECT_EQ(out[0], 0.0);
   EXPECT_NEAR(out[1], 0.841344746068543, 1e-14);
   EXPECT_NEAR(out[2], -0.158655253931457, 1e-14);
   EXPECT_NEAR(out[3], 2 * 0.977249868051821, 1e-14);
   std::vector<float> x32{1.0f, -1.0f}, out32(2);
-  gelu_forward(view(x32), view(out32), 2, stream);
+  gelu_forward(view(x32), view(out32), 2, GeluForm::exact, stream);
   EXPECT_NEAR(out32[0], 0.841344746f, 1e-6f);
   EXPECT_NEAR(out32[1], -0.158655254f, 1e-6f);
 }
 
-TEST(Gelu, BackwardMatchesFiniteDifferences) {
+TEST(Gelu, KnownValuesOfTheTanhForm) {
   Stream stream;
-  auto x = random_normal(50, 1, 2.0);
-  const auto probe = random_normal(50, 2);
-  std::vector<double> out(50);
-  auto loss = [&] {
-    gelu_forward(view(x), view(out), 50, stream);
-    return testing::dot(out, probe);
-  };
-  auto d = probe;  // in place: d_x aliases d_out
-  gelu_backward(view(d), view(x), view(d), 50, stream);
-  testing::expect_gradient(x, d, loss, "gelu");
+  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), evaluated independently in double precision.
+  std::vector<double> x{0.0, 1.0, -1.0, 2.0, -3.0}, out(5);
+  gelu_forward(view(x), view(out), 5, GeluForm::tanh, stream);
+  EXPECT_EQ(out[0], 0.0);
+  EXPECT_NEAR(out[1], 0.8411919906082768, 1e-14);
+  EXPECT_NEAR(out[2], -0.15880800939172324, 1e-14);
+  EXPECT_NEAR(out[3], 1.954597694087775, 1e-14);
+  EXPECT_NEAR(out[4], -0.0036373920817729943, 1e-14);
+  std::vector<float> x32{1.0f, -1.0f}, out32(2);
+  gelu_forward(view(x32), view(out32), 2, GeluForm::tanh, stream);
+  EXPECT_NEAR(out32[0], 0.84119199f, 1e-6f);
+  EXPECT_NEAR(out32[1], -0.15880801f, 1e-6f);
+}
+
+TEST(Gelu, BackwardMatchesFiniteDifferencesInBothForms) {
+  Stream stream;
+  for (const GeluForm form : {GeluForm::exact, GeluForm::tanh}) {
+    auto x = random_normal(50, 1, 2.0);
+    const auto probe = random_normal(50, 2);
+    std::vector<double> out(50);
+    auto loss = [&] {
+      gelu_forward(view(x), view(out), 50, form, stream);
+      return testing::dot(out, probe);
+    };
+    auto d = probe;  // in place: d_x aliases d_out
+    gelu_backward(view(d), view(x), view(d), 50, form, stream);
+    testing::expect_gradient(x, d, loss, form == GeluForm::exact ? "gelu" : "gelu tanh");
+  }
 }
 
 TEST(Dropout, DropsAboutPAndScalesTheRest) {

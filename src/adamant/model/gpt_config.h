@@ -3,6 +3,8 @@
 // (megatron_gpt_config.yaml). validate() names the NeMo key of any bad value.
 #include <cstdint>
 
+#include "adamant/kernels/gelu.h"
+
 namespace adamant::model {
 
 struct GptConfig {
@@ -19,6 +21,8 @@ struct GptConfig {
   float hidden_dropout = 0.0f;             // model.hidden_dropout
   float attention_dropout = 0.0f;          // model.attention_dropout
   float layernorm_epsilon = 1e-5f;         // model.layernorm_epsilon
+  // model.openai_gelu: GPT-2's tanh approximation of GELU instead of the exact erf form.
+  kernels::GeluForm gelu = kernels::GeluForm::exact;
 
   // The vocabulary rounded up to a multiple of make_vocab_size_divisible_by * tensor_parallel_size
   // (Megatron's padding; 50257 -> 50304 with the defaults).
