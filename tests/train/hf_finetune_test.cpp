@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include "adamant/core/error.h"
+#include "adamant/core/safetensors.h"
 #include "adamant/train/checkpoint.h"
 #include "adamant/train/hf_gpt2_folder.h"
 #include "trainer_test_util.h"
@@ -12,15 +13,10 @@
 namespace adamant::testing {
 namespace {
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
 TEST(FineTune, RestoreFromPathStartsEveryLayoutAtTheExportedModel) {
-  int ranks = 1;
+  int ranks = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const auto dir = shared_temp_dir("hf-finetune");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig source = tiny_config(prefix, dir / "source");
@@ -28,7 +24,7 @@ TEST(FineTune, RestoreFromPathStartsEveryLayoutAtTheExportedModel) {
   source.trainer.val_check_interval = 4;  // validates at step 0 and at the end
   const train::TrainSummary trained = train_on_ranks(source, ranks);
   const auto folder = dir / "hf";
-  if (world_rank() == 0) {
+  if (rank == 0) {
     train::export_hf_gpt2(*trained.last_checkpoint, folder, DType::f32);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -60,6 +56,16 @@ TEST(FineTune, RestoreFromPathStartsEveryLayoutAtTheExportedModel) {
   if (ranks % 2 == 0) {
     const train::TrainSummary split = finetune("tensor-parallel", "distributed_fused_adam", 2);
     EXPECT_NEAR(split.val_losses.front().second, start, 1e-5 * start);
+    // A tensor-parallel checkpoint exports as the whole model.
+    EXPECT_TRUE(rank != 0 || split.last_checkpoint.has_value());
+    if (rank == 0 && split.last_checkpoint.has_value()) {
+      train::export_hf_gpt2(*split.last_checkpoint, dir / "hf-from-tp", std::nullopt);
+      const SafetensorsReader exported(dir / "hf-from-tp" / train::kHfWeightsFile);
+      EXPECT_EQ(exported.entry("transformer.wte.weight").shape, (std::vector<std::int64_t>{50257, 32}));
+      EXPECT_EQ(exported.entry("transformer.h.1.attn.c_attn.weight").shape, (std::vector<std::int64_t>{32, 96}));
+      EXPECT_EQ(exported.entry("transformer.h.0.mlp.c_proj.weight").shape, (std::vector<std::int64_t>{128, 32}));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
   }
 
   // A folder of another model is refused naming the key to change.

@@ -235,18 +235,25 @@ TEST(HfGpt2Import, RefusesFoldersItCannotRunNamingTheTensorOrField) {
   });
   expect_import_error(mixed, {"transformer.ln_f.bias", "BF16"});
 
-  const auto llama = variant("llama");
-  edit_config(llama, "\"model_type\": \"gpt2\"", "\"model_type\": \"llama\"");
-  expect_import_error(llama, {"model_type", "llama"});
-  const auto relu = variant("relu");
-  edit_config(relu, "\"activation_function\": \"gelu\"", "\"activation_function\": \"relu\"");
-  expect_import_error(relu, {"activation_function", "relu"});
-  const auto heads = variant("heads");
-  edit_config(heads, "\"n_head\": 4", "\"n_head\": 5");
-  expect_import_error(heads, {"config.json", "num_attention_heads"});
-  const auto layers = variant("layers");
-  edit_config(layers, "\"n_layer\": 2", "\"n_layer\": 3");
-  expect_import_error(layers, {"transformer.h.2.", "missing"});
+  struct ConfigEdit {
+    const char* name;
+    const char* from;
+    const char* to;
+    std::vector<std::string> words;
+  };
+  for (const ConfigEdit& edit : std::vector<ConfigEdit>{
+           {"llama", "\"model_type\": \"gpt2\"", "\"model_type\": \"llama\"", {"model_type", "llama"}},
+           {"relu",
+            "\"activation_function\": \"gelu\"",
+            "\"activation_function\": \"relu\"",
+            {"activation_function", "relu"}},
+           {"heads", "\"n_head\": 4", "\"n_head\": 5", {"config.json", "num_attention_heads"}},
+           {"layers", "\"n_layer\": 2", "\"n_layer\": 3", {"transformer.h.2.", "missing"}},
+       }) {
+    const auto folder = variant(edit.name);
+    edit_config(folder, edit.from, edit.to);
+    expect_import_error(folder, edit.words);
+  }
 
   const auto truncated = variant("truncated");
   fs::resize_file(truncated / kHfWeightsFile, fs::file_size(truncated / kHfWeightsFile) - 100);

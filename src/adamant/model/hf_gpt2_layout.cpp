@@ -70,23 +70,19 @@ std::vector<HfTensor> hf_gpt2_tensors(const GptConfig& config, const ParamList& 
 
 void to_hf_layout(const HfTensor& tensor, const ParamSpec& spec, const void* param, void* hf,
                   std::size_t element_size) {
-  const auto* in = static_cast<const char*>(param);
-  auto* out = static_cast<char*>(hf);
   if (tensor.transposed) {
-    transpose(in, out, spec.shape[0], spec.shape[1], element_size);
+    transpose(static_cast<const char*>(param), static_cast<char*>(hf), spec.shape[0], spec.shape[1], element_size);
   } else {
-    std::memcpy(out, in, numel_of(tensor.shape) * element_size);  // a leading block of rows
+    std::memcpy(hf, param, numel_of(tensor.shape) * element_size);  // a leading block of rows
   }
 }
 
 void from_hf_layout(const HfTensor& tensor, const ParamSpec& spec, const void* hf, void* param,
                     std::size_t element_size) {
-  const auto* in = static_cast<const char*>(hf);
-  auto* out = static_cast<char*>(param);
   if (tensor.transposed) {
-    transpose(in, out, spec.shape[1], spec.shape[0], element_size);
+    transpose(static_cast<const char*>(hf), static_cast<char*>(param), spec.shape[1], spec.shape[0], element_size);
   } else {
-    std::memcpy(out, in, numel_of(tensor.shape) * element_size);
+    std::memcpy(param, hf, numel_of(tensor.shape) * element_size);
   }
 }
 
