@@ -27,9 +27,13 @@ import struct
 import subprocess
 import sys
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as error:
+    sys.exit(f"gpt2_parity.py needs torch and numpy ({error}); scripts/setup.sh installs Debian's python3-torch "
+             f"and python3-numpy for /usr/bin/python3")
 
 DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "F16": np.float16}
 
