@@ -143,6 +143,35 @@ TEST(HfGpt2Export, ExportImportExportIsByteIdenticalInFp32AndBf16) {
   }
 }
 
+TEST(HfGpt2Restore, LoadsIntoShorterSequencesAndRefusesAnotherModel) {
+  const auto dir = testing::temp_dir("hf_restore");
+  TrainConfig config = small_config(true);
+  const std::vector<float> w = write_random_checkpoint(dir / "ckpt", config);
+  export_hf_gpt2(dir / "ckpt", dir / "hf", std::nullopt);
+  const ParamList whole = model::build_param_list(gpt_config_of(config.model, 50257));
+
+  config.model.encoder_seq_length = 4;  // of the folder's 8 positions
+  config.model.max_position_embeddings = 4;
+  model::GptModel model(gpt_config_of(config.model, 50257), DType::f32, 1, Device::cpu(), 5);
+  load_pretrained_weights(dir / "hf", model);
+  const auto* got = static_cast<const float*>(model.weights().data);
+  for (const char* name : {"embedding.position_embeddings.weight", "decoder.layers.1.self_attention.dense.weight",
+                           "decoder.final_layernorm.bias"}) {
+    const ParamSpec& mine = model.params()[model.params().index_of(name)];
+    const ParamSpec& theirs = whole[whole.index_of(name)];
+    for (std::size_t i = 0; i < mine.numel; ++i) ASSERT_EQ(got[mine.offset + i], w[theirs.offset + i]) << name;
+  }
+
+  config.model.openai_gelu = false;
+  model::GptModel exact(gpt_config_of(config.model, 50257), DType::f32, 1, Device::cpu(), 5);
+  try {
+    load_pretrained_weights(dir / "hf", exact);
+    ADD_FAILURE() << "loaded into another GELU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.openai_gelu"), std::string::npos) << e.what();
+  }
+}
+
 // Rewrites dir/model.safetensors with `edit` applied to the list of (name, shape, bytes).
 struct Tensor3 {
   std::string name;

@@ -109,8 +109,9 @@ void fill_padded_rows(const model::GptConfig& config, const ParamSpec& word_embe
 
 std::string shape_text(const std::vector<std::int64_t>& shape) { return json(shape).dump(); }
 
-// Reads dir/model.safetensors into the whole model `config` (any n_positions >= config.seq_length).
-WholeWeights read_hf_gpt2_weights(const std::filesystem::path& dir, const model::GptConfig& config) {
+// Reads dir/model.safetensors into the whole model `config`; the file has `positions` (config.json's
+// n_positions >= config.seq_length) position embeddings, of which the first config.seq_length are used.
+WholeWeights read_hf_gpt2_weights(const std::filesystem::path& dir, const model::GptConfig& config, int positions) {
   const auto file = dir / kHfWeightsFile;
   ADAMANT_CHECK(std::filesystem::exists(file), "{} has no {}; a Hugging Face GPT-2 folder holds {} and {}",
                 dir.string(), kHfWeightsFile, kHfWeightsFile, kHfConfigFile);
@@ -146,11 +147,10 @@ WholeWeights read_hf_gpt2_weights(const std::filesystem::path& dir, const model:
     }
     ADAMANT_CHECK(e.dtype == out.dtype, "{}: tensor '{}' is {} but the others are {}; all weights need one dtype",
                   file.string(), e.name, safetensors_dtype_name(e.dtype), safetensors_dtype_name(out.dtype));
-    const bool positions = t.name == "transformer.wpe.weight";
-    const bool shape_ok =
-        positions ? (e.shape.size() == 2 && e.shape[0] >= t.shape[0] && e.shape[1] == t.shape[1]) : e.shape == t.shape;
-    ADAMANT_CHECK(shape_ok, "{}: tensor '{}' has shape {}, expected {} for the sizes in {}", file.string(), e.name,
-                  shape_text(e.shape), shape_text(t.shape), kHfConfigFile);
+    std::vector<std::int64_t> expected = t.shape;
+    if (t.name == "transformer.wpe.weight") expected[0] = positions;
+    ADAMANT_CHECK(e.shape == expected, "{}: tensor '{}' has shape {}, expected {} for the sizes in {}", file.string(),
+                  e.name, shape_text(e.shape), shape_text(expected), kHfConfigFile);
     found->second = nullptr;  // used
     const std::vector<std::uint8_t> raw = reader.read(e.name);
     const ParamSpec& spec = params[t.param];
@@ -312,7 +312,7 @@ void import_hf_gpt2(const std::filesystem::path& dir, const std::filesystem::pat
   ADAMANT_CHECK(tokenizer.vocab_size() == static_cast<std::size_t>(gpt.vocab_size),
                 "{}: vocab_size is {} but {} holds {} tokens", (dir / kHfConfigFile).string(), gpt.vocab_size,
                 (dir / kHfVocabFile).string(), tokenizer.vocab_size());
-  const WholeWeights weights = read_hf_gpt2_weights(dir, gpt);
+  const WholeWeights weights = read_hf_gpt2_weights(dir, gpt, gpt.seq_length);
   const TrainConfig config = config_of_import(gpt, weights.dtype, checkpoint);
   std::filesystem::create_directories(checkpoint);
   copy_file_atomically(dir / kHfVocabFile, checkpoint / kHfVocabFile, "tokenizer file");
@@ -345,7 +345,7 @@ void load_pretrained_weights(const std::filesystem::path& dir, model::GptModel& 
                 "model.restore_from_path {}: it has {} positions (n_positions) but model.encoder_seq_length is {}; "
                 "set model.encoder_seq_length <= {}",
                 dir.string(), file.seq_length, whole.seq_length, file.seq_length);
-  const WholeWeights weights = read_hf_gpt2_weights(dir, whole);
+  const WholeWeights weights = read_hf_gpt2_weights(dir, whole, file.seq_length);
 
   // Into the model's dtype, then this rank's slice of each parameter.
   const Tensor model_weights = model.weights();
