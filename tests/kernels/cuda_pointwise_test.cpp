@@ -278,31 +278,34 @@ TEST(CudaLayernorm, BackwardMatchesCpuAndIsDeterministic) {
 TEST(CudaGelu, ForwardAndBackwardMatchCpu) {
   ADAMANT_REQUIRE_GPU();
   const Stream stream(testing::gpu());
-  for (const std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
-    for (const std::size_t n : {std::size_t{(1u << 20) + 7}, std::size_t{13}}) {
-      SCOPED_TRACE("n " + std::to_string(n) + " offset " + std::to_string(offset));
-      std::vector<float> x = rounded_normal(n, 31, 0.0, 2.5);
-      std::vector<float> d_out = rounded_normal(n, 32, 0.0, 1.0);
-      std::vector<float> out(n), d_x(n);
-      const auto count = static_cast<std::int64_t>(n);
-      cpu::gelu_forward(cpu_view(x), cpu_view(out), count);
-      cpu::gelu_backward(cpu_view(d_out), cpu_view(x), cpu_view(d_x), count);
+  for (const GeluForm form : {GeluForm::exact, GeluForm::tanh}) {
+    for (const std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+      for (const std::size_t n : {std::size_t{(1u << 20) + 7}, std::size_t{13}}) {
+        SCOPED_TRACE("n " + std::to_string(n) + " offset " + std::to_string(offset) + " form " +
+                     (form == GeluForm::exact ? "exact" : "tanh"));
+        std::vector<float> x = rounded_normal(n, 31, 0.0, 2.5);
+        std::vector<float> d_out = rounded_normal(n, 32, 0.0, 1.0);
+        std::vector<float> out(n), d_x(n);
+        const auto count = static_cast<std::int64_t>(n);
+        cpu::gelu_forward(cpu_view(x), cpu_view(out), count, form);
+        cpu::gelu_backward(cpu_view(d_out), cpu_view(x), cpu_view(d_x), count, form);
 
-      auto x_gpu = bf16_on_gpu(x, offset);
-      auto d_out_gpu = bf16_on_gpu(d_out, offset);
-      MirroredArray<std::uint16_t> out_gpu(n, DType::bf16, offset);
-      cuda::gelu_forward(x_gpu.device_view(), out_gpu.device_view(), count, stream);
-      // d_x aliases d_out, as the header allows.
-      cuda::gelu_backward(d_out_gpu.device_view(), x_gpu.device_view(), d_out_gpu.device_view(), count, stream);
-      stream.synchronize();
-      // erff/expf are within 2 fp32 ulps: absolute error ~1e-7 * |x| where Phi(x) cancels to ~0.
-      expect_near_all(
-          download_bf16(out_gpu), out,
-          [&](std::size_t i) { return 5e-3 * std::abs(out[i]) + 1e-6 * (1.0 + std::abs(x[i])); }, "gelu");
-      expect_near_all(
-          download_bf16(d_out_gpu), d_x,
-          [&](std::size_t i) { return 5e-3 * std::abs(d_x[i]) + 1e-6 * std::abs(d_out[i]) * (1.0 + std::abs(x[i])); },
-          "gelu backward");
+        auto x_gpu = bf16_on_gpu(x, offset);
+        auto d_out_gpu = bf16_on_gpu(d_out, offset);
+        MirroredArray<std::uint16_t> out_gpu(n, DType::bf16, offset);
+        cuda::gelu_forward(x_gpu.device_view(), out_gpu.device_view(), count, form, stream);
+        // d_x aliases d_out, as the header allows.
+        cuda::gelu_backward(d_out_gpu.device_view(), x_gpu.device_view(), d_out_gpu.device_view(), count, form, stream);
+        stream.synchronize();
+        // erff/expf/tanhf are within 2 fp32 ulps: absolute error ~1e-7 * |x| where Phi(x) cancels to ~0.
+        expect_near_all(
+            download_bf16(out_gpu), out,
+            [&](std::size_t i) { return 5e-3 * std::abs(out[i]) + 1e-6 * (1.0 + std::abs(x[i])); }, "gelu");
+        expect_near_all(
+            download_bf16(d_out_gpu), d_x,
+            [&](std::size_t i) { return 5e-3 * std::abs(d_x[i]) + 1e-6 * std::abs(d_out[i]) * (1.0 + std::abs(x[i])); },
+            "gelu backward");
+      }
     }
   }
 }

@@ -15,33 +15,45 @@ namespace {
 using testing::random_normal;
 using testing::view;
 
-TEST(Gelu, KnownValuesOfTheErfForm) {
+// gelu_forward in fp64 and fp32 against values computed independently in double precision.
+void expect_gelu_values(GeluForm form, std::vector<double> x, const std::vector<double>& expected) {
   Stream stream;
-  // x * Phi(x): Phi(1) = 0.841344746068543, Phi(-1) = 0.158655253931457, Phi(2) = 0.977249868051821.
-  std::vector<double> x{0.0, 1.0, -1.0, 2.0}, out(4);
-  gelu_forward(view(x), view(out), 4, stream);
-  EXPECT_EQ(out[0], 0.0);
-  EXPECT_NEAR(out[1], 0.841344746068543, 1e-14);
-  EXPECT_NEAR(out[2], -0.158655253931457, 1e-14);
-  EXPECT_NEAR(out[3], 2 * 0.977249868051821, 1e-14);
-  std::vector<float> x32{1.0f, -1.0f}, out32(2);
-  gelu_forward(view(x32), view(out32), 2, stream);
-  EXPECT_NEAR(out32[0], 0.841344746f, 1e-6f);
-  EXPECT_NEAR(out32[1], -0.158655254f, 1e-6f);
+  std::vector<double> out(x.size());
+  gelu_forward(view(x), view(out), static_cast<std::int64_t>(x.size()), form, stream);
+  std::vector<float> x32(x.begin(), x.end()), out32(x.size());
+  gelu_forward(view(x32), view(out32), static_cast<std::int64_t>(x.size()), form, stream);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(out[i], expected[i], 1e-14) << "x = " << x[i];
+    EXPECT_NEAR(out32[i], expected[i], 1e-6) << "x = " << x[i];
+  }
 }
 
-TEST(Gelu, BackwardMatchesFiniteDifferences) {
+TEST(Gelu, KnownValuesOfTheErfForm) {
+  // x * Phi(x): Phi(1) = 0.841344746068543, Phi(-1) = 0.158655253931457, Phi(2) = 0.977249868051821.
+  expect_gelu_values(GeluForm::exact, {0.0, 1.0, -1.0, 2.0},
+                     {0.0, 0.841344746068543, -0.158655253931457, 2 * 0.977249868051821});
+}
+
+TEST(Gelu, KnownValuesOfTheTanhForm) {
+  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), evaluated in double precision.
+  expect_gelu_values(GeluForm::tanh, {0.0, 1.0, -1.0, 2.0, -3.0},
+                     {0.0, 0.8411919906082768, -0.15880800939172324, 1.954597694087775, -0.0036373920817729943});
+}
+
+TEST(Gelu, BackwardMatchesFiniteDifferencesInBothForms) {
   Stream stream;
-  auto x = random_normal(50, 1, 2.0);
-  const auto probe = random_normal(50, 2);
-  std::vector<double> out(50);
-  auto loss = [&] {
-    gelu_forward(view(x), view(out), 50, stream);
-    return testing::dot(out, probe);
-  };
-  auto d = probe;  // in place: d_x aliases d_out
-  gelu_backward(view(d), view(x), view(d), 50, stream);
-  testing::expect_gradient(x, d, loss, "gelu");
+  for (const GeluForm form : {GeluForm::exact, GeluForm::tanh}) {
+    auto x = random_normal(50, 1, 2.0);
+    const auto probe = random_normal(50, 2);
+    std::vector<double> out(50);
+    auto loss = [&] {
+      gelu_forward(view(x), view(out), 50, form, stream);
+      return testing::dot(out, probe);
+    };
+    auto d = probe;  // in place: d_x aliases d_out
+    gelu_backward(view(d), view(x), view(d), 50, form, stream);
+    testing::expect_gradient(x, d, loss, form == GeluForm::exact ? "gelu" : "gelu tanh");
+  }
 }
 
 TEST(Dropout, DropsAboutPAndScalesTheRest) {

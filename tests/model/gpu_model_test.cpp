@@ -180,6 +180,20 @@ TEST(GpuGptModel, LossAndGradientsMatchTheCpuModel) {
   for (const float g : download<float>(gpu_model, gpu_model.grads())) ASSERT_EQ(g, 0.0f) << "zero_grads";
 }
 
+TEST(GpuGptModel, TanhGeluMatchesTheCpuModel) {
+  ADAMANT_REQUIRE_GPU();
+  GptConfig config = small_config();
+  config.gelu = kernels::GeluForm::tanh;  // model.openai_gelu
+  const auto batch = random_batch(config, 2, 22);
+  GptModel cpu(config, DType::bf16, 2, Device::cpu(), 7);
+  GptModel gpu_model(config, DType::bf16, 2, gpu(), 7);
+  const PassResult expected = run_passes(cpu, {batch.view(0)}, 1.0f);
+  const PassResult actual = run_passes(gpu_model, {batch.view(0)}, 1.0f);
+  EXPECT_NEAR(actual.losses[0], expected.losses[0], kLossTolerance * expected.losses[0]);
+  expect_gradients_close(cpu.params(), actual.grads, expected.grads, config.hidden_size, kGradientTolerance,
+                         "tanh GELU");
+}
+
 TEST(GpuGptModel, GradientsAccumulateOverMicroBatches) {
   ADAMANT_REQUIRE_GPU();
   const GptConfig config = small_config();

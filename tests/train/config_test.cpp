@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "adamant/core/error.h"
+#include "adamant/train/run_setup.h"
 #include "adamant/train/train_config.h"
 
 namespace adamant::train {
@@ -39,6 +40,18 @@ TEST(ConfigKeys, EmptyFileGivesDefaultsWithDerivedValues) {
   EXPECT_EQ(config.model.tokenizer.merge_file, ".cache/data/gpt2/vocab.bpe");
   EXPECT_TRUE(config.ignored_keys.empty());
   EXPECT_EQ(ignored_keys_warning(config), "");
+}
+
+TEST(ConfigKeys, GeluFormAndRestoreFromPath) {
+  const TrainConfig config = parse("model:\n  openai_gelu: true\n  restore_from_path: gpt2-folder\n");
+  EXPECT_TRUE(config.model.openai_gelu);
+  EXPECT_EQ(config.model.restore_from_path, "gpt2-folder");
+  EXPECT_EQ(gpt_config_of(config.model, 50257).gelu, kernels::GeluForm::tanh);
+  EXPECT_EQ(parse(to_yaml(config)), config);
+  const TrainConfig defaults = parse("model:\n  restore_from_path: null\n  openai_gelu: False\n");
+  EXPECT_TRUE(defaults.model.restore_from_path.empty());
+  EXPECT_EQ(gpt_config_of(defaults.model, 50257).gelu, kernels::GeluForm::exact);
+  EXPECT_THAT(error_of("model:\n  openai_gelu: 2\n"), HasSubstr("model.openai_gelu"));
 }
 
 TEST(ConfigKeys, DerivedDefaultsFollowOtherKeysAndNullTokenizerFiles) {

@@ -1,9 +1,7 @@
 #include "adamant/core/archive.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <array>
+#include <cerrno>
 #include <cstring>
 
 #include "adamant/core/error.h"
@@ -27,41 +25,21 @@ DType dtype_from_name(const std::string& name, const std::filesystem::path& path
 
 }  // namespace
 
-ArchiveWriter::ArchiveWriter(std::filesystem::path path) : path_(std::move(path)) {
-  if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path());
-  temp_path_ = path_;
-  temp_path_ += ".tmp." + std::to_string(::getpid());
-  file_ = std::fopen(temp_path_.c_str(), "wb");
-  ADAMANT_CHECK(file_ != nullptr, "cannot create checkpoint file {}: {}", temp_path_.string(), std::strerror(errno));
-  write_bytes(kMagic, sizeof(kMagic));
-}
-
-ArchiveWriter::~ArchiveWriter() {
-  if (file_ != nullptr) std::fclose(file_);
-  if (!committed_) {
-    std::error_code ignored;
-    std::filesystem::remove(temp_path_, ignored);
-  }
-}
-
-void ArchiveWriter::write_bytes(const void* data, std::size_t bytes) {
-  if (bytes != 0 && std::fwrite(data, 1, bytes, file_) != bytes) {
-    fail("writing checkpoint file {} failed ({}); is the disk full?", temp_path_.string(), std::strerror(errno));
-  }
-  position_ += bytes;
+ArchiveWriter::ArchiveWriter(std::filesystem::path path) : file_(std::move(path), "checkpoint file") {
+  file_.write(kMagic, sizeof(kMagic));
 }
 
 void ArchiveWriter::add(const std::string& name, const void* data, DType dtype, std::vector<std::int64_t> shape) {
   ADAMANT_CHECK(!committed_, "ArchiveWriter::add after commit");
   for (const auto& e : entries_)
-    ADAMANT_CHECK(e.name != name, "checkpoint {}: tensor '{}' added twice", path_.string(), name);
+    ADAMANT_CHECK(e.name != name, "checkpoint {}: tensor '{}' added twice", file_.path().string(), name);
   std::uint64_t numel = 1;
   for (auto d : shape) numel *= static_cast<std::uint64_t>(d);
   const std::uint64_t bytes = numel * dtype_size(dtype);
   static constexpr std::array<char, kBlobAlignment> kZeros{};
-  write_bytes(kZeros.data(), (kBlobAlignment - position_ % kBlobAlignment) % kBlobAlignment);
-  entries_.push_back({name, dtype, std::move(shape), position_, bytes, crc32c(data, bytes)});
-  write_bytes(data, bytes);
+  file_.write(kZeros.data(), (kBlobAlignment - file_.position() % kBlobAlignment) % kBlobAlignment);
+  entries_.push_back({name, dtype, std::move(shape), file_.position(), bytes, crc32c(data, bytes)});
+  file_.write(data, bytes);
 }
 
 void ArchiveWriter::commit() {
@@ -78,24 +56,12 @@ void ArchiveWriter::commit() {
   const std::string header = nlohmann::json{{"format", 1}, {"meta", meta_}, {"tensors", tensors}}.dump();
   const std::uint64_t header_bytes = header.size();
   const std::uint32_t header_crc = crc32c(header.data(), header.size());
-  write_bytes(header.data(), header.size());
-  write_bytes(&header_bytes, sizeof(header_bytes));
-  write_bytes(&header_crc, sizeof(header_crc));
-  write_bytes(kEndMagic, sizeof(kEndMagic));
-  ADAMANT_CHECK(std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0, "flushing checkpoint file {} failed: {}",
-                temp_path_.string(), std::strerror(errno));
-  std::fclose(file_);
-  file_ = nullptr;
-  std::error_code error;
-  std::filesystem::rename(temp_path_, path_, error);
-  ADAMANT_CHECK(!error, "renaming {} to {} failed: {}", temp_path_.string(), path_.string(), error.message());
+  file_.write(header.data(), header.size());
+  file_.write(&header_bytes, sizeof(header_bytes));
+  file_.write(&header_crc, sizeof(header_crc));
+  file_.write(kEndMagic, sizeof(kEndMagic));
+  file_.commit();
   committed_ = true;
-  const auto folder = path_.has_parent_path() ? path_.parent_path() : std::filesystem::path(".");
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
 }
 
 ArchiveReader::ArchiveReader(std::filesystem::path path) : path_(std::move(path)) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "adamant/core/atomic_file.h"
 #include "adamant/core/crc32c.h"
 #include "adamant/core/dtype.h"
 
@@ -30,7 +31,7 @@ struct ArchiveEntry {
 class ArchiveWriter {
  public:
   explicit ArchiveWriter(std::filesystem::path path);
-  ~ArchiveWriter();  // without commit(), the temporary file is removed
+  // Without commit(), the temporary file is removed.
   ArchiveWriter(const ArchiveWriter&) = delete;
   ArchiveWriter& operator=(const ArchiveWriter&) = delete;
 
@@ -41,11 +42,7 @@ class ArchiveWriter {
   void commit();
 
  private:
-  void write_bytes(const void* data, std::size_t bytes);
-  std::filesystem::path path_;
-  std::filesystem::path temp_path_;
-  std::FILE* file_ = nullptr;
-  std::uint64_t position_ = 0;
+  AtomicFileWriter file_;
   std::vector<ArchiveEntry> entries_;
   nlohmann::json meta_ = nlohmann::json::object();
   bool committed_ = false;

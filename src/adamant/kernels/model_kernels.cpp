@@ -221,22 +221,24 @@ void attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& pr
           cuda::attention_backward(d_out, qkv, probs, d_probs_scratch, d_qkv, shape, dropout_args, stream)));
 }
 
-void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, const Stream& stream) {
+void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form, const Stream& stream) {
   const Operands ops("gelu_forward", x);
   ops.exact("x", x, n, Role::activation);
   ops.exact("out", out, n, Role::activation);
   ops.run(
-      stream, [&] { cpu::gelu_forward(x, out, n); }, ADAMANT_CUDA_CALL(cuda::gelu_forward(x, out, n, stream)));
+      stream, [&] { cpu::gelu_forward(x, out, n, form); },
+      ADAMANT_CUDA_CALL(cuda::gelu_forward(x, out, n, form, stream)));
 }
 
-void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, const Stream& stream) {
+void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form,
+                   const Stream& stream) {
   const Operands ops("gelu_backward", x);
   ops.exact("d_out", d_out, n, Role::activation);
   ops.exact("x", x, n, Role::activation);
   ops.exact("d_x", d_x, n, Role::activation);
   ops.run(
-      stream, [&] { cpu::gelu_backward(d_out, x, d_x, n); },
-      ADAMANT_CUDA_CALL(cuda::gelu_backward(d_out, x, d_x, n, stream)));
+      stream, [&] { cpu::gelu_backward(d_out, x, d_x, n, form); },
+      ADAMANT_CUDA_CALL(cuda::gelu_backward(d_out, x, d_x, n, form, stream)));
 }
 
 void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args,

@@ -3,6 +3,8 @@
 // (megatron_gpt_config.yaml). validate() names the NeMo key of any bad value.
 #include <cstdint>
 
+#include "adamant/kernels/gelu.h"
+
 namespace adamant::model {
 
 struct GptConfig {
@@ -23,6 +25,8 @@ struct GptConfig {
   // token and layer, the largest activation) are not kept: backward recomputes each
   // layer's from its kept input, into one buffer shared by the layers.
   bool recompute_activation = false;
+  // model.openai_gelu: GPT-2's tanh approximation of GELU instead of the exact erf form.
+  kernels::GeluForm gelu = kernels::GeluForm::exact;
 
   // The vocabulary rounded up to a multiple of make_vocab_size_divisible_by * tensor_parallel_size
   // (Megatron's padding; 50257 -> 50304 with the defaults).

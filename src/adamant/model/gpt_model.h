@@ -1,5 +1,5 @@
 #pragma once
-// The GPT-3 decoder (pre-LN, learned positions, tied word embeddings, exact GELU)
+// The GPT-3 decoder (pre-LN, learned positions, tied word embeddings, exact or tanh GELU)
 // with explicit layer-by-layer forward and backward; no autograd.
 //
 // Memory: weights, gradients, a small per-micro-batch gradient scratch and all

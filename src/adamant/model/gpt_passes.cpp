@@ -135,7 +135,7 @@ void GptModel::forward(const Pass& pass) {
     Tensor fc = act(a.fc, NF);
     kernels::linear_forward(ln2, weight(w.fc_weight), weight(w.fc_bias), fc, {B * L, C, F}, *stream_);
     Tensor fc_gelu = act(a.fc_gelu, NF);
-    kernels::gelu_forward(fc, fc_gelu, NF, *stream_);
+    kernels::gelu_forward(fc, fc_gelu, NF, config_.gelu, *stream_);
     kernels::linear_forward(fc_gelu, weight(w.fc_proj_weight), row_parallel_bias(w.fc_proj_bias), branch_sums,
                             {B * L, F, C}, *stream_);
     branch = reduce_rows(pass, branch_sums);
@@ -204,12 +204,14 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     const Tensor x_in = l == 0 ? act(layout_.embedded, RC) : act(layout_.layers[l - 1].residual_mlp, RC);
 
     Tensor d_fc = act(layout_.d_fc, NF);
-    if (config_.recompute_activation) kernels::gelu_forward(act(a.fc, NF), act(a.fc_gelu, NF), NF, *stream_);
+    if (config_.recompute_activation) {
+      kernels::gelu_forward(act(a.fc, NF), act(a.fc_gelu, NF), NF, config_.gelu, *stream_);
+    }
     kernels::linear_backward(branch_grad(pass, mlp_residual_site(l)), act(a.fc_gelu, NF), weight(w.fc_proj_weight),
                              d_fc, micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, *stream_,
                              kernels::WeightGrad::accumulate);
     finish(w.fc_proj_bias, w.fc_proj_weight);
-    kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, *stream_);
+    kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu, *stream_);
     kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln_sums, micro_grad(w.fc_weight),
                              micro_grad(w.fc_bias), {B * L, C, F}, *stream_, kernels::WeightGrad::accumulate);
     finish(w.fc_bias, w.fc_weight);

@@ -8,5 +8,7 @@ void add_train_command(CLI::App& app);
 void add_preprocess_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_export_command(CLI::App& app);
+void add_import_command(CLI::App& app);
 
 }  // namespace adamant::tools

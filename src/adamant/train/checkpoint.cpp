@@ -71,7 +71,36 @@ void write_text_atomically(const std::filesystem::path& file, const std::string&
   std::filesystem::rename(temp, file);
 }
 
+// The header of model.adm. tensor_model_parallel_size: the size of the run whose optimizer files lie beside it.
+void set_model_file_meta(nlohmann::json& meta, const TrainingPosition& position, const model::GptConfig& config,
+                         DType weight_dtype, const nlohmann::json& names, const std::string& config_yaml) {
+  meta["format"] = kFormatVersion;
+  meta["kind"] = "adamant-gpt-checkpoint";
+  meta["step"] = position.step;
+  meta["consumed_samples"] = position.consumed_samples;
+  meta["architecture"] = architecture_of(config);
+  meta["tensor_model_parallel_size"] = config.tensor_parallel_size;
+  meta["weight_dtype"] = std::string(dtype_name(weight_dtype));
+  meta["params"] = names;
+  meta["config_yaml"] = config_yaml;
+}
+
 }  // namespace
+
+void write_weights_checkpoint(const std::filesystem::path& folder, const model::GptConfig& config, const void* weights,
+                              DType weight_dtype, const std::string& config_yaml) {
+  ADAMANT_CHECK(config.tensor_parallel_size == 1, "write_weights_checkpoint takes the whole model");
+  const ParamList params = model::build_param_list(config);
+  std::filesystem::create_directories(folder);
+  ArchiveWriter writer(folder / kModelFile);
+  nlohmann::json names = nlohmann::json::array();
+  for (const ParamSpec& p : params.params) {
+    writer.add(p.name, static_cast<const char*>(weights) + p.offset * dtype_size(weight_dtype), weight_dtype, p.shape);
+    names.push_back(p.name);
+  }
+  set_model_file_meta(writer.meta(), TrainingPosition{}, config, weight_dtype, names, config_yaml);
+  writer.commit();
+}
 
 CheckpointStore::CheckpointStore(std::filesystem::path dir, int keep) : dir_(std::move(dir)), keep_(keep) {}
 
@@ -128,16 +157,7 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
       names.push_back(p.name);
     }
     if (writer) {
-      auto& meta = writer->meta();
-      meta["format"] = kFormatVersion;
-      meta["kind"] = "adamant-gpt-checkpoint";
-      meta["step"] = position.step;
-      meta["consumed_samples"] = position.consumed_samples;
-      meta["architecture"] = architecture_of(model.config());
-      meta["tensor_model_parallel_size"] = tp;
-      meta["weight_dtype"] = std::string(dtype_name(weights.dtype));
-      meta["params"] = names;
-      meta["config_yaml"] = config_yaml;
+      set_model_file_meta(writer->meta(), position, model.config(), weights.dtype, names, config_yaml);
       writer->commit();
     }
   }

@@ -47,6 +47,12 @@ class CheckpointStore {
 TrainingPosition load_checkpoint(const std::filesystem::path& checkpoint, model::GptModel& model,
                                  optim::Optimizer* optimizer);
 
+// A checkpoint of weights alone (step 0, no optimizer files) from the whole model's flat weights
+// laid out as build_param_list(config) (tensor_parallel_size 1): what `adamant import` writes. It
+// loads into `adamant generate`, `adamant export` and model.restore_from_path.
+void write_weights_checkpoint(const std::filesystem::path& folder, const model::GptConfig& config, const void* weights,
+                              DType weight_dtype, const std::string& config_yaml);
+
 // The config stored in a checkpoint's model.adm (YAML text).
 std::string checkpoint_config_yaml(const std::filesystem::path& checkpoint);
 

@@ -174,6 +174,10 @@ std::vector<FieldSpec> make_fields() {
       "model.num_attention_heads", [](auto& c) -> auto& { return c.model.num_attention_heads; }));
   f.push_back(number_field(
       "model.init_method_std", [](auto& c) -> auto& { return c.model.init_method_std; }));
+  f.push_back(bool_field(
+      "model.openai_gelu", [](auto& c) -> auto& { return c.model.openai_gelu; }));
+  f.push_back(path_field(
+      "model.restore_from_path", [](auto& c) -> auto& { return c.model.restore_from_path; }));
   f.push_back(number_field(
       "model.hidden_dropout", [](auto& c) -> auto& { return c.model.hidden_dropout; }));
   f.push_back(number_field(

@@ -118,7 +118,6 @@ std::vector<NemoKeySpec> make_nemo_keys() {
   for (const char* key : {"mcore_gpt",
                           "apply_query_key_layer_scaling",
                           "persist_layer_norm",
-                          "openai_gelu",
                           "rotary_percentage",
                           "rotary_base",
                           "overlap_p2p_comm",

@@ -8,6 +8,7 @@
 #include "adamant/core/error.h"
 #include "adamant/data/bpe_tokenizer.h"
 #include "adamant/data/gpt_datasets.h"
+#include "adamant/train/hf_gpt2_folder.h"
 
 namespace adamant::train {
 
@@ -26,6 +27,7 @@ model::GptConfig gpt_config_of(const ModelConfig& m, int vocab_size) {
   g.hidden_dropout = static_cast<float>(m.hidden_dropout);
   g.attention_dropout = static_cast<float>(m.attention_dropout);
   g.recompute_activation = m.activations_checkpoint_granularity == "selective";
+  g.gelu = m.openai_gelu ? kernels::GeluForm::tanh : kernels::GeluForm::exact;
   g.validate();
   return g;
 }
@@ -151,6 +153,8 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
                                              static_cast<std::uint64_t>(m.seed), optimizer_->padded_numel(),
                                              tp_device_comm_.get());
   model_->set_stream(compute_stream_);  // one compute stream for the model's kernels and the optimizer's
+  // Pretrained weights replace the init before the optimizer copies them into its main weights.
+  if (!m.restore_from_path.empty()) load_pretrained_weights(m.restore_from_path, *model_);
   optimizer_->attach(model_->weights(), model_->grads());
 }
 

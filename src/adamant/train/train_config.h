@@ -74,6 +74,10 @@ struct ModelConfig {  // model
   int ffn_hidden_size = 3072;
   int num_attention_heads = 12;
   double init_method_std = 0.02;
+  bool openai_gelu = false;  // GPT-2's tanh approximation of GELU instead of the exact erf form
+  // A Hugging Face GPT-2 folder (model.safetensors, config.json) whose weights start the run
+  // (fine-tuning); empty: random init. A checkpoint found by exp_manager.resume_if_exists wins.
+  std::filesystem::path restore_from_path;
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
   std::string activations_checkpoint_granularity;  // NeMo's null (empty) or "selective"

@@ -43,8 +43,8 @@ void attention_forward(const Tensor& qkv, Tensor probs, Tensor out, const Attent
                        const DropoutArgs& dropout_args);
 void attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& probs, Tensor d_probs_scratch,
                         Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args);
-void gelu_forward(const Tensor& x, Tensor out, std::int64_t n);
-void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n);
+void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form);
+void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form);
 void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args);
 void residual_add(const Tensor& a, const Tensor& b, Tensor out, std::int64_t n);
 void embedding_forward(const Tensor& tokens, const Tensor& word, const Tensor& position, Tensor out,

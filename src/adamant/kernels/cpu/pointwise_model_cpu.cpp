@@ -7,34 +7,54 @@
 
 namespace adamant::kernels::cpu {
 
-void gelu_forward(const Tensor& x, Tensor out, std::int64_t n) {
+namespace {
+
+// sqrt(2 / pi) and the cubic coefficient of GPT-2's tanh approximation.
+constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;
+constexpr double kGeluCubic = 0.044715;
+
+template <typename T>
+T gelu_value(T v, GeluForm form) {
+  if (form == GeluForm::tanh) {
+    const T inner = static_cast<T>(kSqrt2OverPi) * (v + static_cast<T>(kGeluCubic) * v * v * v);
+    return T(0.5) * v * (T(1) + std::tanh(inner));
+  }
+  return T(0.5) * v * (T(1) + std::erf(v * static_cast<T>(1.0 / std::numbers::sqrt2)));
+}
+
+template <typename T>
+T gelu_derivative(T v, GeluForm form) {
+  if (form == GeluForm::tanh) {
+    // d/dx [0.5 x (1 + tanh(u))] = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) du/dx
+    const T inner = static_cast<T>(kSqrt2OverPi) * (v + static_cast<T>(kGeluCubic) * v * v * v);
+    const T t = std::tanh(inner);
+    const T d_inner = static_cast<T>(kSqrt2OverPi) * (T(1) + T(3) * static_cast<T>(kGeluCubic) * v * v);
+    return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * d_inner;
+  }
+  // d/dx [x * Phi(x)] = Phi(x) + x * phi(x)
+  const T cdf = T(0.5) * (T(1) + std::erf(v * static_cast<T>(1.0 / std::numbers::sqrt2)));
+  const T pdf = static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2) * std::exp(T(-0.5) * v * v);
+  return cdf + v * pdf;
+}
+
+}  // namespace
+
+void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form) {
   with_float_type(x, [&]<typename T>() {
     const T* x_data = x.ptr<T>();
     T* out_data = out.ptr<T>();
-    const T inv_sqrt2 = static_cast<T>(1.0 / std::numbers::sqrt2);
 #pragma omp parallel for schedule(static) if (n >= kParallelMinWork)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const T v = x_data[i];
-      out_data[i] = T(0.5) * v * (T(1) + std::erf(v * inv_sqrt2));
-    }
+    for (std::int64_t i = 0; i < n; ++i) out_data[i] = gelu_value(x_data[i], form);
   });
 }
 
-void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n) {
+void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form) {
   with_float_type(x, [&]<typename T>() {
     const T* dy = d_out.ptr<T>();
     const T* x_data = x.ptr<T>();
     T* dx = d_x.ptr<T>();
-    const T inv_sqrt2 = static_cast<T>(1.0 / std::numbers::sqrt2);
-    const T inv_sqrt_2pi = static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
 #pragma omp parallel for schedule(static) if (n >= kParallelMinWork)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const T v = x_data[i];
-      // d/dx [x * Phi(x)] = Phi(x) + x * phi(x)
-      const T cdf = T(0.5) * (T(1) + std::erf(v * inv_sqrt2));
-      const T pdf = inv_sqrt_2pi * std::exp(T(-0.5) * v * v);
-      dx[i] = dy[i] * (cdf + v * pdf);
-    }
+    for (std::int64_t i = 0; i < n; ++i) dx[i] = dy[i] * gelu_derivative(x_data[i], form);
   });
 }
 

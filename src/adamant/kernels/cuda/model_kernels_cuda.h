@@ -51,8 +51,9 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
 void layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, Tensor d_x, Tensor d_weight, Tensor d_bias, const RowsShape& shape,
                         const Stream& stream);
-void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, const Stream& stream);
-void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, const Stream& stream);
+void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form, const Stream& stream);
+void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form,
+                   const Stream& stream);
 void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args,
              const Stream& stream);
 void residual_add(const Tensor& a, const Tensor& b, Tensor out, std::int64_t n, const Stream& stream);

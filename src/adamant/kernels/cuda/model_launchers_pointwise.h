@@ -39,11 +39,12 @@ cudaError_t layernorm_backward(const std::uint16_t* d_out, const std::uint16_t* 
 
 // ---- element-wise model ops (pointwise_model.cu) ----
 
-// out = gelu(x); out may alias x.
-cudaError_t gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, const PointwiseLaunch& launch);
+// out = gelu(x), the exact form or (tanh_form) GPT-2's tanh approximation; out may alias x.
+cudaError_t gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, bool tanh_form,
+                         const PointwiseLaunch& launch);
 // d_x = d_out * gelu'(x); d_x may alias d_out.
 cudaError_t gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::int64_t n,
-                          const PointwiseLaunch& launch);
+                          bool tanh_form, const PointwiseLaunch& launch);
 // out = a + b; out may alias a or b.
 cudaError_t residual_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::int64_t n,
                          const PointwiseLaunch& launch);

@@ -22,13 +22,32 @@ constexpr int kBlocksPerMultiprocessor = 8;
 constexpr float kInvSqrt2 = static_cast<float>(0.70710678118654752440);
 constexpr float kInvSqrt2Pi = static_cast<float>(0.39894228040143267794);
 
-__device__ __forceinline__ float gelu(float v) { return 0.5f * v * (1.0f + erff(v * kInvSqrt2)); }
+// sqrt(2 / pi) and the cubic coefficient of GPT-2's tanh approximation (as in the CPU kernels).
+constexpr float kSqrt2OverPi = static_cast<float>(0.79788456080286535588);
+constexpr float kGeluCubic = 0.044715f;
 
-// d/dx [x * Phi(x)] = Phi(x) + x * phi(x).
+template <bool kTanh>
+__device__ __forceinline__ float gelu(float v) {
+  if constexpr (kTanh) {
+    return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
+  } else {
+    return 0.5f * v * (1.0f + erff(v * kInvSqrt2));
+  }
+}
+
+template <bool kTanh>
 __device__ __forceinline__ float gelu_derivative(float v) {
-  const float cdf = 0.5f * (1.0f + erff(v * kInvSqrt2));
-  const float pdf = kInvSqrt2Pi * expf(-0.5f * v * v);
-  return cdf + v * pdf;
+  if constexpr (kTanh) {
+    // d/dx [0.5 x (1 + tanh(u))] = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) du/dx
+    const float t = tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+    const float d_inner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * d_inner;
+  } else {
+    // d/dx [x * Phi(x)] = Phi(x) + x * phi(x).
+    const float cdf = 0.5f * (1.0f + erff(v * kInvSqrt2));
+    const float pdf = kInvSqrt2Pi * expf(-0.5f * v * v);
+    return cdf + v * pdf;
+  }
 }
 
 // out[i] = fn(a[i], b[i]) (b unused when null) over [0, n) in groups of 8: one
@@ -61,17 +80,17 @@ __device__ __forceinline__ void transform_groups(const std::uint16_t* a, const s
   }
 }
 
-template <bool kVectorized>
+template <bool kVectorized, bool kTanh>
 __global__ void __launch_bounds__(kThreads)
     gelu_forward_kernel(const std::uint16_t* x, std::uint16_t* out, std::int64_t n) {
-  transform_groups<kVectorized>(x, nullptr, out, n, [](float v, float) { return gelu(v); });
+  transform_groups<kVectorized>(x, nullptr, out, n, [](float v, float) { return gelu<kTanh>(v); });
 }
 
 // a = d_out, b = x.
-template <bool kVectorized>
+template <bool kVectorized, bool kTanh>
 __global__ void __launch_bounds__(kThreads)
     gelu_backward_kernel(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::int64_t n) {
-  transform_groups<kVectorized>(d_out, x, d_x, n, [](float dy, float v) { return dy * gelu_derivative(v); });
+  transform_groups<kVectorized>(d_out, x, d_x, n, [](float dy, float v) { return dy * gelu_derivative<kTanh>(v); });
 }
 
 template <bool kVectorized>
@@ -137,17 +156,21 @@ int elementwise_grid(std::int64_t n, const PointwiseLaunch& launch) {
 
 }  // namespace
 
-cudaError_t gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, const PointwiseLaunch& launch) {
+cudaError_t gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, bool tanh_form,
+                         const PointwiseLaunch& launch) {
   if (n <= 0) return cudaSuccess;
-  auto* kernel = launch.vectorized ? gelu_forward_kernel<true> : gelu_forward_kernel<false>;
+  auto* kernel = tanh_form ? (launch.vectorized ? gelu_forward_kernel<true, true> : gelu_forward_kernel<false, true>)
+                           : (launch.vectorized ? gelu_forward_kernel<true, false> : gelu_forward_kernel<false, false>);
   kernel<<<elementwise_grid(n, launch), kThreads, 0, launch.stream>>>(x, out, n);
   return cudaGetLastError();
 }
 
 cudaError_t gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::int64_t n,
-                          const PointwiseLaunch& launch) {
+                          bool tanh_form, const PointwiseLaunch& launch) {
   if (n <= 0) return cudaSuccess;
-  auto* kernel = launch.vectorized ? gelu_backward_kernel<true> : gelu_backward_kernel<false>;
+  auto* kernel = tanh_form
+                     ? (launch.vectorized ? gelu_backward_kernel<true, true> : gelu_backward_kernel<false, true>)
+                     : (launch.vectorized ? gelu_backward_kernel<true, false> : gelu_backward_kernel<false, false>);
   kernel<<<elementwise_grid(n, launch), kThreads, 0, launch.stream>>>(d_out, x, d_x, n);
   return cudaGetLastError();
 }

@@ -22,18 +22,20 @@ launchers::PointwiseLaunch launch_for(const CudaLaunchGuard& guard, const Stream
 
 }  // namespace
 
-void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, const Stream& stream) {
+void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form, const Stream& stream) {
   constexpr const char* kOp = "gelu_forward";
   ADAMANT_CHECK(n >= 0, "{}: negative size {}", kOp, n);
   check_cuda_operand(kOp, "x", x, DType::bf16, x.device, n);
   check_cuda_operand(kOp, "out", out, DType::bf16, x.device, n);
   const CudaLaunchGuard guard(x.device, kOp);
   const bool vectorized = aligned_to(x, 16) && aligned_to(out, 16);
-  check_cuda_launch(launchers::gelu_forward(bits_of(x), mutable_bits_of(out), n, launch_for(guard, stream, vectorized)),
+  check_cuda_launch(launchers::gelu_forward(bits_of(x), mutable_bits_of(out), n, form == GeluForm::tanh,
+                                            launch_for(guard, stream, vectorized)),
                     kOp);
 }
 
-void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, const Stream& stream) {
+void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form,
+                   const Stream& stream) {
   constexpr const char* kOp = "gelu_backward";
   ADAMANT_CHECK(n >= 0, "{}: negative size {}", kOp, n);
   check_cuda_operand(kOp, "d_out", d_out, DType::bf16, x.device, n);
@@ -42,7 +44,7 @@ void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_
   const CudaLaunchGuard guard(x.device, kOp);
   const bool vectorized = aligned_to(d_out, 16) && aligned_to(x, 16) && aligned_to(d_x, 16);
   check_cuda_launch(launchers::gelu_backward(bits_of(d_out), bits_of(x), mutable_bits_of(d_x), n,
-                                             launch_for(guard, stream, vectorized)),
+                                             form == GeluForm::tanh, launch_for(guard, stream, vectorized)),
                     kOp);
 }
 

@@ -1,0 +1,39 @@
+#pragma once
+// A file written under a temporary name (path + ".tmp.<pid>") and renamed into place by
+// commit() after a flush to disk, so a crash never leaves a half-written file under the real
+// name. Without commit() the destructor removes the temporary file.
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string_view>
+
+namespace adamant {
+
+class AtomicFileWriter {
+ public:
+  // `what` names the kind of file in error messages ("checkpoint file", "safetensors file").
+  AtomicFileWriter(std::filesystem::path path, std::string_view what);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(const void* data, std::size_t bytes);
+  void write(std::string_view text) { write(text.data(), text.size()); }
+  std::uint64_t position() const { return position_; }
+  const std::filesystem::path& path() const { return path_; }
+  // Flushes, syncs, renames to the final path and syncs the folder.
+  void commit();
+
+ private:
+  std::filesystem::path path_;
+  std::filesystem::path temp_path_;
+  std::string what_;
+  std::FILE* file_ = nullptr;
+  std::uint64_t position_ = 0;
+  bool committed_ = false;
+};
+
+// The whole text written atomically.
+void write_file_atomically(const std::filesystem::path& path, std::string_view text, std::string_view what);
+
+}  // namespace adamant
