@@ -232,14 +232,14 @@ int main(int argc, char** argv) {
   adam_case("adam remainders, fp32 grad", 28, DType::f32, launchers::ModelCopy::bf16, true);
   adam_case("adam remainders, bf16 grad", 26, DType::bf16, launchers::ModelCopy::bf16, true);
 
-  DeviceArray partials(launchers::kMaxSquaredNormPartials * sizeof(double)), norm(sizeof(float));
+  DeviceArray partials(launchers::kMaxSquaredNormPartials * sizeof(double)), norm(sizeof(double));
   for (const DType dtype : {DType::f32, DType::bf16}) {
     const void* x = dtype == DType::f32 ? grad.as<void>() : grad_bf16.as<void>();
     results.push_back(time_it(dtype == DType::f32 ? "squared_norm fp32" : "squared_norm bf16",
                               static_cast<double>(adamant::dtype_size(dtype)) * weights, weights, reps, [&] {
                                 check(launchers::squared_norm(x, dtype, n, segments.as<std::int64_t>(),
                                                               static_cast<int>(table.size() / 3), partials.as<double>(),
-                                                              norm.as<float>(), false, shape, nullptr),
+                                                              norm.as<double>(), false, shape, nullptr),
                                       "squared_norm");
                               }));
   }

@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-packages=(cmake ninja-build g++ libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
+packages=(cmake ninja-build g++ clang libomp-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
           libopenmpi-dev openmpi-bin libopenblas-dev libgtest-dev libbenchmark-dev
           python3-torch python3-numpy)  # the last two: the PyTorch parity tests (tests/parity)
 missing=()

@@ -150,6 +150,10 @@ TEST(BpeTokenizer, MissingFilesNameTheFileAndTheFix) {
   EXPECT_NE(message.find("scripts/fetch_data.sh"), std::string::npos) << message;
   message = load_error([&] { BpeTokenizer::load_dir(dir); });
   EXPECT_NE(message.find("encoder.json"), std::string::npos) << message;
+  // A folder where the file belongs (model.tokenizer.vocab_file: .cache/data/gpt2).
+  message = load_error([&] { BpeTokenizer::load(testing::data_dir() / "gpt2", vocab); });
+  EXPECT_NE(message.find("is a folder"), std::string::npos) << message;
+  EXPECT_NE(message.find("encoder.json"), std::string::npos) << message;
   std::filesystem::remove_all(dir);
 }
 

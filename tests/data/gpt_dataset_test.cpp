@@ -82,7 +82,6 @@ class GptDatasetTest : public ::testing::Test {
     dir_ = adamant::testing::temp_dir("gptdataset");
     write_dataset(dir_ / "small", {5, 3, 8, 1, 12, 7, 4, 9, 2, 6});
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::shared_ptr<const IndexedDataset> write_dataset(const fs::path& prefix, const std::vector<int>& sizes) {
     IndexedDatasetBuilder builder(prefix, TokenDtype::i32);
@@ -113,7 +112,7 @@ class GptDatasetTest : public ::testing::Test {
     return out;
   }
 
-  fs::path dir_;
+  adamant::testing::TempDir dir_;  // removed with the fixture
   std::shared_ptr<const IndexedDataset> data_;
 };
 
@@ -159,6 +158,35 @@ TEST_F(GptDatasetTest, IndexCacheIsWrittenOnceThenMapped) {
   EXPECT_FALSE(make(30, 99, {0, 10}, 4, cache).loaded_from_cache());
   EXPECT_FALSE(make(31, 1234, {0, 10}, 4, cache).loaded_from_cache());
   EXPECT_FALSE(make(30, 1234, {0, 8}, 4, cache).loaded_from_cache());
+}
+
+// Fills freed heap blocks of the sizes the index arrays use with `pattern`, so that any byte
+// a writer forgets to set (struct padding) comes out different in the next build.
+void scribble_on_freed_heap(unsigned char pattern) {
+  std::vector<std::vector<unsigned char>> blocks;
+  for (const std::size_t size : {128, 256, 512, 1024, 2048, 4096}) {
+    for (int i = 0; i < 16; ++i) blocks.emplace_back(size, pattern);
+  }
+}
+
+std::vector<char> file_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST_F(GptDatasetTest, IndexCacheFilesAreByteIdenticalAcrossBuilds) {
+  const std::string name = "small_train_indexmap_30ns_4sl_1234s_0-10d.adidx";
+  scribble_on_freed_heap(0xab);
+  make(30, 1234, {0, 10}, 4, dir_ / "first");
+  scribble_on_freed_heap(0xcd);
+  make(30, 1234, {0, 10}, 4, dir_ / "second");
+  const std::vector<char> first = file_bytes(dir_ / "first" / name);
+  const std::vector<char> second = file_bytes(dir_ / "second" / name);
+  ASSERT_FALSE(first.empty());
+  ASSERT_EQ(first.size(), second.size());
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < first.size(); ++i) differing += first[i] != second[i] ? 1 : 0;
+  EXPECT_EQ(differing, 0u) << "of " << first.size() << " bytes";
 }
 
 TEST_F(GptDatasetTest, DamagedOrStaleIndexCacheIsRebuilt) {

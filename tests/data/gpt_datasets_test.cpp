@@ -51,8 +51,8 @@ class GptDatasetsTest : public ::testing::Test {
     first_ = write_dataset(dir_ / "first", 40, 0);
     second_ = write_dataset(dir_ / "second", 25, 1000);
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_, first_, second_;
+  adamant::testing::TempDir dir_;  // removed with the fixture
+  fs::path first_, second_;
 };
 
 TEST_F(GptDatasetsTest, SinglePrefixIsSplitIntoThreeGptDatasets) {

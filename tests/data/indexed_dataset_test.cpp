@@ -65,8 +65,7 @@ struct HandMadeDataset {
 class IndexedDatasetTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = adamant::testing::temp_dir("indexed"); }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  adamant::testing::TempDir dir_;  // removed with the fixture
 };
 
 // The error message for `prefix` must mention `file` and the fix.
@@ -214,6 +213,31 @@ TEST_F(IndexedDatasetTest, CorruptDocumentIndexAndPointersAreReported) {
   bad_size.idx.data[34 + 4 + 3] = 0x80;  // second size becomes negative
   bad_size.write(prefix);
   expect_open_error(prefix, index_file_path(prefix), "negative size");
+}
+
+// Damage that keeps every count in range: only the chain of pointers (each sequence starts where
+// the one before ends, the last ends at the end of the .bin) shows it.
+TEST_F(IndexedDatasetTest, WrongDtypeByteAndFlippedSizeBitsAreReported) {
+  const auto prefix = dir_ / "chain";
+  HandMadeDataset uint8_byte;
+  uint8_byte.idx.data[17] = 1;  // says uint8; the data is uint16
+  uint8_byte.write(prefix);
+  expect_open_error(prefix, index_file_path(prefix), "dtype byte (uint8)");
+
+  const std::size_t sizes_at = 34;
+  for (const std::size_t sequence : {0, 1}) {  // 2 -> 3 and 3 -> 2: the next pointer no longer follows
+    HandMadeDataset flipped;
+    flipped.idx.data[sizes_at + 4 * sequence] ^= 1;
+    flipped.write(prefix);
+    expect_open_error(prefix, index_file_path(prefix), "damaged sequence size");
+  }
+  HandMadeDataset last;  // 1 -> 0: every pointer follows, but the data goes on past the last sequence
+  last.idx.data[sizes_at + 8] ^= 1;
+  last.write(prefix);
+  expect_open_error(prefix, data_file_path(prefix), "do not belong together");
+  HandMadeDataset intact;
+  intact.write(prefix);
+  EXPECT_EQ(IndexedDataset::open(prefix).num_tokens(), 6);
 }
 
 TEST_F(IndexedDatasetTest, MissingFilesNameThePath) {

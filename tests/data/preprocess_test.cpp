@@ -44,7 +44,6 @@ class PreprocessTest : public ::testing::Test {
                        std::to_string(i * 7919));
     }
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   fs::path write_jsonl(const std::string& name, const std::string& key, bool with_extras) {
     std::string content;
@@ -74,7 +73,7 @@ class PreprocessTest : public ::testing::Test {
     return tokens;
   }
 
-  fs::path dir_;
+  adamant::testing::TempDir dir_;  // removed with the fixture
   fs::path vocab_dir_;
   std::unique_ptr<BpeTokenizer> tokenizer_;
   std::vector<std::string> texts_;
@@ -193,6 +192,16 @@ TEST_F(PreprocessTest, BadInputsGiveClearErrors) {
   auto no_vocab = options(keyless, "out", 1);
   no_vocab.vocab_dir = dir_ / "no-vocab";
   expect_error(no_vocab, {"no-vocab", "--vocab-dir"});
+
+  // Outputs that cannot be written are user errors naming the place: under a file, or in a
+  // folder nobody may create (/proc, which refuses even root, as CI runs).
+  const auto good = write_jsonl("good.jsonl", "text", false);
+  write_text(dir_ / "a-file", "x");
+  auto under_file = options(good, "a-file/sub/out", 1);
+  expect_error(under_file, {(dir_ / "a-file" / "sub").string(), "output"});
+  auto read_only = options(good, "out", 1);
+  read_only.output_prefix = "/proc/adamant-test/out";
+  expect_error(read_only, {"/proc/adamant-test"});
 
   // A failed run leaves no dataset behind.
   EXPECT_FALSE(fs::exists(dir_ / "out_text_document.idx"));

@@ -23,8 +23,6 @@ namespace {
 using testing::MirroredArray;
 using testing::SegmentLayout;
 
-std::uint32_t bits_of(float f) { return std::bit_cast<std::uint32_t>(f); }
-
 // An input for squared_norm: fp32 values and their bf16 patterns, on the GPU.
 struct NormInput {
   NormInput(const SegmentLayout& layout, std::uint64_t seed)
@@ -44,8 +42,9 @@ struct NormInput {
   MirroredArray<std::uint16_t> bf16;
 };
 
-float gpu_squared_norm(const Tensor& x, const Tensor& segments, float initial, bool accumulate, const Stream& stream) {
-  MirroredArray<float> out(1, DType::f32);
+double gpu_squared_norm(const Tensor& x, const Tensor& segments, double initial, bool accumulate,
+                        const Stream& stream) {
+  MirroredArray<double> out(1, DType::f64);
   out.host[0] = initial;
   out.upload();
   squared_norm(x, segments, out.device_view(), accumulate, stream);
@@ -53,9 +52,9 @@ float gpu_squared_norm(const Tensor& x, const Tensor& segments, float initial, b
   return out.download()[0];
 }
 
-float cpu_squared_norm(const Tensor& x, const Tensor& segments, float initial, bool accumulate) {
-  float out = initial;
-  cpu::squared_norm(x, segments, Tensor::flat(&out, DType::f32, Device::cpu(), 1), accumulate);
+double cpu_squared_norm(const Tensor& x, const Tensor& segments, double initial, bool accumulate) {
+  double out = initial;
+  cpu::squared_norm(x, segments, Tensor::flat(&out, DType::f64, Device::cpu(), 1), accumulate);
   return out;
 }
 
@@ -70,9 +69,9 @@ TEST(CudaSquaredNorm, MatchesCpuOnThirteenMillionElements) {
     const Tensor x_gpu = bf16 ? input.bf16.device_view() : input.f32.device_view();
     const Tensor x_cpu = bf16 ? input.bf16.host_view() : input.f32.host_view();
     for (const bool accumulate : {false, true}) {
-      const float expected = cpu_squared_norm(x_cpu, input.segments.host_view(), 1234.5f, accumulate);
-      const float actual = gpu_squared_norm(x_gpu, input.segments.device_view(), 1234.5f, accumulate, stream);
-      EXPECT_NEAR(actual, expected, 1e-6 * expected) << (bf16 ? "bf16" : "fp32") << " accumulate=" << accumulate;
+      const double expected = cpu_squared_norm(x_cpu, input.segments.host_view(), 1234.5, accumulate);
+      const double actual = gpu_squared_norm(x_gpu, input.segments.device_view(), 1234.5, accumulate, stream);
+      EXPECT_NEAR(actual, expected, 1e-12 * expected) << (bf16 ? "bf16" : "fp32") << " accumulate=" << accumulate;
     }
   }
 }
@@ -97,8 +96,8 @@ TEST(CudaSquaredNorm, ManyTinySegmentsUnalignedMatchCpu) {
   shifted_segments.upload();
   const Tensor x_gpu = input.f32.device_view().slice(1, n);
   const Tensor x_cpu = input.f32.host_view().slice(1, n);
-  const float expected = cpu_squared_norm(x_cpu, shifted_segments.host_view(), 0.0f, false);
-  EXPECT_NEAR(gpu_squared_norm(x_gpu, shifted_segments.device_view(), 0.0f, false, stream), expected, 1e-6 * expected);
+  const double expected = cpu_squared_norm(x_cpu, shifted_segments.host_view(), 0.0, false);
+  EXPECT_NEAR(gpu_squared_norm(x_gpu, shifted_segments.device_view(), 0.0, false, stream), expected, 1e-12 * expected);
 }
 
 TEST(CudaSquaredNorm, IsBitwiseDeterministicAcrossRunsAndStreams) {
@@ -108,12 +107,11 @@ TEST(CudaSquaredNorm, IsBitwiseDeterministicAcrossRunsAndStreams) {
   NormInput input(layout, 303);
   const Stream first(testing::gpu());
   const Stream second(testing::gpu());
-  const float reference = gpu_squared_norm(input.f32.device_view(), input.segments.device_view(), 0.0f, false, first);
-  EXPECT_GT(reference, 0.0f);
+  const double reference = gpu_squared_norm(input.f32.device_view(), input.segments.device_view(), 0.0, false, first);
+  EXPECT_GT(reference, 0.0);
   for (int run = 0; run < 4; ++run) {
     const Stream& stream = run % 2 == 0 ? first : second;
-    EXPECT_EQ(bits_of(gpu_squared_norm(input.f32.device_view(), input.segments.device_view(), 0.0f, false, stream)),
-              bits_of(reference))
+    EXPECT_EQ(gpu_squared_norm(input.f32.device_view(), input.segments.device_view(), 0.0, false, stream), reference)
         << "run " << run;
   }
 }
@@ -132,11 +130,11 @@ TEST(CudaSquaredNorm, NonFiniteInsideSegmentsOnlyPropagates) {
     x.host[index] = value;
     x.upload();
     x.host = saved;
-    return gpu_squared_norm(x.device_view(), segments.device_view(), 0.0f, false, stream);
+    return gpu_squared_norm(x.device_view(), segments.device_view(), 0.0, false, stream);
   };
   double expected = 0.0;
   for (int i : {2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15, 16, 17, 18, 19}) expected += 0.25 * i * i;
-  EXPECT_EQ(norm_with(11, std::numeric_limits<float>::infinity()), static_cast<float>(expected));
+  EXPECT_EQ(norm_with(11, std::numeric_limits<float>::infinity()), expected);
   EXPECT_TRUE(std::isinf(norm_with(13, std::numeric_limits<float>::infinity())));
   EXPECT_TRUE(std::isnan(norm_with(5, std::numeric_limits<float>::quiet_NaN())));
 }
@@ -148,8 +146,8 @@ TEST(CudaSquaredNorm, NoSegmentsGivesZeroOrKeepsTheOldValue) {
   for (auto& v : x.host) v = 3.0f;
   x.upload();
   const Stream stream(testing::gpu());
-  EXPECT_EQ(gpu_squared_norm(x.device_view(), no_segments.device_view(), 7.25f, true, stream), 7.25f);
-  EXPECT_EQ(gpu_squared_norm(x.device_view(), no_segments.device_view(), 7.25f, false, stream), 0.0f);
+  EXPECT_EQ(gpu_squared_norm(x.device_view(), no_segments.device_view(), 7.25, true, stream), 7.25);
+  EXPECT_EQ(gpu_squared_norm(x.device_view(), no_segments.device_view(), 7.25, false, stream), 0.0);
 }
 
 // Values for the element-wise tests: many binades, ties for bf16 rounding, fp16

@@ -259,14 +259,14 @@ TEST(SquaredNorm, MatchesDirectSumAndIgnoresElementsOutsideSegments) {
     for (auto i = segments[s]; i < segments[s + 1]; ++i) direct += static_cast<long double>(x[i]) * x[i];
   }
   x[0] = x[20050] = x[100002] = 1e30f;  // outside every segment
-  std::vector<float> out = {0.0f};
+  std::vector<double> out = {0.0};
   squared_norm(view(x), view(segments), view(out), false, Stream());
-  EXPECT_NEAR(out[0], static_cast<double>(direct), static_cast<double>(direct) * 1.2e-7);
+  EXPECT_NEAR(out[0], static_cast<double>(direct), static_cast<double>(direct) * 1e-13);
 
   // accumulate adds to the old value.
-  std::vector<float> accumulated = {1000.0f};
+  std::vector<double> accumulated = {1000.0};
   squared_norm(view(x), view(segments), view(accumulated), true, Stream());
-  EXPECT_NEAR(accumulated[0], static_cast<double>(direct) + 1000.0, (static_cast<double>(direct) + 1000) * 1.2e-7);
+  EXPECT_NEAR(accumulated[0], static_cast<double>(direct) + 1000.0, (static_cast<double>(direct) + 1000) * 1e-13);
 
   // bf16 input: the sum of the bf16 values.
   std::vector<std::uint16_t> x_bf16(n);
@@ -278,14 +278,14 @@ TEST(SquaredNorm, MatchesDirectSumAndIgnoresElementsOutsideSegments) {
     }
   }
   squared_norm(view(x_bf16, DType::bf16), view(segments), view(out), false, Stream());
-  EXPECT_NEAR(out[0], static_cast<double>(direct_bf16), static_cast<double>(direct_bf16) * 1.2e-7);
+  EXPECT_NEAR(out[0], static_cast<double>(direct_bf16), static_cast<double>(direct_bf16) * 1e-13);
 
   std::vector<std::int64_t> no_segments;
-  std::vector<float> untouched = {7.5f};
+  std::vector<double> untouched = {7.5};
   squared_norm(view(x), view(no_segments), view(untouched), true, Stream());
-  EXPECT_EQ(untouched[0], 7.5f);
+  EXPECT_EQ(untouched[0], 7.5);
   squared_norm(view(x), view(no_segments), view(untouched), false, Stream());
-  EXPECT_EQ(untouched[0], 0.0f);
+  EXPECT_EQ(untouched[0], 0.0);
 }
 
 TEST(SquaredNorm, IsIndependentOfThreadCount) {
@@ -294,20 +294,43 @@ TEST(SquaredNorm, IsIndependentOfThreadCount) {
   std::vector<float> x(3000001);
   for (auto& value : x) value = uniform(rng);
   std::vector<std::int64_t> segments = {0, 1234567, 1, 1234600, 3000001, 0};
-  std::vector<float> one = {0.0f}, many = {0.0f};
+  std::vector<double> one = {0.0}, many = {0.0};
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
   squared_norm(view(x), view(segments), view(one), false, Stream());
   omp_set_num_threads(7);
   squared_norm(view(x), view(segments), view(many), false, Stream());
   omp_set_num_threads(saved);
-  EXPECT_EQ(bits_of(one[0]), bits_of(many[0]));
+  EXPECT_EQ(one[0], many[0]);
+}
+
+// The optimizers add the buckets of a rank (accumulate) and the ranks (an fp64 all-reduce) in
+// fp64 and round once, so a sum split into parts agrees with the sum in one piece to fp64
+// precision, far below one fp32 ulp: split sums give the same fp32 norm as fused_adam's one sum.
+TEST(SquaredNorm, PartsAddedInFp64AgreeWithTheWholeFarBelowAnFp32Ulp) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 0.01f);
+  std::vector<float> x(1'000'003);
+  for (auto& value : x) value = normal(rng);
+  std::vector<std::int64_t> whole = {0, static_cast<std::int64_t>(x.size()), 1};
+  std::vector<double> one = {0.0};
+  squared_norm(view(x), view(whole), view(one), false, Stream());
+  // Three "buckets" on one "rank", two on another: accumulated, then the two rank sums added.
+  std::vector<std::int64_t> rank0_parts[] = {{0, 300000, 1}, {300000, 300001, 0}, {300001, 500000, 1}};
+  std::vector<std::int64_t> rank1_parts[] = {{500000, 777777, 0}, {777777, 1'000'003, 1}};
+  std::vector<double> rank0 = {0.0}, rank1 = {0.0};
+  for (std::size_t b = 0; b < 3; ++b) squared_norm(view(x), view(rank0_parts[b]), view(rank0), b > 0, Stream());
+  for (std::size_t b = 0; b < 2; ++b) squared_norm(view(x), view(rank1_parts[b]), view(rank1), b > 0, Stream());
+  const double split = rank0[0] + rank1[0];
+  EXPECT_NEAR(split, one[0], 1e-14 * one[0]);
+  // What an fp32 round after every part (the former accumulation) loses: typically an ulp or more.
+  EXPECT_EQ(static_cast<float>(split), static_cast<float>(one[0]));
 }
 
 TEST(SquaredNorm, NonFiniteInputGivesNonFiniteResult) {
   std::vector<float> x = {1.0f, 2.0f, std::numeric_limits<float>::infinity(), 3.0f};
   std::vector<std::int64_t> segments = {0, 4, 1};
-  std::vector<float> out = {0.0f};
+  std::vector<double> out = {0.0};
   squared_norm(view(x), view(segments), view(out), false, Stream());
   EXPECT_TRUE(std::isinf(out[0]));
   x[2] = std::numeric_limits<float>::quiet_NaN();

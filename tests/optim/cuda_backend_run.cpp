@@ -104,31 +104,4 @@ std::vector<StepResult> step_together(std::span<BackendRun* const> runs, const P
   return results;
 }
 
-void expect_within_one_bf16_ulp(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b,
-                                const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const bool same_sign = (a[i] & 0x8000u) == (b[i] & 0x8000u);
-    const int distance = std::abs(static_cast<int>(a[i] & 0x7fffu) - static_cast<int>(b[i] & 0x7fffu));
-    if (!same_sign || distance > 1) {
-      ADD_FAILURE() << what << " differ by more than one bf16 ulp first at element " << i << ": " << bf16_to_f32(a[i])
-                    << " vs " << bf16_to_f32(b[i]);
-      return;
-    }
-  }
-}
-
-void expect_close(std::span<const float> a, std::span<const float> b, double relative, double absolute,
-                  const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double bound = relative * std::abs(static_cast<double>(b[i])) + absolute;
-    if (!(std::abs(static_cast<double>(a[i]) - b[i]) <= bound)) {
-      ADD_FAILURE() << what << " differ beyond " << relative << " * |b| + " << absolute << " first at element " << i
-                    << ": " << a[i] << " vs " << b[i];
-      return;
-    }
-  }
-}
-
 }  // namespace adamant::optim::testing

@@ -69,11 +69,4 @@ std::vector<float> rank_gradients(const ParamList& params, std::span<const std::
 std::vector<StepResult> step_together(std::span<BackendRun* const> runs, const ParamList& params,
                                       std::span<const float> grads, double lr, double grad_scale);
 
-// Fails unless every pair of bf16 values differs by at most one unit in the last place (same sign).
-void expect_within_one_bf16_ulp(std::span<const std::uint16_t> a, std::span<const std::uint16_t> b,
-                                const std::string& what);
-// Fails unless |a - b| <= relative * |b| + absolute everywhere.
-void expect_close(std::span<const float> a, std::span<const float> b, double relative, double absolute,
-                  const std::string& what);
-
 }  // namespace adamant::optim::testing

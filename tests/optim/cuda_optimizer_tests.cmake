@@ -5,7 +5,7 @@ adamant_gpu_test(NAME optim_cuda_tests
                          ${CMAKE_CURRENT_SOURCE_DIR}/cuda_backend_run.cpp
                          ${CMAKE_CURRENT_SOURCE_DIR}/mpi_test_helpers.cpp
                          ${CMAKE_CURRENT_SOURCE_DIR}/synthetic_model.cpp
-                 NP 2
+                 NP 2 ONE_GPU_PER_RANK
                  LIBS adamant_optim)
 if(TARGET optim_cuda_tests)
   # A rank failing alone would leave the other waiting in a collective: end the run instead of stalling.

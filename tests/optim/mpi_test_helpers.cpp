@@ -43,18 +43,6 @@ OptimizerOptions test_options(const char* name, DType dtype) {
   return o;
 }
 
-std::filesystem::path shared_temp_dir(const char* name) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::string path;
-  if (rank == 0) path = adamant::testing::temp_dir(name).string();
-  int length = static_cast<int>(path.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  path.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(path.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return path;
-}
-
 void remove_shared_dir(const std::filesystem::path& dir) {
   MPI_Barrier(MPI_COMM_WORLD);
   int rank = 0;

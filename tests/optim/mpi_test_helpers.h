@@ -12,6 +12,7 @@
 #include "adamant/comm/communicator.h"
 #include "adamant/comm/single_process_communicator.h"
 #include "adamant/optim/optimizer.h"
+#include "support/test_data.h"
 #include "synthetic_model.h"
 
 namespace adamant::optim::testing {
@@ -34,9 +35,12 @@ struct Trained {
 // The default options of these tests: small buckets so the test model spans several.
 OptimizerOptions test_options(const char* name, DType dtype = DType::bf16);
 
-// A fresh folder with the same path on every rank of MPI_COMM_WORLD (collective).
-std::filesystem::path shared_temp_dir(const char* name);
-// Barrier on MPI_COMM_WORLD, then rank 0 removes the folder.
+// A fresh folder with the same path on every rank of MPI_COMM_WORLD (collective), removed when
+// the test ends (collective).
+inline adamant::testing::SharedTempDir shared_temp_dir(const char* name) {
+  return adamant::testing::SharedTempDir(name);
+}
+// Barrier on MPI_COMM_WORLD, then rank 0 removes the folder (before the end of the test).
 void remove_shared_dir(const std::filesystem::path& dir);
 
 double max_abs_difference(std::span<const float> a, std::span<const float> b);

@@ -1,12 +1,26 @@
 #include "support/test_data.h"
 
 #include <gtest/gtest.h>
+#include <mpi.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
+#include <system_error>
+#include <utility>
 
 namespace adamant::testing {
+
+namespace {
+
+std::filesystem::path fresh_folder(std::string_view name, long pid) {
+  auto dir = std::filesystem::temp_directory_path() / ("adamant-" + std::string(name) + "-" + std::to_string(pid));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
 
 std::filesystem::path data_dir() {
   const char* env = std::getenv("ADAMANT_DATA_DIR");
@@ -17,12 +31,47 @@ std::filesystem::path data_dir() {
   return dir;
 }
 
-std::filesystem::path temp_dir(const char* name) {
-  auto dir =
-      std::filesystem::temp_directory_path() / ("adamant-" + std::string(name) + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+TempDir::TempDir(std::string_view name) : std::filesystem::path(fresh_folder(name, static_cast<long>(::getpid()))) {}
+
+TempDir::TempDir(TempDir&& other) noexcept : std::filesystem::path(std::move(other)) { other.clear(); }
+
+TempDir& TempDir::operator=(TempDir&& other) noexcept {
+  if (this != &other) {
+    remove();
+    std::filesystem::path::operator=(std::move(other));
+    other.clear();
+  }
+  return *this;
+}
+
+TempDir::~TempDir() { remove(); }
+
+void TempDir::remove() noexcept {
+  if (empty()) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(*this, ignored);
+}
+
+SharedTempDir::SharedTempDir(std::string_view name) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  long pid = static_cast<long>(::getpid());
+  MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    std::filesystem::path::operator=(fresh_folder(name, pid));
+  } else {
+    std::filesystem::path::operator=(std::filesystem::temp_directory_path() /
+                                     ("adamant-" + std::string(name) + "-" + std::to_string(pid)));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+SharedTempDir::~SharedTempDir() {
+  MPI_Barrier(MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::error_code ignored;
+  if (rank == 0) std::filesystem::remove_all(*this, ignored);
 }
 
 }  // namespace adamant::testing

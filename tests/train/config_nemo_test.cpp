@@ -258,8 +258,8 @@ TEST(ConfigNemo, UnsupportedModelVariantsAreErrorsNamingTheKey) {
       {"model.data.seq_length=1024", "model.data.seq_length (1024) differs from model.encoder_seq_length (512)"},
       {"model.num_query_groups=4", "model.num_query_groups: grouped-query attention is not supported"},
       {"model.data.reset_position_ids=true", "model.data.reset_position_ids: restarting position ids"},
-      {"exp_manager.resume_from_checkpoint=/ckpt/x.ckpt",
-       "exp_manager.resume_from_checkpoint: resuming from an explicit checkpoint path"},
+      {"model.resume_from_checkpoint=/ckpt/x.ckpt",
+       "model.resume_from_checkpoint: resuming from a NeMo checkpoint path"},
       {"+model.optim.sched.warmup_ratio=0.1", "model.optim.sched.warmup_ratio: warmup as a ratio"},
   };
   for (const auto& [override_text, expected] : cases) {
@@ -271,6 +271,11 @@ TEST(ConfigNemo, UnsupportedModelVariantsAreErrorsNamingTheKey) {
       EXPECT_THAT(std::string(error.what()), HasSubstr("(from override '" + override_text + "')"));
     }
   }
+  // exp_manager.resume_from_checkpoint names the checkpoint folder to continue from.
+  EXPECT_EQ(parse_train_config(kNemoConfig, {}).exp_manager.resume_from_checkpoint, std::filesystem::path());
+  EXPECT_EQ(parse_train_config(kNemoConfig, {"exp_manager.resume_from_checkpoint=runs/a/checkpoints/step_00000004"})
+                .exp_manager.resume_from_checkpoint,
+            std::filesystem::path("runs/a/checkpoints/step_00000004"));
   // Recognised keys accepted with any value.
   EXPECT_NO_THROW(parse_train_config(kNemoConfig, {"model.nsys_profile.enabled=true", "model.data.num_workers=8"}));
 }

@@ -17,12 +17,6 @@
 namespace adamant::testing {
 namespace {
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
 std::vector<nlohmann::json> read_records(const std::filesystem::path& file, const std::string& type) {
   std::vector<nlohmann::json> records;
   std::ifstream in(file);

@@ -12,18 +12,10 @@
 
 namespace adamant::testing {
 
-std::filesystem::path shared_temp_dir(const std::string& name) {
+int world_rank() {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  long pid = static_cast<long>(::getpid());
-  MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-  const auto dir = std::filesystem::temp_directory_path() / ("adamant-" + name + "-" + std::to_string(pid));
-  if (rank == 0) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  return dir;
+  return rank;
 }
 
 std::filesystem::path write_random_dataset(const std::filesystem::path& dir, int documents, int max_id) {

@@ -13,5 +13,7 @@ int device_count();  // 0 in a CPU-only build or with no GPU visible
 // Device memory in use by every user of the GPU (total - free from cudaMemGetInfo): this process's
 // allocations plus the CUDA context, NCCL's and cuBLAS's buffers, and other processes on the same GPU.
 std::size_t device_memory_in_use(int device);
+// The device's total memory (cudaMemGetInfo).
+std::size_t device_memory_total(int device);
 
 }  // namespace adamant::cuda

@@ -38,6 +38,14 @@ std::size_t device_memory_in_use(int device) {
   return total_bytes - free_bytes;
 }
 
+std::size_t device_memory_total(int device) {
+  set_device(device);
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  ADAMANT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return total_bytes;
+}
+
 int device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {

@@ -17,6 +17,7 @@ void free(void*, int) noexcept {}
 void copy(void*, const void*, std::size_t) { no_cuda(); }
 void set_device(int) { no_cuda(); }
 std::size_t device_memory_in_use(int) { no_cuda(); }
+std::size_t device_memory_total(int) { no_cuda(); }
 int device_count() { return 0; }
 
 }  // namespace adamant::cuda

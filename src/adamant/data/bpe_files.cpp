@@ -21,6 +21,10 @@ std::string read_whole_file(const std::filesystem::path& path, std::string_view 
         "vocab.bpe, or point the tokenizer at the folder that holds them",
         what, path.string());
   }
+  if (std::filesystem::is_directory(path)) {
+    fail("BPE tokenizer: {} '{}' is a folder; point it at the file itself (e.g. {}/{})", what, path.string(),
+         path.string(), what == "encoder file" ? "encoder.json" : "vocab.bpe");
+  }
   std::ifstream file(path, std::ios::binary);
   std::string contents((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   if (!file && !file.eof()) fail("BPE tokenizer: cannot read {} '{}'; check its permissions", what, path.string());

@@ -124,7 +124,7 @@ void GptDataset::build(const GptDatasetOptions& options) {
   owned_sample_starts_.reserve(static_cast<std::size_t>(num_built) + 1);
   std::int64_t position = 0;
   std::int64_t offset = 0;
-  owned_sample_starts_.push_back({0, 0});
+  owned_sample_starts_.push_back({0, 0, 0});
   for (std::int64_t sample = 0; sample < num_built; ++sample) {
     std::int64_t remaining = seq_length_ + 1;
     while (remaining != 0) {
@@ -138,7 +138,7 @@ void GptDataset::build(const GptDatasetOptions& options) {
         offset = 0;
       }
     }
-    owned_sample_starts_.push_back({position, static_cast<std::int32_t>(offset)});
+    owned_sample_starts_.push_back({position, static_cast<std::int32_t>(offset), 0});
   }
 
   const std::int64_t shuffled_together = separate_last_epoch ? samples_before_last_epoch : num_built;

@@ -8,6 +8,7 @@
 
 #include "adamant/core/crc32c.h"
 #include "adamant/core/error.h"
+#include "adamant/core/file_write.h"
 
 namespace adamant::data {
 
@@ -25,6 +26,7 @@ struct Header {
   char split[16];
   std::uint64_t document_order_count, sample_starts_count, shuffle_order_count;
 };
+static_assert(sizeof(Header) == 96, "Header has no padding: every byte written is a field");
 
 std::size_t padded(std::size_t bytes) { return (bytes + 7) / 8 * 8; }
 
@@ -93,7 +95,7 @@ void write_index_cache(const std::filesystem::path& file, const GptIndexKey& key
     ADAMANT_CHECK(out.good(), "writing the dataset index cache {} failed (disk full?); free space in {}", temp.string(),
                   file.parent_path().string());
   }
-  std::filesystem::rename(temp, file);
+  rename_into_place(temp, file);
 }
 
 std::optional<MappedIndex> open_index_cache(const std::filesystem::path& file, const GptIndexKey& key) {

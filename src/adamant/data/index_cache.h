@@ -24,7 +24,11 @@ namespace adamant::data {
 struct SampleStart {  // where a sample starts: position in the document order and token offset in that document
   std::int64_t document_position = 0;
   std::int32_t offset = 0;
+  // Named padding, always zero: the struct is written to index cache files as is, and
+  // compiler padding would carry whatever bytes happened to be in memory.
+  std::int32_t reserved = 0;
 };
+static_assert(sizeof(SampleStart) == 16, "SampleStart has no unnamed padding");
 
 // What the arrays are a function of.
 struct GptIndexKey {

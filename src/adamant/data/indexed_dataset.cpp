@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "adamant/core/error.h"
+#include "adamant/core/file_write.h"
 
 namespace adamant::data {
 
@@ -179,16 +180,31 @@ IndexedDataset IndexedDataset::open(const std::filesystem::path& prefix) {
   dataset.data_ = MappedFile::open(bin_path);
   const auto data_bytes = static_cast<std::int64_t>(dataset.data_.size());
   const auto element = static_cast<std::int64_t>(token_dtype_size(dtype));
+  // Sequences lie back to back in the .bin (as Megatron writes them): each pointer is where the
+  // one before ends, and the last ends at the file's end. A damaged size, a dtype byte that does
+  // not match the data, or a .bin of another .idx breaks this chain.
+  std::int64_t end = 0;
   for (std::size_t i = 0; i < num_sequences; ++i) {
     const std::int64_t size = dataset.sizes_[i];
     const std::int64_t pointer = dataset.pointers_[i];
     ADAMANT_CHECK(size >= 0, "index file {}: sequence {} has negative size {}; {}", idx_name, i, size, kFix);
-    ADAMANT_CHECK(pointer >= 0 && pointer <= data_bytes && size <= (data_bytes - pointer) / element,
+    ADAMANT_CHECK(pointer == end,
+                  "index file {} is corrupt: sequence {} starts at byte {} of {}, but the sequences before it end at "
+                  "byte {} ({} tokens of {} bytes each): a damaged sequence size, or a dtype byte ({}) that does not "
+                  "match the data; {}",
+                  idx_name, i, pointer, bin_path.string(), end, dataset.num_tokens_, element, token_dtype_name(dtype),
+                  kFix);
+    ADAMANT_CHECK(pointer <= data_bytes && size <= (data_bytes - pointer) / element,
                   "data file {} is truncated or does not match {}: sequence {} spans bytes [{}, {}) but the file has "
                   "{} bytes; {}",
                   bin_path.string(), idx_name, i, pointer, pointer + size * element, data_bytes, kFix);
+    end = pointer + size * element;
     dataset.num_tokens_ += size;
   }
+  ADAMANT_CHECK(end == data_bytes,
+                "data file {} has {} bytes, but {} describes {} tokens of {} ({} bytes): the files do not belong "
+                "together, or the dtype byte is wrong; {}",
+                bin_path.string(), data_bytes, idx_name, dataset.num_tokens_, token_dtype_name(dtype), end, kFix);
   return dataset;
 }
 
@@ -266,7 +282,7 @@ IndexedDatasetBuilder::IndexedDatasetBuilder(std::filesystem::path prefix, Token
                 token_dtype_name(dtype));
   output_->bin_temp = temp_path(data_file_path(prefix_));
   output_->idx_temp = temp_path(index_file_path(prefix_));
-  if (prefix_.has_parent_path()) std::filesystem::create_directories(prefix_.parent_path());
+  if (prefix_.has_parent_path()) create_folder(prefix_.parent_path(), "output (--output-prefix)");
   output_->bin.open(output_->bin_temp, std::ios::binary | std::ios::trunc);
   ADAMANT_CHECK(output_->bin.is_open(), "cannot create {}: check that the folder exists and is writable",
                 output_->bin_temp.string());
@@ -347,8 +363,8 @@ void IndexedDatasetBuilder::finalize() {
   check_stream(idx, output_->idx_temp);
 
   // .bin first: a reader that sees the new .idx then also sees its .bin.
-  std::filesystem::rename(output_->bin_temp, data_file_path(prefix_));
-  std::filesystem::rename(output_->idx_temp, index_file_path(prefix_));
+  rename_into_place(output_->bin_temp, data_file_path(prefix_));
+  rename_into_place(output_->idx_temp, index_file_path(prefix_));
   finalized_ = true;
 }
 

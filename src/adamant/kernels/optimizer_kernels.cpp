@@ -68,7 +68,7 @@ void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Ten
 }
 
 void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate, const Stream& stream) {
-  ADAMANT_CHECK(out.dtype == DType::f32 && out.numel() >= 1, "squared_norm: out must hold one fp32");
+  ADAMANT_CHECK(out.dtype == DType::f64 && out.numel() >= 1, "squared_norm: out must hold one fp64");
   ADAMANT_CHECK(segments.dtype == DType::i64 && segments.numel() % 3 == 0,
                 "squared_norm: segments must be i64 triples");
   check_same_device(x, out, "squared_norm");

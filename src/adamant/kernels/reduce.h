@@ -5,9 +5,10 @@
 
 namespace adamant::kernels {
 
-// out (one fp32 on x's device) = sum of x[i]^2 over the given segments (same i64
+// out (one fp64 on x's device) = sum of x[i]^2 over the given segments (same i64
 // triple format as adam.h; the decay flag is ignored), plus out's old value when
 // accumulate. x: fp32 or bf16. Non-finite inputs make the result non-finite.
+// fp64 out: the optimizers add buckets and ranks to it and round the norm once.
 void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate, const Stream& stream);
 
 }  // namespace adamant::kernels

@@ -75,13 +75,13 @@ void DistributedFusedAdam::attach(Tensor model_weights, Tensor model_grads) {
   exp_avg_sq_buffer_ = Buffer(n * sizeof(float), device);
   segments_buffer_ = Buffer(segments_host_.size() * sizeof(std::int64_t), device);
   norm_segments_buffer_ = Buffer(norm_segments_host_.size() * sizeof(std::int64_t), device);
-  norm_buffer_ = Buffer(sizeof(float), device);
+  norm_buffer_ = Buffer(sizeof(double), device);
   main_ = Tensor::flat(main_buffer_.data(), main_dtype, device, n);
   exp_avg_ = Tensor::flat(exp_avg_buffer_.data(), DType::f32, device, n);
   exp_avg_sq_ = Tensor::flat(exp_avg_sq_buffer_.data(), DType::f32, device, n);
   segments_ = Tensor::flat(segments_buffer_.data(), DType::i64, device, segments_host_.size());
   norm_segments_ = Tensor::flat(norm_segments_buffer_.data(), DType::i64, device, norm_segments_host_.size());
-  norm_ = Tensor::flat(norm_buffer_.data(), DType::f32, device, 1);
+  norm_ = Tensor::flat(norm_buffer_.data(), DType::f64, device, 1);
   copy_bytes(segments_.data, device, segments_host_.data(), Device::cpu(), segments_.bytes());
   copy_bytes(norm_segments_.data, device, norm_segments_host_.data(), Device::cpu(), norm_segments_.bytes());
   if (bf16_grad_sync()) {
@@ -178,7 +178,8 @@ StepResult DistributedFusedAdam::step(double lr, double grad_scale) {
   });
   std::fill(grad_sync_issued_.begin(), grad_sync_issued_.end(), 0);
 
-  // Global norm: each rank's squared norm over its shards, summed over the ranks.
+  // Global norm: each rank's squared norm over its shards, summed over the ranks, all in fp64: the
+  // norm is rounded once (to the fp32 Adam scale), as fused_adam rounds its one sum.
   for (std::size_t b = 0; b < bucket_count; ++b) {
     kernels::squared_norm(synced_grad(b), shard_norm_segments(b), norm_, b > 0, stream_);
   }
@@ -187,7 +188,7 @@ StepResult DistributedFusedAdam::step(double lr, double grad_scale) {
     comm_.all_reduce_async(norm_, comm::ReduceOp::sum).wait(stream_);
     norm_scope_.add_tensor_parallel_ranks(norm_, stream_);
   });
-  const float squared_norm = read_squared_norm(norm_, stream_);
+  const double squared_norm = read_squared_norm(norm_, stream_);
 
   const double sync_scale = options_.average_grad_sync ? 1.0 : static_cast<double>(comm_.size());
   const StepScale scale =

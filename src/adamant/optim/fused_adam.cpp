@@ -59,11 +59,11 @@ void FusedAdam::attach(Tensor model_weights, Tensor model_grads) {
   exp_avg_sq_buffer_ = Buffer(n * sizeof(float), device);
   segments_buffer_ = Buffer(segments_host_.size() * sizeof(std::int64_t), device);
   norm_segments_buffer_ = Buffer(norm_segments_host_.size() * sizeof(std::int64_t), device);
-  norm_buffer_ = Buffer(sizeof(float), device);
+  norm_buffer_ = Buffer(sizeof(double), device);
   exp_avg_ = Tensor::of(exp_avg_buffer_, DType::f32);
   exp_avg_sq_ = Tensor::of(exp_avg_sq_buffer_, DType::f32);
   segments_ = Tensor::flat(segments_buffer_.data(), DType::i64, device, segments_host_.size());
-  norm_ = Tensor::of(norm_buffer_, DType::f32);
+  norm_ = Tensor::of(norm_buffer_, DType::f64);
   norm_segments_ = Tensor::flat(norm_segments_buffer_.data(), DType::i64, device, norm_segments_host_.size());
   copy_bytes(segments_.data, device, segments_host_.data(), Device::cpu(), segments_.bytes());
   copy_bytes(norm_segments_.data, device, norm_segments_host_.data(), Device::cpu(), norm_segments_.bytes());
@@ -101,7 +101,7 @@ StepResult FusedAdam::step(double lr, double grad_scale) {
   }
   kernels::squared_norm(grads_, norm_segments_, norm_, false, stream_);
   comm_waits_.time(stream_, [this] { norm_scope_.add_tensor_parallel_ranks(norm_, stream_); });
-  const float squared_norm = read_squared_norm(norm_, stream_);
+  const double squared_norm = read_squared_norm(norm_, stream_);
 
   const double sync_scale = options_.average_grad_sync ? 1.0 : static_cast<double>(comm_.size());
   const StepScale scale =

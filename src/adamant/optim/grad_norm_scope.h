@@ -18,7 +18,7 @@ struct GradNormScope {
   bool counts(const ParamSpec& spec) const {
     return tensor_parallel == nullptr || tensor_parallel->rank() == 0 || !spec.tp_duplicate;
   }
-  // After the data-parallel sum of `squared_norm` (one fp32 on the stream's device), in stream order.
+  // After the data-parallel sum of `squared_norm` (one fp64 on the stream's device), in stream order.
   void add_tensor_parallel_ranks(Tensor squared_norm, const Stream& stream) const {
     if (tensor_parallel == nullptr || tensor_parallel->size() == 1) return;
     tensor_parallel->order_after(stream);

@@ -23,10 +23,10 @@ DynamicLossScaler make_loss_scaler(const OptimizerOptions& options) {
   return DynamicLossScaler(options.initial_loss_scale, options.loss_scale_growth_interval, options.hysteresis);
 }
 
-float read_squared_norm(const Tensor& norm, const Stream& stream) {
-  float squared_norm = 0;
+double read_squared_norm(const Tensor& norm, const Stream& stream) {
+  double squared_norm = 0;
   stream.synchronize();
-  copy_bytes(&squared_norm, Device::cpu(), norm.data, norm.device, sizeof(float));
+  copy_bytes(&squared_norm, Device::cpu(), norm.data, norm.device, sizeof(double));
   return squared_norm;
 }
 

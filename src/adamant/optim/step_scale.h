@@ -25,9 +25,9 @@ inline constexpr double kClipEpsilon = 1e-6;
 // clip_val: 0 disables clipping.
 StepScale resolve_step_scale(double squared_norm_of_sum, double grad_scale, double loss_scale, double clip_val);
 
-// Reads the squared norm (one fp32 on the stream's device) to the host. This is the one host
+// Reads the squared norm (one fp64 on the stream's device) to the host. This is the one host
 // synchronisation of a step: skipping and clipping need the value.
-float read_squared_norm(const Tensor& norm, const Stream& stream);
+double read_squared_norm(const Tensor& norm, const Stream& stream);
 
 // The dynamic loss scaler for fp16 model weights; a fixed scale of 1 otherwise.
 DynamicLossScaler make_loss_scaler(const OptimizerOptions& options);

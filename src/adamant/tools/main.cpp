@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 
 #include "adamant/core/error.h"
 #include "adamant/tools/commands.h"
@@ -21,6 +22,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const adamant::Error& e) {
     std::fprintf(stderr, "adamant: error: %s\n", e.what());
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave (or a folder under it) cannot be created, read or written.
+    std::fprintf(stderr, "adamant: error: %s; check that the path exists, is not under a file and is writable\n",
+                 e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "adamant: internal error: %s\n", e.what());

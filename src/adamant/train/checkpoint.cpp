@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <optional>
+#include <random>
 #include <vector>
 
 #include "adamant/core/archive.h"
 #include "adamant/core/error.h"
+#include "adamant/core/file_write.h"
 #include "adamant/kernels/elementwise.h"
 #include "adamant/model/param_layout.h"
 
@@ -30,20 +33,6 @@ nlohmann::json architecture_of(const model::GptConfig& c) {
           {"padded_vocab_size", c.padded_vocab_size()}};
 }
 
-std::vector<std::filesystem::path> complete_checkpoints(const std::filesystem::path& dir) {
-  std::vector<std::filesystem::path> out;
-  if (!std::filesystem::is_directory(dir)) return out;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name.rfind("step_", 0) == 0 && name.find('.') == std::string::npos &&
-        std::filesystem::exists(entry.path() / kModelFile)) {
-      out.push_back(entry.path());
-    }
-  }
-  std::sort(out.begin(), out.end());  // zero-padded step numbers sort by step
-  return out;
-}
-
 // The model's weights as a host tensor: the buffer itself on the CPU, else a copy in
 // `staging` once the compute stream is done (checkpoints are not part of a step).
 Tensor host_weights(model::GptModel& model, std::vector<std::uint8_t>& staging) {
@@ -60,15 +49,11 @@ std::filesystem::path optimizer_folder(int tp_rank, int tp_size) {
   return tp_size > 1 ? std::filesystem::path(fmt::format("tp_rank_{}", tp_rank)) : std::filesystem::path();
 }
 
-void write_text_atomically(const std::filesystem::path& file, const std::string& text) {
-  auto temp = file;
-  temp += ".tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << text;
-    ADAMANT_CHECK(out.good(), "cannot write {}", temp.string());
-  }
-  std::filesystem::rename(temp, file);
+bool is_complete_checkpoint(const std::filesystem::path& folder) {
+  const std::string name = folder.filename().string();
+  std::error_code ec;
+  return name.rfind("step_", 0) == 0 && name.find('.') == std::string::npos &&
+         std::filesystem::is_directory(folder, ec) && std::filesystem::exists(folder / kModelFile, ec);
 }
 
 // The header of model.adm. tensor_model_parallel_size: the size of the run whose optimizer files lie beside it.
@@ -102,9 +87,63 @@ void write_weights_checkpoint(const std::filesystem::path& folder, const model::
   writer.commit();
 }
 
-CheckpointStore::CheckpointStore(std::filesystem::path dir, int keep) : dir_(std::move(dir)), keep_(keep) {}
+std::string new_run_id() {
+  std::random_device entropy;
+  const std::uint64_t id = (static_cast<std::uint64_t>(entropy()) << 32) ^ entropy() ^
+                           static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return fmt::format("{:016x}", id);
+}
+
+std::vector<std::filesystem::path> complete_checkpoints(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (is_complete_checkpoint(entry.path())) out.push_back(entry.path());
+  }
+  std::sort(out.begin(), out.end());  // zero-padded step numbers sort by step
+  return out;
+}
+
+std::string checkpoint_run_id(const std::filesystem::path& checkpoint) {
+  try {
+    return ArchiveReader(checkpoint / kModelFile).meta().value("run_id", "");
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+std::optional<std::filesystem::path> latest_named(const std::filesystem::path& dir) {
+  std::ifstream in(dir / kLatestFile);
+  std::string name;
+  if (!in || !std::getline(in, name) || name.empty()) return std::nullopt;
+  return dir / name;
+}
+
+std::optional<std::string> find_checkpoint_damage(const std::filesystem::path& checkpoint, int part, int parts) {
+  if (!is_complete_checkpoint(checkpoint))
+    return fmt::format("{} is missing or has no {}", checkpoint.string(), kModelFile);
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(checkpoint)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".adm") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  try {
+    for (std::size_t i = static_cast<std::size_t>(part); i < files.size(); i += static_cast<std::size_t>(parts)) {
+      const ArchiveReader reader(files[i]);
+      for (const ArchiveEntry& e : reader.entries()) reader.read_all(e.name);  // checks each tensor's CRC32C
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return std::nullopt;
+}
+
+CheckpointStore::CheckpointStore(std::filesystem::path dir, int keep, std::string run_id)
+    : dir_(std::move(dir)), keep_(keep), run_id_(std::move(run_id)) {}
 
 std::optional<std::filesystem::path> CheckpointStore::latest() const {
+  if (const auto named = latest_named(dir_); named && is_complete_checkpoint(*named)) return named;
   const auto all = complete_checkpoints(dir_);
   if (all.empty()) return std::nullopt;
   return all.back();
@@ -158,6 +197,7 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
     }
     if (writer) {
       set_model_file_meta(writer->meta(), position, model.config(), weights.dtype, names, config_yaml);
+      writer->meta()["run_id"] = run_id_;
       writer->commit();
     }
   }
@@ -165,12 +205,14 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
   if (world.rank() == 0) {
     std::filesystem::remove_all(final_dir);
     std::filesystem::rename(partial_dir, final_dir);
-    write_text_atomically(dir_ / kLatestFile, name + "\n");
-    if (keep_ > 0) {
-      auto all = complete_checkpoints(dir_);
-      while (all.size() > static_cast<std::size_t>(keep_)) {
-        std::filesystem::remove_all(all.front());
-        all.erase(all.begin());
+    write_file_atomically(dir_ / kLatestFile, name + "\n");
+    if (keep_ > 0) {  // only this run's own checkpoints rotate; another run's are never deleted here
+      std::vector<std::filesystem::path> own;
+      for (const auto& checkpoint : complete_checkpoints(dir_)) {
+        if (checkpoint_run_id(checkpoint) == run_id_) own.push_back(checkpoint);
+      }
+      for (std::size_t i = 0; i + static_cast<std::size_t>(keep_) < own.size(); ++i) {
+        std::filesystem::remove_all(own[i]);
       }
     }
   }

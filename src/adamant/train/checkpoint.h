@@ -5,10 +5,16 @@
 // with tensor parallelism in tp_rank_<t>/, one folder per tensor-parallel rank). A checkpoint is
 // assembled under a temporary name and renamed when every rank has written its
 // part, so a crash mid-save never leaves a checkpoint that looks complete.
+//
+// Every checkpoint records the identity of the run that wrote it (run_id in model.adm's
+// metadata); rotation (save_top_k) deletes only the writing run's own older checkpoints, and
+// `latest` names the newest one. How a run picks the checkpoint it resumes from is in
+// run_checkpoints.h.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "adamant/comm/communicator.h"
 #include "adamant/comm/process_grid.h"
@@ -22,13 +28,25 @@ struct TrainingPosition {
   std::int64_t consumed_samples = 0;  // global samples consumed by those steps
 };
 
+// A fresh random run identity (16 hex digits).
+std::string new_run_id();
+
+// The complete checkpoints (step_<N> folders holding model.adm) in `dir`, oldest step first.
+std::vector<std::filesystem::path> complete_checkpoints(const std::filesystem::path& dir);
+// The run identity stored in a checkpoint; empty when it has none or its model.adm is unreadable.
+std::string checkpoint_run_id(const std::filesystem::path& checkpoint);
+// The checkpoint named by <dir>/latest, when that file exists (the folder may be missing).
+std::optional<std::filesystem::path> latest_named(const std::filesystem::path& dir);
+
 class CheckpointStore {
  public:
-  // keep: how many of the newest checkpoints to keep (-1 keeps all).
-  CheckpointStore(std::filesystem::path dir, int keep);
+  // keep: how many of this run's newest checkpoints to keep (-1 keeps all); run_id: the run
+  // writing them (new_run_id() for a fresh run, the resumed checkpoint's for a resumed one).
+  CheckpointStore(std::filesystem::path dir, int keep, std::string run_id = new_run_id());
 
   const std::filesystem::path& dir() const { return dir_; }
-  // The newest complete checkpoint, if any.
+  const std::string& run_id() const { return run_id_; }
+  // The checkpoint `latest` names when it is complete, else the newest complete one, if any.
   std::optional<std::filesystem::path> latest() const;
 
   // Collective over the grid's world (every rank calls it). `config_yaml` is stored for generate/inspection.
@@ -39,7 +57,12 @@ class CheckpointStore {
  private:
   std::filesystem::path dir_;
   int keep_;
+  std::string run_id_;
 };
+
+// Reads every file of a checkpoint folder whose index modulo `parts` is `part` (sorted paths)
+// and checks its checksums; returns what is wrong (naming the file), or nothing when intact.
+std::optional<std::string> find_checkpoint_damage(const std::filesystem::path& checkpoint, int part, int parts);
 
 // Loads weights (and, when given, optimizer state) from a checkpoint folder into a
 // model built with the same architecture; a checkpoint of another model, another

@@ -11,6 +11,28 @@
 namespace adamant::train::detail {
 namespace {
 
+// Bounds on what resolving a config may produce; a real config is a few hundred values.
+constexpr std::size_t kMaxExpandedValues = 100'000;
+constexpr std::size_t kMaxInterpolatedBytes = 1 << 20;
+
+// The values of `node` as resolution visits them (an alias counts each time it appears), counting
+// stopped once past `limit`: cheap, where building the resolved copy of an alias bomb is not.
+std::size_t count_values(const YAML::Node& node, std::size_t limit) {
+  std::size_t count = 1;
+  if (node.IsSequence()) {
+    for (const auto& element : node) {
+      count += count_values(element, limit);
+      if (count > limit) break;
+    }
+  } else if (node.IsMap()) {
+    for (const auto& entry : node) {
+      count += count_values(entry.second, limit);
+      if (count > limit) break;
+    }
+  }
+  return count;
+}
+
 bool is_identifier(std::string_view text) {
   if (text.empty() || !(std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_')) return false;
   return std::all_of(text.begin(), text.end(),
@@ -130,6 +152,7 @@ void ConfigDocument::apply(const Override& override_value) {
   }
   current[parts.back()] = override_value.value;
   override_text_[override_value.path] = override_value.text;
+  resolved_references_.clear();
 }
 
 std::optional<YAML::Node> ConfigDocument::raw(std::string_view path) const {
@@ -145,6 +168,8 @@ std::optional<YAML::Node> ConfigDocument::raw(std::string_view path) const {
 std::optional<YAML::Node> ConfigDocument::resolved(std::string_view path) const {
   const auto node = raw(path);
   if (!node) return std::nullopt;
+  const std::size_t values = count_values(*node, kMaxExpandedValues);
+  if (values > kMaxExpandedValues) count_expanded(std::string(path), values);  // throws
   std::vector<std::string> stack{std::string(path)};
   return resolve_node(std::string(path), *node, stack);
 }
@@ -178,8 +203,19 @@ std::string ConfigDocument::where(std::string_view path) const {
   return fmt::format(" (in {})", source_name_);
 }
 
+void ConfigDocument::count_expanded(const std::string& path, std::size_t values) const {
+  expanded_values_ += values;
+  if (expanded_values_ > kMaxExpandedValues) {
+    fail(
+        "{}: the config expands to more than {} values{}: YAML aliases (*name) or ${{...}} references repeat a "
+        "section many times over; write the values out instead of nesting aliases or references",
+        path, kMaxExpandedValues, where(path));
+  }
+}
+
 YAML::Node ConfigDocument::resolve_node(const std::string& path, const YAML::Node& node,
                                         std::vector<std::string>& stack) const {
+  count_expanded(path, 1);
   if (node.IsSequence()) {
     YAML::Node sequence(YAML::NodeType::Sequence);
     for (const auto& element : node) sequence.push_back(resolve_node(path, element, stack));
@@ -214,6 +250,10 @@ YAML::Node ConfigDocument::resolve_node(const std::string& path, const YAML::Nod
            text, where(path));
     }
     interpolated += text.substr(copied, start - copied) + value.Scalar();
+    if (interpolated.size() > kMaxInterpolatedBytes) {
+      fail("{}: its ${{...}} references expand to more than {} bytes of text{}; write the value instead", path,
+           kMaxInterpolatedBytes, where(path));
+    }
     copied = close + 1;
     start = text.find("${", copied);
   }
@@ -249,6 +289,10 @@ YAML::Node ConfigDocument::resolve_reference(const std::string& path, const std:
     fail("interpolation cycle: {} -> {}{}; replace one of the references by a value", fmt::join(stack, " -> "), target,
          where(path));
   }
+  if (const auto memo = resolved_references_.find(target); memo != resolved_references_.end()) {
+    count_expanded(path, memo->second.values);
+    return memo->second.value;
+  }
   const auto node = raw(target);
   if (!node) {
     if (default_lookup_) {
@@ -258,8 +302,10 @@ YAML::Node ConfigDocument::resolve_reference(const std::string& path, const std:
          target, where(path), target);
   }
   stack.push_back(target);
+  const std::size_t before = expanded_values_;
   YAML::Node value = resolve_node(target, *node, stack);
   stack.pop_back();
+  resolved_references_.emplace(target, ResolvedReference{value, expanded_values_ - before});
   return value;
 }
 

@@ -57,8 +57,19 @@ class ConfigDocument {
                                std::vector<std::string>& stack) const;
   std::string absolute_reference(const std::string& path, const std::string& reference) const;
 
+  // Counts a value produced by resolution; throws once the document has produced too many.
+  void count_expanded(const std::string& path, std::size_t values) const;
+
   YAML::Node root_;
   std::string source_name_;
+  // Resolution is memoised per referenced path (a reference used many times resolves once),
+  // and bounded: YAML aliases and references can name a value exponentially often.
+  struct ResolvedReference {
+    YAML::Node value;
+    std::size_t values = 0;  // what resolving it expanded: each use counts that again
+  };
+  mutable std::map<std::string, ResolvedReference, std::less<>> resolved_references_;
+  mutable std::size_t expanded_values_ = 0;
   std::map<std::string, std::string, std::less<>> override_text_;  // override path -> text
   DefaultLookup default_lookup_;
 };

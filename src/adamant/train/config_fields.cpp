@@ -287,6 +287,10 @@ std::vector<FieldSpec> make_fields() {
       "exp_manager.name", [](auto& c) -> auto& { return c.exp_manager.name; }));
   f.push_back(bool_field(
       "exp_manager.resume_if_exists", [](auto& c) -> auto& { return c.exp_manager.resume_if_exists; }));
+  f.push_back(path_field(
+      "exp_manager.resume_from_checkpoint", [](auto& c) -> auto& { return c.exp_manager.resume_from_checkpoint; }));
+  f.push_back(bool_field(
+      "exp_manager.overwrite_existing_run", [](auto& c) -> auto& { return c.exp_manager.overwrite_existing_run; }));
   f.push_back(bool_field(
       "exp_manager.create_checkpoint_callback",
       [](auto& c) -> auto& { return c.exp_manager.create_checkpoint_callback; }));

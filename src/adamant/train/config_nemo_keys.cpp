@@ -188,8 +188,8 @@ std::vector<NemoKeySpec> make_nemo_keys() {
   k.push_back(only_bool("model.fp16_lm_cross_entropy", false, "a half-precision cross-entropy"));
   k.push_back(only_bool("model.fp8", false, "fp8 training"));
   k.push_back(only_null("model.resume_from_checkpoint",
-                        "resuming from a NeMo checkpoint path (Adamant resumes from exp_dir/name when "
-                        "exp_manager.resume_if_exists is true)"));
+                        "resuming from a NeMo checkpoint path (name an Adamant checkpoint folder in "
+                        "exp_manager.resume_from_checkpoint)"));
   k.push_back(only_null("model.seq_len_interpolation_factor", "position interpolation"));
   k.push_back(custom("model.kv_channels", [](const YAML::Node& v, const std::string& where, const TrainConfig& c) {
     if (v.IsNull()) return;
@@ -281,9 +281,6 @@ std::vector<NemoKeySpec> make_nemo_keys() {
     k.push_back(any(fmt::format("exp_manager.{}", key)));
   }
   k.push_back(only_bool("exp_manager.ema.enable", false, "an exponential moving average of the weights"));
-  k.push_back(only_null("exp_manager.resume_from_checkpoint",
-                        "resuming from an explicit checkpoint path (Adamant resumes from exp_dir/name when "
-                        "exp_manager.resume_if_exists is true)"));
   for (const char* key : {"monitor", "mode", "filename", "save_nemo_on_train_end", "always_save_nemo",
                           "model_parallel_size", "save_last", "save_best_model", "async_save", "every_n_epochs",
                           "save_weights_only", "train_time_interval", "save_on_train_epoch_end", "dirpath"}) {

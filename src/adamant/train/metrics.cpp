@@ -3,17 +3,54 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "adamant/core/error.h"
 
 namespace adamant::train {
 
-MetricsLog::MetricsLog(const std::filesystem::path& file, bool append) {
-  std::filesystem::create_directories(file.parent_path());
-  out_.open(file, append ? std::ios::app : std::ios::trunc);
-  ADAMANT_CHECK(out_.good(), "cannot open the metrics file {} for writing", file.string());
+namespace {
+
+// Keeps the records of steps up to `step` (and those without a step); returns how many were dropped.
+std::int64_t keep_records_up_to(const std::filesystem::path& file, std::int64_t step) {
+  std::ifstream in(file);
+  if (!in) return 0;
+  std::string kept, line;
+  std::int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    const auto record = nlohmann::json::parse(line, nullptr, false);
+    const bool whole = !record.is_discarded() && record.is_object();
+    if (!whole ||
+        (record.contains("step") && record["step"].is_number_integer() && record["step"].get<std::int64_t>() > step)) {
+      dropped += 1;
+      continue;
+    }
+    kept += line + '\n';
+  }
+  if (dropped > 0) write_file_atomically(file, kept);
+  return dropped;
 }
+
+// Readies the file for a run: its folder exists; for a resumed run, later records are gone.
+std::int64_t prepare_metrics_file(const std::filesystem::path& file, std::optional<std::int64_t> resumed_at_step) {
+  create_folder(file.parent_path(), "run");
+  return resumed_at_step ? keep_records_up_to(file, *resumed_at_step) : 0;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::filesystem::path& file, std::optional<std::int64_t> resumed_at_step)
+    : removed_records_(prepare_metrics_file(file, resumed_at_step)), out_(file, !resumed_at_step.has_value()) {
+  if (resumed_at_step) {
+    event("resume", *resumed_at_step,
+          fmt::format("{} record(s) of later steps, written before the run was interrupted, were removed: those "
+                      "steps run again",
+                      removed_records_));
+  }
+}
+
+void MetricsLog::write(const std::string& line) { out_.write(line + '\n'); }
 
 void MetricsLog::step(const StepMetrics& m) {
   nlohmann::json j{{"type", "train"},
@@ -27,13 +64,11 @@ void MetricsLog::step(const StepMetrics& m) {
                    {"step_s", m.step_seconds},
                    {"consumed_samples", m.consumed_samples},
                    {"exposed_comm_ms", m.exposed_comm_ms}};
-  out_ << j.dump() << '\n';
-  out_.flush();
+  write(j.dump());
 }
 
 void MetricsLog::validation(std::int64_t step, double val_loss) {
-  out_ << nlohmann::json{{"type", "validation"}, {"step", step}, {"val_loss", val_loss}}.dump() << '\n';
-  out_.flush();
+  write(nlohmann::json{{"type", "validation"}, {"step", step}, {"val_loss", val_loss}}.dump());
 }
 
 void MetricsLog::run_summary(const RunMetrics& m) {
@@ -50,13 +85,11 @@ void MetricsLog::run_summary(const RunMetrics& m) {
     j["peak_device_in_use_bytes_max"] = m.memory.device_in_use_peak.max;
     j["peak_device_in_use_bytes_min"] = m.memory.device_in_use_peak.min;
   }
-  out_ << j.dump() << '\n';
-  out_.flush();
+  write(j.dump());
 }
 
 void MetricsLog::event(const std::string& name, std::int64_t step, const std::string& detail) {
-  out_ << nlohmann::json{{"type", name}, {"step", step}, {"detail", detail}}.dump() << '\n';
-  out_.flush();
+  write(nlohmann::json{{"type", name}, {"step", step}, {"detail", detail}}.dump());
 }
 
 std::string format_duration(double seconds) {

@@ -4,10 +4,10 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 
+#include "adamant/core/file_write.h"
 #include "adamant/train/memory_report.h"
 
 namespace adamant::train {
@@ -39,15 +39,20 @@ struct RunMetrics {
 
 class MetricsLog {
  public:
-  // append: a resumed run continues the file; a run from step 0 starts it afresh.
-  MetricsLog(const std::filesystem::path& file, bool append);
+  // A run from step 0 (resumed_at_step empty) starts the file afresh. A run resumed at step S
+  // continues it: records of steps after S (written by the interrupted run, about to be run
+  // again) and a torn last line are removed, and a "resume" record says how many, so no
+  // step appears twice. Every write is checked (a full disk is an error naming the file).
+  MetricsLog(const std::filesystem::path& file, std::optional<std::int64_t> resumed_at_step);
   void step(const StepMetrics& m);
   void validation(std::int64_t step, double val_loss);
   void run_summary(const RunMetrics& m);
   void event(const std::string& name, std::int64_t step, const std::string& detail);
 
  private:
-  std::ofstream out_;
+  void write(const std::string& line);
+  std::int64_t removed_records_ = 0;  // by a resume, before out_ opens the file
+  AppendFile out_;
 };
 
 // Formats the progress line: step, loss, lr, grad norm, tokens/s, exposed communication, ETA.

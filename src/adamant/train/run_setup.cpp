@@ -5,10 +5,12 @@
 #include <exception>
 
 #include "adamant/comm/mpi_session.h"
+#include "adamant/core/cuda_runtime.h"
 #include "adamant/core/error.h"
 #include "adamant/data/bpe_tokenizer.h"
 #include "adamant/data/gpt_datasets.h"
 #include "adamant/train/hf_gpt2_folder.h"
+#include "adamant/train/memory_budget.h"
 
 namespace adamant::train {
 
@@ -89,6 +91,13 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
 
   const auto tokenizer = data::BpeTokenizer::load(m.tokenizer.vocab_file, m.tokenizer.merge_file);
   const int vocab_size = static_cast<int>(tokenizer.vocab_size());
+  const model::GptConfig gpt = gpt_config_of(m, vocab_size);
+  // Refuse a model that cannot fit before building anything whose size grows with it.
+  const bool on_gpu = device_.is_cuda();
+  const int ranks_on_node = comm::query_node_local_rank(world.mpi_comm()).size;
+  check_memory_budget(config, estimate_memory(config, gpt, grid_.dp_size(), on_gpu),
+                      host_memory_bytes() / ranks_on_node,
+                      on_gpu ? static_cast<double>(cuda::device_memory_total(device_.index)) : 0.0, on_gpu);
 
   data::GptDatasetsOptions data_options;
   for (const auto& [weight, prefix] : m.data.data_prefix) {
@@ -145,7 +154,6 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
     valid_loader_ = std::make_unique<data::DataLoader>(datasets.valid, loader_options);
   }
 
-  const model::GptConfig gpt = gpt_config_of(m, vocab_size);
   const ParamList params = model::build_param_list(gpt);
   optimizer_ = optim::make_optimizer(optimizer_options_of(config), params, *dp_device_comm_, compute_stream_,
                                      optim::GradNormScope{tp_device_comm_.get()});

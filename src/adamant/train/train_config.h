@@ -118,6 +118,10 @@ struct ExpManagerConfig {  // exp_manager
   std::filesystem::path exp_dir = "runs";
   std::string name = "adamant_gpt";
   bool resume_if_exists = true;
+  // A checkpoint folder to continue from (NeMo's key); empty: none. It takes precedence over resume_if_exists.
+  std::filesystem::path resume_from_checkpoint;
+  // A fresh run in a folder that holds another run's checkpoints deletes them instead of refusing to start.
+  bool overwrite_existing_run = false;
   bool create_checkpoint_callback = true;
   CheckpointConfig checkpoint_callback_params;
 

@@ -8,12 +8,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include "adamant/comm/mpi_communicator.h"
 #include "adamant/comm/mpi_session.h"
 #include "adamant/comm/process_grid.h"
 #include "adamant/core/error.h"
+#include "adamant/core/file_write.h"
 #include "adamant/data/bpe_tokenizer.h"
 #include "adamant/data/data_loader.h"
 #include "adamant/data/gpt_datasets.h"
@@ -24,6 +24,7 @@
 #include "adamant/train/checkpoint.h"
 #include "adamant/train/memory_report.h"
 #include "adamant/train/metrics.h"
+#include "adamant/train/run_checkpoints.h"
 #include "adamant/train/run_setup.h"
 
 namespace adamant::train {
@@ -67,6 +68,19 @@ void check_token_range(const data::MicroBatch& batch, int vocab_size, const std:
   }
 }
 
+// Samples are consumed a global batch per step, so a checkpoint whose consumed_samples is not
+// step x model.global_batch_size was written with another global batch.
+void check_same_global_batch(const TrainingPosition& position, const std::filesystem::path& checkpoint,
+                             int global_batch_size) {
+  if (position.step == 0 || position.consumed_samples == position.step * global_batch_size) return;
+  fail(
+      "checkpoint {} was written with model.global_batch_size={} ({} samples in {} steps) and this run has "
+      "model.global_batch_size={}: the data position and the learning-rate schedule would not continue; resume "
+      "with model.global_batch_size={}, or start a new run (another exp_manager.name) to train with the new batch",
+      checkpoint.string(), position.consumed_samples / position.step, position.consumed_samples, position.step,
+      global_batch_size, position.consumed_samples / position.step);
+}
+
 double validation_loss(model::GptModel& model, data::DataLoader& loader, comm::Communicator& dp_group, int vocab_size,
                        const std::vector<std::filesystem::path>& data) {
   loader.reset(0);
@@ -103,21 +117,28 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   const ModelConfig& mc = config.model;
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(mc.global_batch_size) * mc.encoder_seq_length;
 
+  const RunStart start = prepare_run_start(config, grid.world());
+  if (leader) {
+    for (const auto& warning : start.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  }
   CheckpointStore checkpoints(config.run_dir() / "checkpoints",
-                              config.exp_manager.checkpoint_callback_params.save_top_k);
+                              config.exp_manager.checkpoint_callback_params.save_top_k, start.run_id);
   TrainingPosition position;
-  if (config.exp_manager.resume_if_exists) {
-    if (const auto latest = checkpoints.latest()) {
-      position = load_checkpoint(*latest, model, &optimizer);
-      if (verbose)
-        std::printf("resumed from %s (step %lld)\n", latest->string().c_str(), static_cast<long long>(position.step));
+  if (start.checkpoint) {
+    position = load_checkpoint(*start.checkpoint, model, &optimizer);
+    check_same_global_batch(position, *start.checkpoint, mc.global_batch_size);
+    if (verbose) {
+      std::printf("resumed from %s (step %lld)\n", start.checkpoint->string().c_str(),
+                  static_cast<long long>(position.step));
     }
   }
   std::unique_ptr<MetricsLog> metrics;
   if (leader) {
-    std::filesystem::create_directories(config.run_dir());
-    std::ofstream(config.run_dir() / "config.yaml") << to_yaml(config);
-    metrics = std::make_unique<MetricsLog>(config.run_dir() / "metrics.jsonl", position.step > 0);
+    create_folder(config.run_dir(), "run (exp_manager.exp_dir/exp_manager.name)");
+    write_file_atomically(config.run_dir() / "config.yaml", to_yaml(config));
+    metrics =
+        std::make_unique<MetricsLog>(config.run_dir() / "metrics.jsonl",
+                                     start.checkpoint ? std::optional<std::int64_t>(position.step) : std::nullopt);
   }
   MemoryWatch memory(model.device());
   const MemoryReport setup_memory = memory.report(world);

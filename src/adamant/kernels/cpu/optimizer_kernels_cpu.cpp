@@ -208,9 +208,9 @@ void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accu
   }
   double result = 0.0;
   for (std::size_t c = 0; c < chunk_count; ++c) result += chunk_sums[c];
-  float* const out_value = out.ptr<float>();
-  if (accumulate) result += static_cast<double>(*out_value);
-  *out_value = static_cast<float>(result);
+  double* const out_value = out.ptr<double>();
+  if (accumulate) result += *out_value;
+  *out_value = result;
 }
 
 void cast(const Tensor& src, Tensor dst) {

@@ -58,7 +58,7 @@ cudaError_t adam(const AdamOperands& operands, DType grad_dtype, ModelCopy model
 constexpr int kMaxSquaredNormPartials = 528;
 int squared_norm_partials(std::int64_t numel);
 cudaError_t squared_norm(const void* x, DType x_dtype, std::int64_t numel, const std::int64_t* segments,
-                         int num_segments, double* partials, float* out, bool accumulate, LaunchShape shape,
+                         int num_segments, double* partials, double* out, bool accumulate, LaunchShape shape,
                          cudaStream_t stream);
 
 cudaError_t cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::int64_t numel, LaunchShape shape,

@@ -193,10 +193,11 @@ void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accu
   const auto numel = static_cast<std::int64_t>(x.numel());
   double* partials = partial_sum_workspaces().for_stream(
       out.device, stream_of(stream), static_cast<std::size_t>(launchers::squared_norm_partials(numel)));
-  check_status(launchers::squared_norm(x.data, x.dtype, numel, static_cast<const std::int64_t*>(segments.data),
-                                       segment_count(segments, "squared_norm"), partials, static_cast<float*>(out.data),
-                                       accumulate, shape_for(out.device, {&x}), stream_of(stream)),
-               "squared_norm");
+  check_status(
+      launchers::squared_norm(x.data, x.dtype, numel, static_cast<const std::int64_t*>(segments.data),
+                              segment_count(segments, "squared_norm"), partials, static_cast<double*>(out.data),
+                              accumulate, shape_for(out.device, {&x}), stream_of(stream)),
+      "squared_norm");
 }
 
 void cast(const Tensor& src, Tensor dst, const Stream& stream) {

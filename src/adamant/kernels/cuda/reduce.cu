@@ -64,22 +64,16 @@ __global__ void __launch_bounds__(kThreads, 4)
             tile_begin + static_cast<std::int64_t>(k * kThreads + static_cast<int>(threadIdx.x)) * kLanes;
         if (first < end && first + kLanes > begin) detail::load_group<kVectorized>(x, first, begin, end, values[k]);
       }
-      // Lanes outside the range stayed zero. Pairwise fp32 sum of the squares, then double.
-      float squares[kUnroll * kLanes];
+      // Lanes outside the range stayed zero. Squares of fp32 values are exact in fp64 and are summed
+      // there, so that a sum split at other places (buckets, shards) differs only in fp64 rounding.
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
 #pragma unroll
         for (int lane = 0; lane < kLanes; ++lane) {
-          const float value = detail::to_f32<kInput>(values[k][lane]);
-          squares[k * kLanes + lane] = __fmul_rn(value, value);
+          const double value = static_cast<double>(detail::to_f32<kInput>(values[k][lane]));
+          thread_sum = __fma_rn(value, value, thread_sum);
         }
       }
-#pragma unroll
-      for (int width = kUnroll * kLanes / 2; width > 0; width /= 2) {
-#pragma unroll
-        for (int i = 0; i < width; ++i) squares[i] = __fadd_rn(squares[i], squares[i + width]);
-      }
-      thread_sum += static_cast<double>(squares[0]);
     }
   }
   const double total = block_sum(thread_sum);
@@ -87,12 +81,12 @@ __global__ void __launch_bounds__(kThreads, 4)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    squared_norm_finish_kernel(const double* partials, int num_partials, float* out, bool accumulate) {
+    squared_norm_finish_kernel(const double* partials, int num_partials, double* out, bool accumulate) {
   double thread_sum = 0.0;
   for (int i = static_cast<int>(threadIdx.x); i < num_partials; i += kThreads) thread_sum += partials[i];
   const double total = block_sum(thread_sum);
   if (threadIdx.x == 0) {
-    *out = accumulate ? static_cast<float>(static_cast<double>(*out) + total) : static_cast<float>(total);
+    *out = accumulate ? *out + total : total;
   }
 }
 
@@ -113,7 +107,7 @@ int squared_norm_partials(std::int64_t numel) {
 }
 
 cudaError_t squared_norm(const void* x, DType x_dtype, std::int64_t numel, const std::int64_t* segments,
-                         int num_segments, double* partials, float* out, bool accumulate, LaunchShape shape,
+                         int num_segments, double* partials, double* out, bool accumulate, LaunchShape shape,
                          cudaStream_t stream) {
   const int grid = squared_norm_partials(numel);
   cudaError_t status = cudaErrorInvalidValue;
