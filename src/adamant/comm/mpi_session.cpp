@@ -1,5 +1,7 @@
 #include "adamant/comm/mpi_session.h"
 
+#include <exception>
+
 #include "adamant/comm/launcher_environment.h"
 #include "adamant/comm/mpi_check.h"
 #include "adamant/core/error.h"
@@ -76,6 +78,10 @@ MpiSession::MpiSession(int* argc, char*** argv, int required_thread_level) {
 }
 
 MpiSession::~MpiSession() {
+  // Ended by an exception, this rank may be the only one to fail while the others wait in a
+  // collective for it; MPI_Finalize would wait for them in turn, so the error would never
+  // show. Exiting without it makes the launcher end the job once the error is out.
+  if (std::uncaught_exceptions() > uncaught_exceptions_) return;
   if (owns_mpi_ && mpi_is_active()) MPI_Finalize();
 }
 

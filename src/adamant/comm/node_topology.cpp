@@ -1,5 +1,6 @@
 #include "adamant/comm/node_topology.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -99,6 +100,17 @@ NodeTopology::NodeTopology(MPI_Comm comm, const EnvironmentLookup& environment) 
     }
     node_of_rank_[static_cast<std::size_t>(r)] = node_of_leader[l];
   }
+}
+
+std::string NodeTopology::describe() const {
+  constexpr std::size_t kNamesShown = 4;
+  std::string names;
+  for (std::size_t n = 0; n < node_names_.size() && n < kNamesShown; ++n) {
+    names += (n == 0 ? "" : ", ") + node_names_[n];
+  }
+  if (node_names_.size() > kNamesShown) names += ", ...";
+  return fmt::format("{} host(s) ({}), {} rank(s) on this one; node-local rank from {}", num_nodes(), names,
+                     local_size_, local_rank_source_);
 }
 
 }  // namespace adamant::comm

@@ -28,6 +28,8 @@ class NodeTopology {
   const std::string& host_name() const { return node_names_[static_cast<std::size_t>(node_index())]; }
   // Where local_rank() came from: the launcher's variables or MPI's node communicator.
   std::string_view local_rank_source() const { return local_rank_source_; }
+  // One line for the run's start-up report, e.g. "2 hosts (a, b), 4 ranks on this one, ...".
+  std::string describe() const;
 
  private:
   int rank_ = 0;
