@@ -24,8 +24,9 @@ struct TrainingPosition {
 
 class CheckpointStore {
  public:
-  // keep: how many of the newest checkpoints to keep (-1 keeps all).
-  CheckpointStore(std::filesystem::path dir, int keep);
+  // keep: how many of the newest checkpoints to keep (-1 keeps all). node_local: `dir` is on
+  // each host's own disk, and each host's first rank writes that host's copy (checkpoint_roles.h).
+  CheckpointStore(std::filesystem::path dir, int keep, bool node_local = false);
 
   const std::filesystem::path& dir() const { return dir_; }
   // The newest complete checkpoint, if any.
@@ -39,6 +40,7 @@ class CheckpointStore {
  private:
   std::filesystem::path dir_;
   int keep_;
+  bool node_local_;
 };
 
 // Loads weights (and, when given, optimizer state) from a checkpoint folder into a

@@ -22,6 +22,7 @@
 #include "adamant/optim/lr_schedule.h"
 #include "adamant/optim/optimizer.h"
 #include "adamant/train/checkpoint.h"
+#include "adamant/train/checkpoint_roles.h"
 #include "adamant/train/memory_report.h"
 #include "adamant/train/metrics.h"
 #include "adamant/train/run_setup.h"
@@ -104,10 +105,11 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(mc.global_batch_size) * mc.encoder_seq_length;
 
   CheckpointStore checkpoints(config.run_dir() / "checkpoints",
-                              config.exp_manager.checkpoint_callback_params.save_top_k);
+                              config.exp_manager.checkpoint_callback_params.save_top_k,
+                              config.exp_manager.checkpoint_callback_params.node_local);
   TrainingPosition position;
   if (config.exp_manager.resume_if_exists) {
-    if (const auto latest = checkpoints.latest()) {
+    if (const auto latest = agreed_latest_checkpoint(checkpoints, grid.world())) {
       position = load_checkpoint(*latest, model, &optimizer);
       if (verbose)
         std::printf("resumed from %s (step %lld)\n", latest->string().c_str(), static_cast<long long>(position.step));
