@@ -119,6 +119,15 @@ node_local)
   grep -q "resumed from" "$work/second.log" || { cat "$work/second.log"; fail "the second run did not resume"; }
   # metrics.jsonl is rank 0's, on host 0's disk.
   expect_same_losses "$work/one_host" "$work/disk.${NETNS_CLUSTER_NAME}-h0" "node-local checkpoints resumed on 2 hosts"
+  # A save cut off before host 1 renamed its folder: the hosts disagree, and every rank says so.
+  rm -rf "$work/disk.${NETNS_CLUSTER_NAME}-h1/multinode/checkpoints/step_00000006"
+  if cluster_mpirun "$work/disagree.log" 60 -np 4 --map-by ppr:2:node "$adamant" train \
+    $(train_args "$work/disk" trainer.max_steps=9 exp_manager.resume_if_exists=true $node_local); then
+    fail "hosts with different newest checkpoints resumed"
+  fi
+  grep -q "ranks disagree on the newest checkpoint .*: step 6 on some, 3 on others" "$work/disagree.log" ||
+    { cat "$work/disagree.log"; fail "no error naming both steps"; }
+  echo "ok: hosts whose newest node-local checkpoints differ are refused, naming both steps"
   # One host's disk alone cannot resume the run (another cluster size needs every host's shards), and says so.
   unset NETNS_CLUSTER_LOCAL_DISK
   mkdir -p "$work/moved/multinode/checkpoints"

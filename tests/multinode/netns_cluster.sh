@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes a small "cluster" of hosts on this machine for multi-node tests: each host is a
-# network namespace with its own address (10.77.<net>.<10+i>) on a bridge that lives in a
+# network namespace with its own address (10.77.77.<10+i>) on a bridge that lives in a
 # switch namespace, so nothing changes in the machine's own network. Source it, then:
 #   netns_cluster_up <name> <hosts>   # hosts named <name>-h0, <name>-h1, ...
 #   netns_cluster_down                # also run from the caller's EXIT trap
@@ -15,6 +15,11 @@ netns_cluster_supported() {
   done
   local probe="adm-probe-$$"
   if ! ip netns add "$probe" 2>/dev/null; then echo "'ip netns add' is not permitted in this environment"; return 1; fi
+  if ! ip netns exec "$probe" unshare --uts --mount /bin/sh -c 'hostname probe && mount --bind /tmp /mnt' 2>/dev/null; then
+    ip netns del "$probe"
+    echo "UTS or mount namespaces cannot be made in this environment"
+    return 1
+  fi
   ip netns del "$probe"
 }
 
@@ -23,8 +28,8 @@ netns_cluster_up() {
   NETNS_CLUSTER_NAME=$name
   NETNS_CLUSTER_HOSTS=$hosts
   NETNS_CLUSTER_DIR=$(mktemp -d "/tmp/${name}.XXXXXX")
-  # One /24 per cluster, from the process id, so concurrent clusters never share addresses.
-  local net=$((($$ % 200) + 20))
+  # Each cluster's bridge is a network of its own, so clusters made at once may share addresses.
+  local net=77
   local switch="${name}-sw"
   ip netns add "$switch"
   ip -n "$switch" link add br0 type bridge

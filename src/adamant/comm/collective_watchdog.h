@@ -4,11 +4,12 @@
 // wait in progress a few times per timeout and, once one runs too long, reports which
 // rank on which host waited for which collective over which group, then calls the
 // timeout action (by default MPI_Abort on MPI_COMM_WORLD, which ends every rank).
-// Starting and ending a watch is two clock reads and a few atomic stores: no allocation,
+// Starting and ending a watch is one clock read and a few atomic stores: no allocation,
 // no lock, cheap enough for every collective of a step.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
