@@ -35,7 +35,8 @@ fail() {
 
 # A small corpus tokenized once per test.
 head -c 120000 "$data/moby-dick/moby-dick.txt" >"$work/corpus.txt"
-"$adamant" preprocess --input "$work/corpus.txt" --output-prefix "$work/corpus" --split-paragraphs --workers 1 \
+"$adamant" preprocess --input "$work/corpus.txt" --output-prefix "$work/corpus" --vocab-dir "$data/gpt2" \
+  --split-paragraphs --workers 1 \
   >"$work/preprocess.log"
 prefix="$work/corpus_text_document"
 

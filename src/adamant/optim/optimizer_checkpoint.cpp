@@ -138,8 +138,8 @@ OptimizerCheckpointInfo read_optimizer_state(const std::filesystem::path& dir, c
   // name missing ones only if this rank's state lies in them.
   const std::vector<int> present = present_shard_indices(dir);
   ADAMANT_CHECK(!present.empty(),
-                "no optimizer checkpoint in {}: it holds no optim_rank_<r>.adm; pass the folder that Optimizer::save "
-                "wrote",
+                "no optimizer checkpoint in {}: optim_rank_0.adm and every other optim_rank_<r>.adm are missing; pass "
+                "the folder that Optimizer::save wrote",
                 dir.string());
   const auto first_file = optimizer_shard_file(dir, present.front());
   // My pieces by parameter, so each old piece finds its overlaps directly.
