@@ -8,7 +8,7 @@ cd "$root"
 
 packages=(cmake ninja-build g++ clang libomp-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
           libopenmpi-dev openmpi-bin libopenblas-dev libgtest-dev libbenchmark-dev
-          python3-torch python3-numpy)  # the last two: the PyTorch parity tests (tests/parity)
+          iproute2 python3-torch python3-numpy)  # iproute2: the multi-host tests; the last two: the PyTorch parity tests
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

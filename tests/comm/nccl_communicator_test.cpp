@@ -6,10 +6,14 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "adamant/comm/collective_watchdog.h"
 #include "adamant/comm/mpi_session.h"
 #include "adamant/comm/process_grid.h"
 #include "adamant/comm/single_process_communicator.h"
@@ -289,6 +293,38 @@ TEST(ProcessGridOnGpu, TensorParallelGroupGetsNccl) {
   EXPECT_EQ(mismatches(DType::i32, result.data(), 5,
                        [&](std::size_t i) { return reduced_value(DType::i32, ReduceOp::sum, world.size(), i); }),
             "");
+}
+
+TEST(NcclWatchdog, ABarrierWaitingForALateRankIsReported) {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  if (world.size() < 2) GTEST_SKIP() << "needs a second rank to be late";
+  const Device gpu = this_rank_gpu();
+  {
+    NcclCommunicator warm_up(world, gpu);  // CUDA and NCCL's one-off start-up, unwatched
+    warm_up.barrier();
+  }
+  std::mutex mutex;
+  std::string report;
+  auto dog = std::make_shared<CollectiveWatchdog>(std::chrono::milliseconds(1000), world.rank(), "this-host",
+                                                  [&](const std::string& text) {
+                                                    const std::lock_guard lock(mutex);
+                                                    report = text;
+                                                  });
+  MpiCommunicator watched = world.duplicate();
+  watched.set_watchdog(dog, "tensor-parallel");
+  {
+    NcclCommunicator comm(watched, gpu);  // takes the bootstrap's watchdog
+    comm.barrier();
+    // Rank 1 comes 4 s late: the others' barrier waits pass the 1 s timeout, then complete.
+    if (world.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(4000));
+    comm.barrier();
+  }
+  watched.set_watchdog(nullptr, "tensor-parallel");
+  dog.reset();  // the last owner: joins the watchdog's thread
+  const std::lock_guard lock(mutex);
+  if (world.rank() != 1) {
+    EXPECT_NE(report.find("for barrier over the tensor-parallel group"), std::string::npos) << report;
+  }
 }
 
 }  // namespace

@@ -29,14 +29,33 @@ struct AfterCompletion {
   }
 };
 
+// What a wait tells the watchdog: the collective and the group it waits for.
+struct WatchedWait {
+  CollectiveWatchdog* watchdog = nullptr;  // null: not watched
+  const char* operation = "";
+  const char* group = "";
+};
+
+int watched_mpi_wait(MPI_Request& request, const WatchedWait& watched) {
+  const CollectiveWatch watch(watched.watchdog, watched.operation, watched.group);
+  return MPI_Wait(&request, MPI_STATUS_IGNORE);
+}
+
 class MpiRequestHandle final : public CommHandle::Impl {
  public:
-  MpiRequestHandle(MPI_Request request, AfterCompletion after, std::shared_ptr<const MpiReduceOps> reduce_ops)
-      : request_(request), after_(after), reduce_ops_(std::move(reduce_ops)) {}
+  MpiRequestHandle(MPI_Request request, AfterCompletion after, std::shared_ptr<const MpiReduceOps> reduce_ops,
+                   std::shared_ptr<CollectiveWatchdog> watchdog, WatchedWait watched)
+      : request_(request),
+        after_(after),
+        reduce_ops_(std::move(reduce_ops)),
+        watchdog_(std::move(watchdog)),
+        watched_(watched) {
+    watched_.watchdog = watchdog_.get();
+  }
 
   ~MpiRequestHandle() override {
     if (request_ == MPI_REQUEST_NULL || !mpi_is_active()) return;
-    if (MPI_Wait(&request_, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+    if (watched_mpi_wait(request_, watched_) != MPI_SUCCESS) return;
     try {
       after_.run();
     } catch (...) {  // dtypes were checked when the collective was issued; nothing to report here
@@ -47,7 +66,7 @@ class MpiRequestHandle final : public CommHandle::Impl {
 
   // Any stream: MPI progresses on the host, so completion always blocks the host.
   void wait(const Stream& /*stream*/) override {
-    const int code = MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    const int code = watched_mpi_wait(request_, watched_);
     request_ = MPI_REQUEST_NULL;
     check_mpi(code, "MPI_Wait");
     after_.run();
@@ -57,7 +76,17 @@ class MpiRequestHandle final : public CommHandle::Impl {
   MPI_Request request_;
   AfterCompletion after_;
   std::shared_ptr<const MpiReduceOps> reduce_ops_;
+  std::shared_ptr<CollectiveWatchdog> watchdog_;  // kept alive while the request is pending
+  WatchedWait watched_;
 };
+
+CommHandle request_handle(MPI_Request request, const AfterCompletion& after,
+                          const std::shared_ptr<const MpiReduceOps>& reduce_ops,
+                          const std::shared_ptr<CollectiveWatchdog>& watchdog, const char* operation,
+                          const char* group) {
+  return CommHandle(
+      std::make_unique<MpiRequestHandle>(request, after, reduce_ops, watchdog, WatchedWait{nullptr, operation, group}));
+}
 
 int mpi_count(std::size_t count, std::string_view operation) {
   ADAMANT_CHECK(count <= static_cast<std::size_t>(INT_MAX),
@@ -66,7 +95,7 @@ int mpi_count(std::size_t count, std::string_view operation) {
   return static_cast<int>(count);
 }
 
-MPI_Comm duplicate(MPI_Comm comm) {
+MPI_Comm duplicate_comm(MPI_Comm comm) {
   ADAMANT_CHECK(mpi_is_active(),
                 "MpiCommunicator: MPI is not initialised (or already finalised); create an "
                 "adamant::comm::MpiSession at the start of main");
@@ -77,7 +106,7 @@ MPI_Comm duplicate(MPI_Comm comm) {
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm) : MpiCommunicator(Adopt{}, duplicate(comm)) {}
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) : MpiCommunicator(Adopt{}, duplicate_comm(comm)) {}
 
 MpiCommunicator::MpiCommunicator(Adopt, MPI_Comm owned) : comm_(owned) {
   try {
@@ -97,7 +126,9 @@ MpiCommunicator::MpiCommunicator(MpiCommunicator&& other) noexcept
     : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
       rank_(other.rank_),
       size_(other.size_),
-      reduce_ops_(std::move(other.reduce_ops_)) {}
+      reduce_ops_(std::move(other.reduce_ops_)),
+      watchdog_(std::move(other.watchdog_)),
+      group_name_(other.group_name_) {}
 
 MpiCommunicator& MpiCommunicator::operator=(MpiCommunicator&& other) noexcept {
   if (this != &other) {
@@ -106,6 +137,8 @@ MpiCommunicator& MpiCommunicator::operator=(MpiCommunicator&& other) noexcept {
     rank_ = other.rank_;
     size_ = other.size_;
     reduce_ops_ = std::move(other.reduce_ops_);
+    watchdog_ = std::move(other.watchdog_);
+    group_name_ = other.group_name_;
   }
   return *this;
 }
@@ -118,8 +151,31 @@ void MpiCommunicator::release() noexcept {
 
 MpiCommunicator MpiCommunicator::split(int color, int key) const {
   MPI_Comm part = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split");
-  return MpiCommunicator(Adopt{}, part);
+  {
+    const CollectiveWatch watch(watchdog_.get(), "MPI_Comm_split", group_name_);
+    check_mpi(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split");
+  }
+  MpiCommunicator result(Adopt{}, part);
+  result.watchdog_ = watchdog_;
+  result.group_name_ = group_name_;
+  return result;
+}
+
+MpiCommunicator MpiCommunicator::duplicate() const {
+  MPI_Comm copy = MPI_COMM_NULL;
+  {
+    const CollectiveWatch watch(watchdog_.get(), "MPI_Comm_dup", group_name_);
+    check_mpi(MPI_Comm_dup(comm_, &copy), "MPI_Comm_dup");
+  }
+  MpiCommunicator result(Adopt{}, copy);
+  result.watchdog_ = watchdog_;
+  result.group_name_ = group_name_;
+  return result;
+}
+
+void MpiCommunicator::set_watchdog(std::shared_ptr<CollectiveWatchdog> watchdog, const char* group) {
+  watchdog_ = std::move(watchdog);
+  group_name_ = group;
 }
 
 CommHandle MpiCommunicator::all_reduce_async(Tensor data, ReduceOp op) {
@@ -138,7 +194,7 @@ CommHandle MpiCommunicator::all_reduce_async(Tensor data, ReduceOp op) {
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data.data, count, mpi_datatype(data.dtype),
                            reduce_ops_->op_for(data.dtype, op), comm_, &request),
             "MPI_Iallreduce");
-  return CommHandle(std::make_unique<MpiRequestHandle>(request, after, reduce_ops_));
+  return request_handle(request, after, reduce_ops_, watchdog_, "all_reduce", group_name_);
 }
 
 CommHandle MpiCommunicator::reduce_scatter_async(Tensor send, Tensor recv, ReduceOp op) {
@@ -165,7 +221,7 @@ CommHandle MpiCommunicator::reduce_scatter_async(Tensor send, Tensor recv, Reduc
   check_mpi(MPI_Ireduce_scatter_block(send_buffer, recv_buffer, count, mpi_datatype(send.dtype),
                                       reduce_ops_->op_for(send.dtype, op), comm_, &request),
             "MPI_Ireduce_scatter_block");
-  return CommHandle(std::make_unique<MpiRequestHandle>(request, after, reduce_ops_));
+  return request_handle(request, after, reduce_ops_, watchdog_, "reduce_scatter", group_name_);
 }
 
 CommHandle MpiCommunicator::all_gather_async(Tensor send, Tensor recv) {
@@ -181,7 +237,7 @@ CommHandle MpiCommunicator::all_gather_async(Tensor send, Tensor recv) {
     check_mpi(MPI_Iallgather(send.data, count, datatype, recv.data, count, datatype, comm_, &request),
               "MPI_Iallgather");
   }
-  return CommHandle(std::make_unique<MpiRequestHandle>(request, AfterCompletion{}, reduce_ops_));
+  return request_handle(request, AfterCompletion{}, reduce_ops_, watchdog_, "all_gather", group_name_);
 }
 
 CommHandle MpiCommunicator::broadcast_async(Tensor data, int root) {
@@ -191,9 +247,12 @@ CommHandle MpiCommunicator::broadcast_async(Tensor data, int root) {
   if (count == 0) return CommHandle();
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Ibcast(data.data, count, mpi_datatype(data.dtype), root, comm_, &request), "MPI_Ibcast");
-  return CommHandle(std::make_unique<MpiRequestHandle>(request, AfterCompletion{}, reduce_ops_));
+  return request_handle(request, AfterCompletion{}, reduce_ops_, watchdog_, "broadcast", group_name_);
 }
 
-void MpiCommunicator::barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
+void MpiCommunicator::barrier() {
+  const CollectiveWatch watch(watchdog_.get(), "barrier", group_name_);
+  check_mpi(MPI_Barrier(comm_), "MPI_Barrier");
+}
 
 }  // namespace adamant::comm

@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "adamant/comm/collective_watchdog.h"
 #include "adamant/comm/communicator.h"
 #include "adamant/comm/mpi_reduce_ops.h"
 
@@ -25,8 +26,17 @@ class MpiCommunicator final : public Communicator {
   // MPI_Comm_split: the ranks passing the same `color` form a new group, ordered by `key`.
   // Collective over this communicator.
   MpiCommunicator split(int color, int key) const;
+  // A duplicate of this communicator (collective), watched by the same watchdog.
+  MpiCommunicator duplicate() const;
+
+  // Every later wait on this communicator's collectives (and on those of its splits and
+  // duplicates) is watched by `watchdog`; `group` ("data-parallel", ...) names the group
+  // in its report and must be a string literal.
+  void set_watchdog(std::shared_ptr<CollectiveWatchdog> watchdog, const char* group);
 
   MPI_Comm mpi_comm() const { return comm_; }
+  const std::shared_ptr<CollectiveWatchdog>& watchdog() const { return watchdog_; }
+  const char* group_name() const { return group_name_; }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -54,6 +64,8 @@ class MpiCommunicator final : public Communicator {
   int size_ = 0;
   // Shared with pending handles, which need the ops until their collective completes.
   std::shared_ptr<const MpiReduceOps> reduce_ops_;
+  std::shared_ptr<CollectiveWatchdog> watchdog_;  // null: waits are not watched
+  const char* group_name_ = "world";
 };
 
 }  // namespace adamant::comm

@@ -1,10 +1,8 @@
 #include "adamant/comm/mpi_session.h"
 
-#include <charconv>
-#include <cstdlib>
-#include <optional>
-#include <string_view>
+#include <exception>
 
+#include "adamant/comm/launcher_environment.h"
 #include "adamant/comm/mpi_check.h"
 #include "adamant/core/error.h"
 
@@ -25,16 +23,6 @@ const char* thread_level_name(int level) {
     default:
       return "an unknown thread level";
   }
-}
-
-std::optional<int> integer_from_environment(const char* name) {
-  const char* text = std::getenv(name);
-  if (text == nullptr) return std::nullopt;
-  const std::string_view view(text);
-  int value = 0;
-  const auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), value);
-  if (error != std::errc() || end != view.data() + view.size()) return std::nullopt;
-  return value;
 }
 
 }  // namespace
@@ -72,13 +60,12 @@ MpiSession::MpiSession(int* argc, char*** argv, int required_thread_level) {
                   thread_level_name(thread_level_), thread_level_name(required_thread_level));
     check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world_size_), "MPI_Comm_size");
-    // Open MPI's launcher exports the node-local rank to every rank; under other
+    check_launcher_world_size(process_environment(), world_size_);
+    // Where the launcher exports the node-local rank every rank has it; under other
     // launchers no rank has it, so all of them take the collective query together.
-    const auto env_rank = integer_from_environment("OMPI_COMM_WORLD_LOCAL_RANK");
-    const auto env_size = integer_from_environment("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (env_rank && env_size) {
-      local_rank_ = *env_rank;
-      local_size_ = *env_size;
+    if (const auto launcher = local_rank_from_launcher(process_environment())) {
+      local_rank_ = launcher->rank;
+      local_size_ = launcher->size;
     } else {
       const NodeLocalRank node = query_node_local_rank(MPI_COMM_WORLD);
       local_rank_ = node.rank;
@@ -91,6 +78,10 @@ MpiSession::MpiSession(int* argc, char*** argv, int required_thread_level) {
 }
 
 MpiSession::~MpiSession() {
+  // Ended by an exception, this rank may be the only one to fail while the others wait in a
+  // collective for it; MPI_Finalize would wait for them in turn, so the error would never
+  // show. Exiting without it makes the launcher end the job once the error is out.
+  if (std::uncaught_exceptions() > uncaught_exceptions_) return;
   if (owns_mpi_ && mpi_is_active()) MPI_Finalize();
 }
 

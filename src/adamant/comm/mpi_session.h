@@ -2,8 +2,11 @@
 // MPI's lifetime for a program: MPI_Init_thread on construction, MPI_Finalize
 // on destruction. When MPI is already initialised (a test main, an embedding
 // program) the session only checks the thread level and leaves finalisation
-// to whoever initialised it.
+// to whoever initialised it. Destroyed by an exception, it leaves MPI running: the process
+// exits with its error and the launcher ends the other ranks.
 #include <mpi.h>
+
+#include <exception>
 
 namespace adamant::comm {
 
@@ -27,6 +30,7 @@ class MpiSession {
 
  private:
   bool owns_mpi_ = false;
+  int uncaught_exceptions_ = std::uncaught_exceptions();  // at construction
   int thread_level_ = MPI_THREAD_SINGLE;
   int world_rank_ = 0;
   int world_size_ = 1;

@@ -22,6 +22,7 @@ class NcclCommunicator final : public Communicator {
   // Collective over `bootstrap`: rank 0 creates the NCCL unique id and broadcasts
   // it over MPI, then every rank joins with its GPU `device` (one GPU per rank).
   // Unless NCCL_NVLS_ENABLE is set, it is set to 0: NVLink multicast stays off.
+  // Host waits (set-up, barrier) are watched by `bootstrap`'s watchdog, if it has one.
   NcclCommunicator(const MpiCommunicator& bootstrap, Device device);
   ~NcclCommunicator() override;  // ncclCommDestroy after the comm stream drains
   NcclCommunicator(const NcclCommunicator&) = delete;
@@ -47,12 +48,17 @@ class NcclCommunicator final : public Communicator {
 
  private:
   void check(ncclResult_t result, const char* operation) const;
+  // Blocks until the comm stream drains, under the watchdog; an asynchronous NCCL error
+  // (a peer gone, a network failure) aborts the communicator and throws instead of hanging.
+  void synchronize_watched(const char* operation);
 
   int rank_ = 0;
   int size_ = 0;
   CommStream comm_stream_;
   Buffer barrier_scratch_;  // one int on the GPU, reduced by barrier()
   ncclComm_t comm_ = nullptr;
+  std::shared_ptr<CollectiveWatchdog> watchdog_;  // null: host waits are not watched
+  const char* group_name_ = "";
 };
 #endif
 

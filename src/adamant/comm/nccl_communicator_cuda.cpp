@@ -2,8 +2,10 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "adamant/comm/collective_checks.h"
 #include "adamant/comm/mpi_check.h"
@@ -104,7 +106,9 @@ NcclCommunicator::NcclCommunicator(const MpiCommunicator& bootstrap, Device devi
     : rank_(agreed_rank(bootstrap, device)),
       size_(bootstrap.size()),
       comm_stream_(device),
-      barrier_scratch_(sizeof(int), device) {
+      barrier_scratch_(sizeof(int), device),
+      watchdog_(bootstrap.watchdog()),
+      group_name_(bootstrap.group_name()) {
   // NVLink SHARP multicast can take a shared host's GPUs out of service; it stays
   // off unless the user explicitly asked for it.
   setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
@@ -122,6 +126,7 @@ NcclCommunicator::NcclCommunicator(const MpiCommunicator& bootstrap, Device devi
   if (rank_ == 0) check(id_result, "ncclGetUniqueId");
   ADAMANT_CHECK(message.ok == 1, "NCCL communicator: rank 0 of the group could not create the NCCL unique id");
   const CurrentDevice current(device.index);
+  const CollectiveWatch watch(watchdog_.get(), "ncclCommInitRank", group_name_);
   check(ncclCommInitRank(&comm_, size_, message.id, rank_), "ncclCommInitRank");
 }
 
@@ -192,7 +197,29 @@ void NcclCommunicator::barrier() {
   check(ncclAllReduce(barrier_scratch_.data(), barrier_scratch_.data(), 1, ncclInt32, ncclSum, comm_,
                       cuda_stream(comm_stream_.stream())),
         "ncclAllReduce (barrier)");
-  comm_stream_.stream().synchronize();
+  synchronize_watched("barrier");
+}
+
+void NcclCommunicator::synchronize_watched(const char* operation) {
+  const CollectiveWatch watch(watchdog_.get(), operation, group_name_);
+  const cudaStream_t stream = cuda_stream(comm_stream_.stream());
+  for (;;) {
+    const cudaError_t state = cudaStreamQuery(stream);
+    if (state == cudaSuccess) return;
+    if (state != cudaErrorNotReady) ADAMANT_CUDA_CHECK(state);
+    ncclResult_t async_error = ncclSuccess;
+    check(ncclCommGetAsyncError(comm_, &async_error), "ncclCommGetAsyncError");
+    if (async_error != ncclSuccess && async_error != ncclInProgress) {
+      const std::string detail = ncclGetErrorString(async_error);
+      ncclCommAbort(comm_);  // ends the collectives stuck on the GPU, so the stream can drain
+      comm_ = nullptr;
+      fail(
+          "NCCL {} over the {} group failed on {} (rank {} of {} in the group): {}; another rank has died or "
+          "cannot be reached",
+          operation, group_name_, device().str(), rank_, size_, detail);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(const MpiCommunicator& bootstrap, Device device) {

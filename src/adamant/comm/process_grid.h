@@ -1,18 +1,36 @@
 #pragma once
 // Splits the world into data-parallel and tensor-parallel groups as Megatron
 // does: tensor-parallel ranks are adjacent, world rank = dp_rank * tp_size + tp_rank.
+// With ranks launched in blocks per host (srun's and mpirun's default), each
+// tensor-parallel group then lies inside one host and the data-parallel groups span the
+// hosts; the grid checks that it does (placement.h).
 #include <memory>
 
+#include "adamant/comm/collective_watchdog.h"
 #include "adamant/comm/communicator.h"
+#include "adamant/comm/launcher_environment.h"
 #include "adamant/comm/mpi_communicator.h"
+#include "adamant/comm/node_topology.h"
 
 namespace adamant::comm {
 
+struct GridOptions {
+  // trainer.allow_irregular_node_layout: accept tensor-parallel groups across hosts and
+  // hosts with unequal numbers of ranks.
+  bool allow_irregular_node_layout = false;
+  // trainer.collective_timeout_s: a wait on any of the grid's communicators longer than
+  // this ends the job (CollectiveWatchdog); 0 leaves waits unwatched.
+  double collective_timeout_s = 0.0;
+  // Where the launcher's node-local rank is read from.
+  EnvironmentLookup environment = process_environment();
+};
+
 class ProcessGrid {
  public:
-  // Collective over `world`. Throws adamant::Error unless tensor_model_parallel_size
-  // divides the world size.
-  ProcessGrid(const MpiCommunicator& world, int tensor_model_parallel_size);
+  // Collective over `world`. Throws adamant::Error, alike on every rank, unless
+  // tensor_model_parallel_size divides the world size and the ranks sit on their hosts as
+  // check_node_placement wants.
+  ProcessGrid(const MpiCommunicator& world, int tensor_model_parallel_size, const GridOptions& options = {});
 
   int world_rank() const { return world_.rank(); }
   int world_size() const { return world_.size(); }
@@ -20,6 +38,8 @@ class ProcessGrid {
   int dp_size() const { return data_parallel_.size(); }
   int tp_rank() const { return tensor_parallel_.rank(); }
   int tp_size() const { return tensor_parallel_.size(); }
+  // Hosts, this rank's node-local rank (pick the GPU with it) and host name.
+  const NodeTopology& topology() const { return topology_; }
 
   // Host (MPI) communicators: for host buffers and small control values.
   MpiCommunicator& world() { return world_; }
@@ -33,6 +53,8 @@ class ProcessGrid {
 
  private:
   MpiCommunicator world_;
+  NodeTopology topology_;
+  std::shared_ptr<CollectiveWatchdog> watchdog_;  // null when collective_timeout_s is 0
   MpiCommunicator data_parallel_;
   MpiCommunicator tensor_parallel_;
 };

@@ -3,6 +3,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "adamant/core/archive.h"
 #include "adamant/core/error.h"
@@ -69,6 +73,25 @@ std::vector<StatePiece> pieces_from_meta(const nlohmann::json& meta, const Param
   return pieces;
 }
 
+// The r of every optim_rank_<r>.adm in `dir`, ascending.
+std::vector<int> present_shard_indices(const std::filesystem::path& dir) {
+  std::vector<int> indices;
+  if (!std::filesystem::is_directory(dir)) return indices;
+  constexpr std::string_view kPrefix = "optim_rank_", kSuffix = ".adm";
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= kPrefix.size() + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix)) {
+      continue;
+    }
+    const std::string_view digits(name.data() + kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+    int index = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (error == std::errc() && end == digits.data() + digits.size() && index >= 0) indices.push_back(index);
+  }
+  std::sort(indices.begin(), indices.end());
+  return indices;
+}
+
 }  // namespace
 
 std::filesystem::path optimizer_shard_file(const std::filesystem::path& dir, int rank) {
@@ -111,10 +134,14 @@ void write_optimizer_shard(const std::filesystem::path& dir, const ParamList& pa
 OptimizerCheckpointInfo read_optimizer_state(const std::filesystem::path& dir, const ParamList& params,
                                              std::span<const StatePiece> pieces, std::span<float> main_weights,
                                              std::span<float> exp_avg, std::span<float> exp_avg_sq) {
-  const auto first_file = optimizer_shard_file(dir, 0);
-  ADAMANT_CHECK(std::filesystem::exists(first_file),
-                "no optimizer checkpoint in {}: {} is missing; pass the folder that Optimizer::save wrote",
-                dir.string(), first_file.filename().string());
+  // A checkpoint on node-local disks holds only its host's shards here: read those present, and
+  // name missing ones only if this rank's state lies in them.
+  const std::vector<int> present = present_shard_indices(dir);
+  ADAMANT_CHECK(!present.empty(),
+                "no optimizer checkpoint in {}: optim_rank_0.adm and every other optim_rank_<r>.adm are missing; pass "
+                "the folder that Optimizer::save wrote",
+                dir.string());
+  const auto first_file = optimizer_shard_file(dir, present.front());
   // My pieces by parameter, so each old piece finds its overlaps directly.
   std::vector<std::vector<const StatePiece*>> mine(params.size());
   std::size_t wanted = 0;
@@ -127,24 +154,29 @@ OptimizerCheckpointInfo read_optimizer_state(const std::filesystem::path& dir, c
   }
 
   OptimizerCheckpointInfo info;
+  bool have_info = false;
+  std::vector<std::string> missing;
   std::size_t copied = 0;
   std::vector<float> old_main, old_m, old_v;
-  for (int file_index = 0; file_index < info.file_count || file_index == 0; ++file_index) {
+  for (int file_index = 0; file_index < (have_info ? info.file_count : present.back() + 1); ++file_index) {
     const auto file = optimizer_shard_file(dir, file_index);
-    ADAMANT_CHECK(std::filesystem::exists(file), "optimizer checkpoint {} is incomplete: {} is missing", dir.string(),
-                  file.filename().string());
+    if (!std::filesystem::exists(file)) {
+      missing.push_back(file.filename().string());
+      continue;
+    }
     const ArchiveReader reader(file);
     const OptimizerCheckpointInfo file_info = info_from_meta(reader.meta(), file);
-    if (file_index == 0) {
+    if (!have_info) {
       info = file_info;
+      have_info = true;
       check_same_model(reader.meta(), params, dir);
     }
-    ADAMANT_CHECK(
-        file_info.file_count == info.file_count && file_info.step == info.step && file_info.rank == file_index,
-        "optimizer checkpoint {} mixes files of different saves ({} is rank {} of {} at step {}, {} is "
-        "rank 0 of {} at step {}); save again",
-        dir.string(), file.filename().string(), file_info.rank, file_info.file_count, file_info.step,
-        first_file.filename().string(), info.file_count, info.step);
+    ADAMANT_CHECK(file_info.file_count == info.file_count && file_info.step == info.step &&
+                      file_info.rank == file_index && present.back() < info.file_count,
+                  "optimizer checkpoint {} mixes files of different saves ({} is rank {} of {} at step {}, {} is "
+                  "rank {} of {} at step {}); save again",
+                  dir.string(), file.filename().string(), file_info.rank, file_info.file_count, file_info.step,
+                  first_file.filename().string(), info.rank, info.file_count, info.step);
     const std::size_t old_numel = reader.entry(kMainWeights).bytes / sizeof(float);
     const auto old_pieces = pieces_from_meta(reader.meta(), params, old_numel, file);
     const bool overlaps_mine = std::any_of(old_pieces.begin(), old_pieces.end(),
@@ -171,6 +203,12 @@ OptimizerCheckpointInfo read_optimizer_state(const std::filesystem::path& dir, c
       }
     }
   }
+  ADAMANT_CHECK(copied == wanted || missing.empty(),
+                "optimizer checkpoint {} is incomplete here: {} (of {} shard files) hold part of this rank's state "
+                "but are missing. A checkpoint written to node-local disks "
+                "(exp_manager.checkpoint_callback_params.node_local) resumes on the same hosts and layout only; to "
+                "resume on another, copy every host's optim_rank_*.adm into one folder first",
+                dir.string(), fmt::format("{}", fmt::join(missing, ", ")), info.file_count);
   ADAMANT_CHECK(copied == wanted,
                 "optimizer checkpoint {} covers {} of the {} state elements this rank needs (pieces overlap or are "
                 "missing); the checkpoint is damaged",

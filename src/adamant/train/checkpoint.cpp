@@ -14,6 +14,7 @@
 #include "adamant/core/file_write.h"
 #include "adamant/kernels/elementwise.h"
 #include "adamant/model/param_layout.h"
+#include "adamant/train/checkpoint_roles.h"
 
 namespace adamant::train {
 
@@ -139,8 +140,8 @@ std::optional<std::string> find_checkpoint_damage(const std::filesystem::path& c
   return std::nullopt;
 }
 
-CheckpointStore::CheckpointStore(std::filesystem::path dir, int keep, std::string run_id)
-    : dir_(std::move(dir)), keep_(keep), run_id_(std::move(run_id)) {}
+CheckpointStore::CheckpointStore(std::filesystem::path dir, int keep, std::string run_id, bool node_local)
+    : dir_(std::move(dir)), keep_(keep), run_id_(std::move(run_id)), node_local_(node_local) {}
 
 std::optional<std::filesystem::path> CheckpointStore::latest() const {
   if (const auto named = latest_named(dir_); named && is_complete_checkpoint(*named)) return named;
@@ -157,7 +158,8 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
   const auto final_dir = dir_ / name;
   const auto partial_dir = dir_ / (name + ".partial");
   const int tp = model.tp_size();
-  if (world.rank() == 0) {
+  const CheckpointRoles roles = checkpoint_roles(grid, node_local_);
+  if (roles.prepares_folder) {
     std::filesystem::remove_all(partial_dir);
     std::filesystem::create_directories(partial_dir);
     for (int r = 0; tp > 1 && r < tp; ++r) std::filesystem::create_directories(partial_dir / optimizer_folder(r, tp));
@@ -167,14 +169,14 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
   optimizer.save(partial_dir / optimizer_folder(grid.tp_rank(), tp));
   // The model file holds the whole model: the tensor-parallel ranks of data-parallel rank 0 send
   // their slices to world rank 0, parameter by parameter (MPI counts stay small).
-  if (grid.dp_rank() == 0) {
+  if (roles.gathers_model) {
     const ParamList& params = model.params();
     // optimizer.save() ended with a barrier on its communicator, so no parameter all-gather is pending.
     std::vector<std::uint8_t> staging;
     const Tensor weights = host_weights(model, staging);
     const std::size_t element = dtype_size(weights.dtype);
     std::optional<ArchiveWriter> writer;
-    if (world.rank() == 0) writer.emplace(partial_dir / kModelFile);
+    if (roles.writes_model) writer.emplace(partial_dir / kModelFile);
     std::vector<std::uint8_t> gathered, whole;
     nlohmann::json names = nlohmann::json::array();
     for (const ParamSpec& p : params.params) {
@@ -202,7 +204,7 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
     }
   }
   world.barrier();  // every rank's optimizer shard is on disk
-  if (world.rank() == 0) {
+  if (roles.prepares_folder) {
     std::filesystem::remove_all(final_dir);
     std::filesystem::rename(partial_dir, final_dir);
     write_file_atomically(dir_ / kLatestFile, name + "\n");

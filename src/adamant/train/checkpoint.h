@@ -42,7 +42,9 @@ class CheckpointStore {
  public:
   // keep: how many of this run's newest checkpoints to keep (-1 keeps all); run_id: the run
   // writing them (new_run_id() for a fresh run, the resumed checkpoint's for a resumed one).
-  CheckpointStore(std::filesystem::path dir, int keep, std::string run_id = new_run_id());
+  // node_local: `dir` is on each host's own disk, and each host's first rank writes that host's
+  // copy (checkpoint_roles.h).
+  CheckpointStore(std::filesystem::path dir, int keep, std::string run_id = new_run_id(), bool node_local = false);
 
   const std::filesystem::path& dir() const { return dir_; }
   const std::string& run_id() const { return run_id_; }
@@ -58,6 +60,7 @@ class CheckpointStore {
   std::filesystem::path dir_;
   int keep_;
   std::string run_id_;
+  bool node_local_;
 };
 
 // Reads every file of a checkpoint folder whose index modulo `parts` is `part` (sorted paths)

@@ -149,6 +149,10 @@ std::vector<FieldSpec> make_fields() {
                  c.trainer.gradient_clip_val = v.IsNull() ? 0.0 : read_number(v, "trainer.gradient_clip_val", where);
                },
                [](const TrainConfig& c) { return format_number(c.trainer.gradient_clip_val); }});
+  f.push_back(number_field(
+      "trainer.collective_timeout_s", [](auto& c) -> auto& { return c.trainer.collective_timeout_s; }));
+  f.push_back(bool_field(
+      "trainer.allow_irregular_node_layout", [](auto& c) -> auto& { return c.trainer.allow_irregular_node_layout; }));
 
   f.push_back(int_field(
       "model.micro_batch_size", [](auto& c) -> auto& { return c.model.micro_batch_size; }));
@@ -300,6 +304,9 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(int_field(
       "exp_manager.checkpoint_callback_params.save_top_k",
       [](auto& c) -> auto& { return c.exp_manager.checkpoint_callback_params.save_top_k; }));
+  f.push_back(bool_field(
+      "exp_manager.checkpoint_callback_params.node_local",
+      [](auto& c) -> auto& { return c.exp_manager.checkpoint_callback_params.node_local; }));
   return f;
 }
 

@@ -66,6 +66,8 @@ class Validator {
     at_least("trainer.log_every_n_steps", t.log_every_n_steps, 1, "the number of steps between log lines");
     at_least("trainer.gradient_clip_val", t.gradient_clip_val, 0.0,
              "the maximum global gradient norm (0 disables clipping)");
+    at_least("trainer.collective_timeout_s", t.collective_timeout_s, 0.0,
+             "the seconds a rank may wait for a collective before the job ends (0: no limit)");
   }
 
   void check_model() const {
@@ -222,6 +224,12 @@ class Validator {
           "exp_manager.checkpoint_callback_params.save_top_k must be -1 (keep all) or >= 1 (got {}){}; to write no "
           "checkpoints set exp_manager.create_checkpoint_callback: false",
           k.save_top_k, where("exp_manager.checkpoint_callback_params.save_top_k"));
+    }
+    if (k.node_local && c_.model.optim.name != "distributed_fused_adam") {
+      fail(
+          "exp_manager.checkpoint_callback_params.node_local needs model.optim.name: distributed_fused_adam "
+          "(got {}){}; {} writes its state from rank 0 only, which other hosts cannot read back",
+          c_.model.optim.name, where("exp_manager.checkpoint_callback_params.node_local"), c_.model.optim.name);
     }
   }
 

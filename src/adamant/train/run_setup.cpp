@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "adamant/comm/mpi_session.h"
+#include "adamant/comm/placement.h"
 #include "adamant/core/cuda_runtime.h"
 #include "adamant/core/error.h"
 #include "adamant/data/bpe_tokenizer.h"
@@ -62,13 +63,21 @@ optim::OptimizerOptions optimizer_options_of(const TrainConfig& config) {
   return opts;
 }
 
-Device device_of(const TrainConfig& config, int local_rank) {
+Device device_of(const TrainConfig& config, const comm::NodeTopology& topology) {
   if (config.trainer.accelerator == "cpu") return Device::cpu();
   const int gpus = cuda_device_count();
   ADAMANT_CHECK(gpus > 0,
                 "trainer.accelerator is '{}' but no GPU is visible to this build; set trainer.accelerator=cpu",
                 config.trainer.accelerator);
-  return Device::cuda(local_rank % gpus);
+  return Device::cuda(
+      comm::gpu_for_local_rank(topology.local_rank(), topology.local_size(), gpus, topology.host_name()));
+}
+
+comm::GridOptions grid_options_of(const TrainConfig& config) {
+  comm::GridOptions options;
+  options.allow_irregular_node_layout = config.trainer.allow_irregular_node_layout;
+  options.collective_timeout_s = config.trainer.collective_timeout_s;
+  return options;
 }
 
 model::MicroBatch to_model_batch(const data::MicroBatch& batch) {
@@ -82,8 +91,8 @@ model::MicroBatch to_model_batch(const data::MicroBatch& batch) {
 
 RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world)
     : config_(config),
-      grid_(world, config.model.tensor_model_parallel_size),
-      device_(device_of(config, comm::query_node_local_rank(world.mpi_comm()).rank)),
+      grid_(world, config.model.tensor_model_parallel_size, grid_options_of(config)),
+      device_(device_of(config, grid_.topology())),
       compute_stream_(device_.is_cpu() ? Stream() : Stream(device_)) {
   const ModelConfig& m = config.model;
   dp_device_comm_ = grid_.make_data_parallel_communicator(device_);
@@ -192,21 +201,23 @@ std::string RunSetup::describe() const {
                               (main_bytes + 8.0) / (distributed ? static_cast<double>(d) : 1.0));
   constexpr double MiB = 1024.0 * 1024.0;
   return fmt::format(
-      "model: GPT-3 {} layers, hidden {}, {} heads, seq {}, {:.2f}M parameters{} ({} weights)\n"
-      "parallel: {} data-parallel rank(s){} on {}, {} micro-batch(es) of {} per rank per step\n"
-      "optimizer: {} (bucket {} MiB, grad sync {}, remainders {}, overlap grad/param {}/{})\n"
-      "memory per rank: weights {:.1f} MiB + grads {:.1f} MiB + optimizer state {:.1f} MiB = {:.1f} MiB "
-      "(formula {:.1f} MiB)\n",
-      config_.model.num_layers, config_.model.hidden_size, config_.model.num_attention_heads,
-      config_.model.encoder_seq_length, n / 1e6, grid_.tp_size() > 1 ? " per tensor-parallel rank" : "",
-      dtype_name(weight_dtype_of(config_)), d,
-      grid_.tp_size() == 1 ? std::string()
-                           : fmt::format(" x {} tensor-parallel (sequence parallel {})", grid_.tp_size(),
-                                         config_.model.sequence_parallel ? "on" : "off"),
-      device_.str(), train_loader_->num_micro_batches(), config_.model.micro_batch_size, o.name, o.bucket_cap_mb,
-      dtype_name(o.grad_sync_dtype), o.store_param_remainders ? "on" : "off", o.overlap_grad_sync ? "on" : "off",
-      o.overlap_param_sync ? "on" : "off", weight_bytes / MiB, grad_bytes / MiB, state_bytes / MiB,
-      (weight_bytes + grad_bytes + state_bytes) / MiB, formula / MiB);
+             "model: GPT-3 {} layers, hidden {}, {} heads, seq {}, {:.2f}M parameters{} ({} weights)\n"
+             "parallel: {} data-parallel rank(s){} on {}, {} micro-batch(es) of {} per rank per step\n"
+             "optimizer: {} (bucket {} MiB, grad sync {}, remainders {}, overlap grad/param {}/{})\n"
+             "memory per rank: weights {:.1f} MiB + grads {:.1f} MiB + optimizer state {:.1f} MiB = {:.1f} MiB "
+             "(formula {:.1f} MiB)\n",
+             config_.model.num_layers, config_.model.hidden_size, config_.model.num_attention_heads,
+             config_.model.encoder_seq_length, n / 1e6, grid_.tp_size() > 1 ? " per tensor-parallel rank" : "",
+             dtype_name(weight_dtype_of(config_)), d,
+             grid_.tp_size() == 1 ? std::string()
+                                  : fmt::format(" x {} tensor-parallel (sequence parallel {})", grid_.tp_size(),
+                                                config_.model.sequence_parallel ? "on" : "off"),
+             device_.str(), train_loader_->num_micro_batches(), config_.model.micro_batch_size, o.name, o.bucket_cap_mb,
+             dtype_name(o.grad_sync_dtype), o.store_param_remainders ? "on" : "off", o.overlap_grad_sync ? "on" : "off",
+             o.overlap_param_sync ? "on" : "off", weight_bytes / MiB, grad_bytes / MiB, state_bytes / MiB,
+             (weight_bytes + grad_bytes + state_bytes) / MiB, formula / MiB) +
+         fmt::format("hosts: {}; collective timeout {} s\n", grid_.topology().describe(),
+                     config_.trainer.collective_timeout_s);
 }
 
 }  // namespace adamant::train

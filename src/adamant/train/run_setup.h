@@ -22,7 +22,9 @@ model::GptConfig gpt_config_of(const ModelConfig& model, int vocab_size);
 optim::OptimizerOptions optimizer_options_of(const TrainConfig& config);
 // Weights in the model: bf16/fp16 with megatron_amp_O2 (fp32 main weights in the optimizer), else fp32.
 DType weight_dtype_of(const TrainConfig& config);
-Device device_of(const TrainConfig& config, int local_rank);
+// The GPU for this rank: its node-local rank's (comm::gpu_for_local_rank), or the CPU.
+Device device_of(const TrainConfig& config, const comm::NodeTopology& topology);
+comm::GridOptions grid_options_of(const TrainConfig& config);
 model::MicroBatch to_model_batch(const data::MicroBatch& batch);
 
 class RunSetup {

@@ -102,7 +102,9 @@ struct TrainerConfig {              // trainer
   int val_check_interval = 50;
   int limit_val_batches = 10;
   int log_every_n_steps = 1;
-  double gradient_clip_val = 1.0;  // 0 disables clipping
+  double gradient_clip_val = 1.0;            // 0 disables clipping
+  double collective_timeout_s = 1800.0;      // a collective wait longer than this ends the job; 0: no limit
+  bool allow_irregular_node_layout = false;  // tensor-parallel groups across hosts, unequal ranks per host
 
   bool operator==(const TrainerConfig&) const = default;
 };
@@ -110,6 +112,7 @@ struct TrainerConfig {              // trainer
 struct CheckpointConfig {       // exp_manager.checkpoint_callback_params
   int every_n_train_steps = 0;  // 0: only at the end
   int save_top_k = 1;           // newest checkpoints kept (-1: all)
+  bool node_local = false;      // exp_dir is on each host's own disk (docs/multinode.md)
 
   bool operator==(const CheckpointConfig&) const = default;
 };

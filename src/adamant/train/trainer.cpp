@@ -22,6 +22,7 @@
 #include "adamant/optim/lr_schedule.h"
 #include "adamant/optim/optimizer.h"
 #include "adamant/train/checkpoint.h"
+#include "adamant/train/checkpoint_roles.h"
 #include "adamant/train/memory_report.h"
 #include "adamant/train/metrics.h"
 #include "adamant/train/run_checkpoints.h"
@@ -117,12 +118,18 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   const ModelConfig& mc = config.model;
   const std::int64_t tokens_per_step = static_cast<std::int64_t>(mc.global_batch_size) * mc.encoder_seq_length;
 
+  if (config.exp_manager.checkpoint_callback_params.node_local && config.exp_manager.resume_if_exists) {
+    // On node-local disks every host must hold the same newest checkpoint (a save cut off
+    // before every host renamed its folder leaves them apart): refused on every rank.
+    agreed_latest_checkpoint(CheckpointStore(config.run_dir() / "checkpoints", -1), grid.world());
+  }
   const RunStart start = prepare_run_start(config, grid.world());
   if (leader) {
     for (const auto& warning : start.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   }
   CheckpointStore checkpoints(config.run_dir() / "checkpoints",
-                              config.exp_manager.checkpoint_callback_params.save_top_k, start.run_id);
+                              config.exp_manager.checkpoint_callback_params.save_top_k, start.run_id,
+                              config.exp_manager.checkpoint_callback_params.node_local);
   TrainingPosition position;
   if (start.checkpoint) {
     position = load_checkpoint(*start.checkpoint, model, &optimizer);
