@@ -7,7 +7,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 packages=(cmake ninja-build g++ libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
-          libopenmpi-dev openmpi-bin libopenblas-dev libgtest-dev libbenchmark-dev)
+          libopenmpi-dev openmpi-bin libopenblas-dev libgtest-dev libbenchmark-dev libcairo2-dev pkg-config
+          python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,5 +8,6 @@ void add_train_command(CLI::App& app);
 void add_preprocess_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_plot_command(CLI::App& app);
 
 }  // namespace adamant::tools

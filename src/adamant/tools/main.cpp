@@ -1,4 +1,4 @@
-// The `adamant` command: train, preprocess, generate, bench.
+// The `adamant` command: train, preprocess, generate, bench, plot.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   adamant::tools::add_preprocess_command(app);
   adamant::tools::add_generate_command(app);
   adamant::tools::add_bench_command(app);
+  adamant::tools::add_plot_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
