@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "adamant/comm/comm_stream.h"
 #include "adamant/core/error.h"
 #include "adamant/kernels/decode.h"
 #include "adamant/kernels/embedding.h"
@@ -173,7 +174,9 @@ void GptDecoder::prefill(int row, std::span<const std::int32_t> prompt) {
   const Stream& stream = model_.stream();
   // The prompt ids sit after the step's tokens and positions, which a recorded step graph reads.
   auto* prompt_ids = static_cast<std::int32_t*>(ids_.data()) + 2 * batch_;
-  copy_bytes(prompt_ids, device_, prompt.data(), Device::cpu(), prompt.size_bytes());
+  // On the model's stream, so that the kernels below see the ids (a plain copy from pageable memory
+  // may still be in flight when it returns, and the stream does not wait for it).
+  comm::copy_bytes_on_stream(prompt_ids, prompt.data(), prompt.size_bytes(), stream);
   const Tensor ids = Tensor::flat(prompt_ids, DType::i32, device_, prompt.size());
   const Tensor x = activation(x_, static_cast<std::size_t>(n) * C);
   kernels::embedding_forward(ids, weight(index_.word_embedding), weight(index_.position_embedding), x,
@@ -228,7 +231,7 @@ void GptDecoder::step(std::span<const std::int32_t> tokens) {
     host_ids_[static_cast<std::size_t>(b)] = id;
     host_ids_[static_cast<std::size_t>(batch_ + b)] = at;
   }
-  copy_bytes(ids_.data(), device_, host_ids_.data(), Device::cpu(), host_ids_.size() * sizeof(std::int32_t));
+  comm::copy_bytes_on_stream(ids_.data(), host_ids_.data(), host_ids_.size() * sizeof(std::int32_t), model_.stream());
   step_graph_.run([this] { step_kernels(); });
   copy_logits_to_host(0, batch_);
   for (int& length : lengths_) ++length;

@@ -96,10 +96,10 @@ void run_generate(const GenerateArgs& args) {
   }
   const int capacity = model::decoder_capacity_for(prompts, options.max_new_tokens);
   ADAMANT_CHECK(capacity <= gpt.seq_length,
-                "generate: the longest prompt plus --max-tokens {} need {} positions; the model's context is {} "
+                "generate: the longest prompt plus --max-tokens {} need {} positions (the last new token is not "
+                "fed back); the model's context is {} "
                 "(model.encoder_seq_length); lower --max-tokens to {} or shorten the prompt",
-                options.max_new_tokens, capacity + 1, gpt.seq_length,
-                options.max_new_tokens - (capacity - gpt.seq_length));
+                options.max_new_tokens, capacity, gpt.seq_length, options.max_new_tokens - (capacity - gpt.seq_length));
   std::size_t longest = 0;
   for (const auto& prompt : prompts) longest = std::max(longest, prompt.size());
 
