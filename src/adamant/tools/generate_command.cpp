@@ -143,7 +143,7 @@ void run_generate(const GenerateArgs& args) {
 void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Sample text from a checkpoint (GPU when present, key/value cache)");
   auto args = std::make_shared<GenerateArgs>();
-  cmd->add_option("checkpoint", args->checkpoint, "checkpoint folder, e.g. runs/gpt3-tiny/checkpoints/step_00000150")
+  cmd->add_option("checkpoint", args->checkpoint, "checkpoint folder, e.g. runs/gpt3-tiny/checkpoints/step_00000200")
       ->required();
   cmd->add_option("--prompt", args->prompt, "text to continue");
   cmd->add_option("--prompts-file", args->prompts_file, "file with one prompt per line, sampled together as a batch");
