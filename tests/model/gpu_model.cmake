@@ -7,3 +7,7 @@ adamant_gpu_test(NAME gpu_tensor_parallel_tests
                  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/gpu_tensor_parallel_test.cpp
                  NP 2
                  LIBS adamant_model)
+# The key/value-cache decoder and the decoding kernels on a GPU against the CPU.
+adamant_gpu_test(NAME gpu_decoder_tests
+                 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/gpu_decoder_test.cpp
+                 LIBS adamant_model)

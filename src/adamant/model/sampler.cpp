@@ -24,10 +24,11 @@ std::int32_t argmax(std::span<const float> logits, int vocab_size) {
 }  // namespace
 
 std::int32_t sample_token(std::span<const float> logits, int vocab_size, float temperature, int top_k, double uniform,
-                          std::vector<std::int32_t>& scratch) {
+                          std::vector<std::int32_t>& scratch, float top_p) {
   ADAMANT_CHECK(vocab_size >= 1 && static_cast<std::size_t>(vocab_size) <= logits.size(),
                 "sample_token: vocab_size {} for {} logits", vocab_size, logits.size());
   ADAMANT_CHECK(top_k >= 0, "sampling: top_k is {}; use 0 (off) or a positive count", top_k);
+  ADAMANT_CHECK(top_p > 0.0f && top_p <= 1.0f, "sampling: top_p is {}; use a probability in (0, 1]", top_p);
   if (temperature <= 0.0f || top_k == 1) return argmax(logits, vocab_size);
 
   // Candidates: every id, or the top_k largest (ties broken towards the lower id).
@@ -47,6 +48,16 @@ std::int32_t sample_token(std::span<const float> logits, int vocab_size, float t
   const double max_logit = logits[scratch[0]];
   double total = 0.0;
   for (std::size_t i = 0; i < candidates; ++i) total += std::exp((logits[scratch[i]] - max_logit) / temperature);
+  if (top_p < 1.0f) {  // keep the shortest prefix of the sorted candidates that holds top_p of the mass
+    double kept = 0.0;
+    std::size_t count = 0;
+    while (count < candidates && kept < top_p * total) {
+      kept += std::exp((logits[scratch[count]] - max_logit) / temperature);
+      ++count;
+    }
+    candidates = std::max<std::size_t>(count, 1);
+    total = kept > 0.0 ? kept : total;
+  }
   const double target = uniform * total;
   double cumulative = 0.0;
   for (std::size_t i = 0; i < candidates; ++i) {
@@ -54,6 +65,12 @@ std::int32_t sample_token(std::span<const float> logits, int vocab_size, float t
     if (cumulative >= target) return scratch[i];
   }
   return scratch[0];  // only when rounding left target a hair above the total; never a zero-probability id
+}
+
+double sampling_uniform(std::uint64_t seed, int row, int step) {
+  const PhiloxCounter bits =
+      philox_draw(seed, static_cast<std::uint64_t>(step), kSamplingStream + static_cast<std::uint64_t>(row));
+  return uniform_double_open(bits[0], bits[1]);
 }
 
 std::vector<std::int32_t> generate(GptModel& model, std::span<const std::int32_t> prompt, int max_new_tokens,
@@ -72,9 +89,8 @@ std::vector<std::int32_t> generate(GptModel& model, std::span<const std::int32_t
   for (int step = 0; step < max_new_tokens; ++step) {
     const std::size_t window = std::min(context.size(), static_cast<std::size_t>(config.seq_length));
     model.next_token_logits(std::span<const std::int32_t>(context).last(window), logits);
-    const PhiloxCounter bits = philox_draw(seed, static_cast<std::uint64_t>(step), kSamplingStream);
     const std::int32_t token =
-        sample_token(logits, vocab_size, temperature, top_k, uniform_double_open(bits[0], bits[1]), scratch);
+        sample_token(logits, vocab_size, temperature, top_k, sampling_uniform(seed, 0, step), scratch);
     context.push_back(token);
     generated.push_back(token);
   }

@@ -16,9 +16,14 @@ namespace adamant::model {
 std::vector<std::int32_t> generate(GptModel& model, std::span<const std::int32_t> prompt, int max_new_tokens,
                                    float temperature, int top_k, std::uint64_t seed, int vocab_size);
 
-// One draw from softmax(logits[0..vocab_size) / temperature) restricted to the top_k largest;
-// `uniform` in (0, 1] picks the token by inverse CDF. `scratch` is reused between calls.
+// One draw from softmax(logits[0..vocab_size) / temperature) restricted to the top_k largest and
+// then to the smallest set of most likely tokens whose probability reaches top_p (nucleus
+// sampling; 1 keeps them all); `uniform` in (0, 1] picks the token by inverse CDF. `scratch` is
+// reused between calls.
 std::int32_t sample_token(std::span<const float> logits, int vocab_size, float temperature, int top_k, double uniform,
-                          std::vector<std::int32_t>& scratch);
+                          std::vector<std::int32_t>& scratch, float top_p = 1.0f);
+
+// The Philox uniform of sequence `row`'s draw at `step` (row 0 is generate()'s).
+double sampling_uniform(std::uint64_t seed, int row, int step);
 
 }  // namespace adamant::model

@@ -10,5 +10,6 @@ void add_generate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_import_command(CLI::App& app);
+void add_plot_command(CLI::App& app);
 
 }  // namespace adamant::tools

@@ -23,10 +23,12 @@
 #include "adamant/optim/optimizer.h"
 #include "adamant/train/checkpoint.h"
 #include "adamant/train/checkpoint_roles.h"
+#include "adamant/train/loss_plot.h"
 #include "adamant/train/memory_report.h"
 #include "adamant/train/metrics.h"
 #include "adamant/train/run_checkpoints.h"
 #include "adamant/train/run_setup.h"
+#include "adamant/train/tensorboard_writer.h"
 
 namespace adamant::train {
 
@@ -140,12 +142,14 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     }
   }
   std::unique_ptr<MetricsLog> metrics;
+  std::unique_ptr<TensorBoardWriter> tensorboard;
   if (leader) {
     create_folder(config.run_dir(), "run (exp_manager.exp_dir/exp_manager.name)");
     write_file_atomically(config.run_dir() / "config.yaml", to_yaml(config));
     metrics =
         std::make_unique<MetricsLog>(config.run_dir() / "metrics.jsonl",
                                      start.checkpoint ? std::optional<std::int64_t>(position.step) : std::nullopt);
+    tensorboard = std::make_unique<TensorBoardWriter>(config.run_dir(), position.step);
   }
   MemoryWatch memory(model.device());
   const MemoryReport setup_memory = memory.report(world);
@@ -179,7 +183,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     if (setup.valid_loader() == nullptr) return;
     const double val = validation_loss(model, *setup.valid_loader(), dp_host, vocab_size, setup.data_files());
     summary.val_losses.emplace_back(step, val);
-    if (leader) metrics->validation(step, val);
+    if (leader) {
+      metrics->validation(step, val);
+      tensorboard->scalar("val_loss", step, val);
+    }
     if (verbose) {
       std::printf("%svalidation | step %lld | val loss %.4f\n", live_display ? "\r\033[K" : "",
                   static_cast<long long>(step), val);
@@ -230,7 +237,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     m.consumed_samples = position.consumed_samples;
     m.exposed_comm_ms = optimizer.take_exposed_comm_ms();  // the loss read-back synchronised the stream
     summary.exposed_comm_ms.push_back(m.exposed_comm_ms);
-    if (leader) metrics->step(m);
+    if (leader) {
+      metrics->step(m);
+      write_step_scalars(*tensorboard, m);
+    }
     if (verbose) {
       const double eta =
           step_seconds_total / static_cast<double>(steps_this_run) * static_cast<double>(max_steps - position.step);
@@ -274,7 +284,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     run.tensor_parallel_size = grid.tp_size();
     run.memory = summary.memory;
     metrics->run_summary(run);
+    write_memory_scalars(*tensorboard, position.step, summary.memory);
   }
+  if (leader) draw_run_loss_curves(config.run_dir(), verbose);
   if (verbose) {
     std::printf("done: %lld steps in %s, %.0f tokens/s, exposed comm %.1f ms/step (mean after the first step)\n",
                 static_cast<long long>(steps_this_run), format_duration(elapsed).c_str(), summary.tokens_per_second,

@@ -65,6 +65,19 @@ extern "C" void openblas_set_num_threads(int threads) __attribute__((weak));
 
 namespace {
 
+// y = alpha * b x + beta * y for b [n, k] (row-major), one output row of a GEMM against transposed
+// weights: a matrix-vector product, which BLAS streams through memory without the packing that
+// its GEMM does (a token-by-token decoding step is all such products).
+template <typename T>
+void blas_gemv(std::int64_t n, std::int64_t k, T alpha, const T* b, const T* x, T beta, T* y) {
+  const auto ni = static_cast<int>(n), ki = static_cast<int>(k);
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, ni, ki, alpha, b, ki, x, 1, beta, y, 1);
+  } else {
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, ni, ki, alpha, b, ki, x, 1, beta, y, 1);
+  }
+}
+
 template <typename T>
 void blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a, std::int64_t lda,
                const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
@@ -82,6 +95,10 @@ void blas_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
 
 }  // namespace
 #endif
+
+// Up to this many rows of `a`, a GEMM against transposed `b` (a layer's weights) runs as matrix-vector
+// products.
+constexpr std::int64_t kGemvRows = 4;
 
 template <typename T>
 void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
@@ -112,6 +129,10 @@ void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int
       if (split_rows) {
         const T* a_slice = ta ? a + begin : a + begin * k;
         blas_gemm<T>(ta, tb, end - begin, n, k, alpha, a_slice, lda, b, ldb, beta, c + begin * n, n);
+      } else if (m <= kGemvRows && !ta && tb) {
+        for (std::int64_t row = 0; row < m; ++row) {
+          blas_gemv<T>(end - begin, k, alpha, b + begin * k, a + row * k, beta, c + row * n + begin);
+        }
       } else {
         const T* b_slice = tb ? b + begin * k : b + begin;
         blas_gemm<T>(ta, tb, m, end - begin, k, alpha, a, lda, b_slice, ldb, beta, c + begin, n);

@@ -1,0 +1,246 @@
+#include "adamant/model/gpt_decoder.h"
+
+#include <algorithm>
+
+#include "adamant/comm/comm_stream.h"
+#include "adamant/core/error.h"
+#include "adamant/kernels/decode.h"
+#include "adamant/kernels/embedding.h"
+#include "adamant/kernels/flash_attention.h"
+#include "adamant/kernels/gelu.h"
+#include "adamant/kernels/gemm.h"
+#include "adamant/kernels/layernorm.h"
+#include "adamant/kernels/linear.h"
+#include "adamant/kernels/residual.h"
+
+namespace adamant::model {
+
+namespace {
+
+constexpr std::size_t kAlignment = 256;
+
+// Appends a region of `numel` elements of `dtype` to a layout of `total` bytes; returns its offset.
+std::size_t place(std::size_t& total, std::size_t numel, DType dtype) {
+  const std::size_t offset = total;
+  total += (numel * dtype_size(dtype) + kAlignment - 1) / kAlignment * kAlignment;
+  return offset;
+}
+
+}  // namespace
+
+GptDecoder::GptDecoder(GptModel& model, int batch, int max_prompt_tokens, int capacity)
+    : model_(model),
+      config_(model.config()),
+      index_(index_params(model.config(), model.params())),
+      device_(model.device()),
+      activation_dtype_(model.activation_dtype()),
+      batch_(batch),
+      max_prompt_(max_prompt_tokens),
+      capacity_(capacity),
+      vocab_(model.config().padded_vocab_size()),
+      rows_(static_cast<std::size_t>(std::max(batch, max_prompt_tokens))),
+      lengths_(static_cast<std::size_t>(std::max(batch, 0)), 0),
+      step_graph_(model.stream()) {
+  ADAMANT_CHECK(model.tp_size() == 1,
+                "decoding: the model is split over {} tensor-parallel ranks; build it with tensor_parallel_size 1",
+                model.tp_size());
+  const DType expected = device_.is_cpu() ? DType::f32 : DType::bf16;
+  ADAMANT_CHECK(model.weight_dtype() == expected, "decoding: {} weights on {}; the decoder takes {} weights there",
+                dtype_name(model.weight_dtype()), device_.str(), dtype_name(expected));
+  ADAMANT_CHECK(batch >= 1, "decoding: batch {}; give at least one sequence", batch);
+  ADAMANT_CHECK(capacity >= 1 && capacity <= config_.seq_length,
+                "decoding: a cache of {} positions; the model's context is 1..{} (model.encoder_seq_length)", capacity,
+                config_.seq_length);
+  ADAMANT_CHECK(max_prompt_tokens >= 1 && max_prompt_tokens <= capacity,
+                "decoding: prompts of up to {} tokens for a cache of {} positions", max_prompt_tokens, capacity);
+  ADAMANT_CHECK(config_.head_dim() <= kernels::kMaxDecodeHeadDim,
+                "decoding: heads of {} dimensions; the decoding kernels take at most {}", config_.head_dim(),
+                kernels::kMaxDecodeHeadDim);
+
+  const std::size_t C = static_cast<std::size_t>(config_.hidden_size),
+                    F = static_cast<std::size_t>(config_.ffn_hidden_size);
+  const std::size_t H = static_cast<std::size_t>(config_.num_attention_heads),
+                    P = static_cast<std::size_t>(max_prompt_);
+  const DType statistic = model.grad_dtype();  // fp32: layernorm statistics, logsumexp, logits
+  std::size_t total = 0;
+  x_ = place(total, rows_ * C, activation_dtype_);
+  ln_ = place(total, rows_ * C, activation_dtype_);
+  qkv_ = place(total, static_cast<std::size_t>(batch_) * 3 * C, activation_dtype_);
+  attention_ = place(total, rows_ * C, activation_dtype_);
+  branch_ = place(total, rows_ * C, activation_dtype_);
+  residual_ = place(total, rows_ * C, activation_dtype_);
+  fc_ = place(total, rows_ * F, activation_dtype_);
+  fc_gelu_ = place(total, rows_ * F, activation_dtype_);
+  mean_ = place(total, rows_, statistic);
+  rstd_ = place(total, rows_, statistic);
+  logsumexp_ = place(total, H * P, statistic);
+  // The CPU's flash attention goes through the probabilities; the GPU's keeps none.
+  probs_numel_ = device_.is_cpu() ? static_cast<std::size_t>(kernels::flash_forward_cpu_scratch_numel(
+                                        {1, max_prompt_, config_.num_attention_heads, config_.head_dim()}))
+                                  : 0;
+  probs_ = place(total, probs_numel_, activation_dtype_);
+  logits_ = place(total, static_cast<std::size_t>(batch_) * vocab_, statistic);
+  work_ = Buffer(total, device_);
+  cache_ =
+      Buffer(static_cast<std::size_t>(config_.num_layers) * batch_ * capacity_ * 3 * C * dtype_size(activation_dtype_),
+             device_);
+  ids_ = Buffer((2 * static_cast<std::size_t>(batch_) + P) * sizeof(std::int32_t), device_);
+  host_ids_.resize(2 * static_cast<std::size_t>(batch_));
+  host_logits_.resize(static_cast<std::size_t>(batch_) * vocab_);
+}
+
+Tensor GptDecoder::weight(std::size_t param) const {
+  const ParamSpec& spec = model_.params()[param];
+  return model_.weights().slice(spec.offset, spec.numel);
+}
+
+Tensor GptDecoder::activation(std::size_t offset, std::size_t numel) const {
+  // Regions are carved from work_ in the constructor; the view type has no const flavour.
+  return Tensor::flat(static_cast<char*>(const_cast<void*>(work_.data())) + offset, activation_dtype_, device_, numel);
+}
+
+Tensor GptDecoder::layer_cache(int layer) const {
+  const std::size_t numel = static_cast<std::size_t>(batch_) * capacity_ * 3 * config_.hidden_size;
+  // The cache is allocated in the constructor; the view type has no const flavour.
+  return Tensor::flat(static_cast<char*>(const_cast<void*>(cache_.data())) +
+                          static_cast<std::size_t>(layer) * numel * dtype_size(activation_dtype_),
+                      activation_dtype_, device_, numel);
+}
+
+Tensor GptDecoder::cache_of(int layer, int row, int tokens) const {
+  const std::size_t row_numel = static_cast<std::size_t>(capacity_) * 3 * config_.hidden_size;
+  return layer_cache(layer).slice(static_cast<std::size_t>(row) * row_numel,
+                                  static_cast<std::size_t>(tokens) * 3 * config_.hidden_size);
+}
+
+template <typename Attend>
+void GptDecoder::run_layers(std::size_t rows, Attend&& attend) {
+  const std::int64_t R = static_cast<std::int64_t>(rows), C = config_.hidden_size, F = config_.ffn_hidden_size;
+  const std::size_t RC = rows * C, RF = rows * F;
+  const Stream& stream = model_.stream();
+  const DType statistic = model_.grad_dtype();
+  const Tensor mean = Tensor::flat(static_cast<char*>(work_.data()) + mean_, statistic, device_, rows);
+  const Tensor rstd = Tensor::flat(static_cast<char*>(work_.data()) + rstd_, statistic, device_, rows);
+  const Tensor x = activation(x_, RC), ln = activation(ln_, RC), attention = activation(attention_, RC);
+  const Tensor branch = activation(branch_, RC), residual = activation(residual_, RC);
+  const Tensor fc = activation(fc_, RF), fc_gelu = activation(fc_gelu_, RF);
+  const double epsilon = config_.layernorm_epsilon;
+  for (int l = 0; l < config_.num_layers; ++l) {
+    const LayerParamIndex& w = index_.layers[static_cast<std::size_t>(l)];
+    kernels::layernorm_forward(x, weight(w.ln1_weight), weight(w.ln1_bias), epsilon, ln, mean, rstd, {R, C}, stream);
+    attend(l, ln, attention);
+    kernels::linear_forward(attention, weight(w.proj_weight), weight(w.proj_bias), branch, {R, C, C}, stream);
+    kernels::residual_add(x, branch, residual, R * C, stream);
+    kernels::layernorm_forward(residual, weight(w.ln2_weight), weight(w.ln2_bias), epsilon, ln, mean, rstd, {R, C},
+                               stream);
+    kernels::linear_forward(ln, weight(w.fc_weight), weight(w.fc_bias), fc, {R, C, F}, stream);
+    kernels::gelu_forward(fc, fc_gelu, R * F, stream);
+    kernels::linear_forward(fc_gelu, weight(w.fc_proj_weight), weight(w.fc_proj_bias), branch, {R, F, C}, stream);
+    kernels::residual_add(residual, branch, x, R * C, stream);
+  }
+}
+
+void GptDecoder::final_logits(const Tensor& x_rows, std::size_t logit_rows) {
+  const std::int64_t R = static_cast<std::int64_t>(logit_rows), C = config_.hidden_size;
+  const Stream& stream = model_.stream();
+  const DType statistic = model_.grad_dtype();
+  const Tensor ln = activation(ln_, logit_rows * C);
+  kernels::layernorm_forward(
+      x_rows, weight(index_.final_ln_weight), weight(index_.final_ln_bias), config_.layernorm_epsilon, ln,
+      Tensor::flat(static_cast<char*>(work_.data()) + mean_, statistic, device_, logit_rows),
+      Tensor::flat(static_cast<char*>(work_.data()) + rstd_, statistic, device_, logit_rows), {R, C}, stream);
+  const Tensor logits =
+      Tensor::flat(static_cast<char*>(work_.data()) + logits_, statistic, device_, logit_rows * vocab_);
+  kernels::gemm(kernels::Transpose::no, kernels::Transpose::yes, R, vocab_, C, 1.0, ln, weight(index_.word_embedding),
+                0.0, logits, stream);
+}
+
+void GptDecoder::copy_logits_to_host(int first_row, int rows) {
+  model_.stream().synchronize();
+  copy_bytes(host_logits_.data() + static_cast<std::size_t>(first_row) * vocab_, Device::cpu(),
+             static_cast<const char*>(work_.data()) + logits_, device_,
+             static_cast<std::size_t>(rows) * vocab_ * sizeof(float));
+}
+
+void GptDecoder::prefill(int row, std::span<const std::int32_t> prompt) {
+  const int n = static_cast<int>(prompt.size());
+  ADAMANT_CHECK(row >= 0 && row < batch_, "decoding: sequence {} of a batch of {}", row, batch_);
+  ADAMANT_CHECK(n >= 1 && n <= max_prompt_, "decoding: a prompt of {} tokens; the decoder takes 1..{}", n, max_prompt_);
+  for (const std::int32_t id : prompt) {
+    ADAMANT_CHECK(id >= 0 && id < config_.vocab_size, "decoding: token {} outside the vocabulary [0, {})", id,
+                  config_.vocab_size);
+  }
+  const std::int64_t C = config_.hidden_size, H = config_.num_attention_heads, D = config_.head_dim();
+  const Stream& stream = model_.stream();
+  // The prompt ids sit after the step's tokens and positions, which a recorded step graph reads.
+  auto* prompt_ids = static_cast<std::int32_t*>(ids_.data()) + 2 * batch_;
+  // On the model's stream, so that the kernels below see the ids (a plain copy from pageable memory
+  // may still be in flight when it returns, and the stream does not wait for it).
+  comm::copy_bytes_on_stream(prompt_ids, prompt.data(), prompt.size_bytes(), stream);
+  const Tensor ids = Tensor::flat(prompt_ids, DType::i32, device_, prompt.size());
+  const Tensor x = activation(x_, static_cast<std::size_t>(n) * C);
+  kernels::embedding_forward(ids, weight(index_.word_embedding), weight(index_.position_embedding), x,
+                             {1, n, C, vocab_, 0}, stream);
+  const Tensor logsumexp =
+      Tensor::flat(static_cast<char*>(work_.data()) + logsumexp_, model_.grad_dtype(), device_, H * n);
+  const Tensor probs =
+      probs_numel_ == 0
+          ? Tensor{}
+          : activation(probs_, static_cast<std::size_t>(kernels::flash_forward_cpu_scratch_numel({1, n, H, D})));
+  run_layers(static_cast<std::size_t>(n), [&](int layer, const Tensor& ln, const Tensor& attention) {
+    const LayerParamIndex& w = index_.layers[static_cast<std::size_t>(layer)];
+    const Tensor qkv = cache_of(layer, row, n);  // the projection lands in the cache itself
+    kernels::linear_forward(ln, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {n, C, 3 * C}, stream);
+    kernels::flash_attention_forward(qkv, attention, logsumexp, probs, {1, n, H, D}, kernels::DropoutArgs{}, stream);
+  });
+  final_logits(x.slice(static_cast<std::size_t>(n - 1) * C, static_cast<std::size_t>(C)), 1);
+  copy_logits_to_host(row, 1);
+  lengths_[static_cast<std::size_t>(row)] = n;
+}
+
+void GptDecoder::step_kernels() {
+  const std::int64_t B = batch_, C = config_.hidden_size;
+  const Stream& stream = model_.stream();
+  auto* id_data = static_cast<std::int32_t*>(ids_.data());
+  const Tensor tokens = Tensor::flat(id_data, DType::i32, device_, static_cast<std::size_t>(B));
+  const Tensor positions = Tensor::flat(id_data + B, DType::i32, device_, static_cast<std::size_t>(B));
+  const Tensor x = activation(x_, static_cast<std::size_t>(B * C));
+  kernels::decode_embedding(tokens, positions, weight(index_.word_embedding), weight(index_.position_embedding), x, B,
+                            C, stream);
+  const Tensor qkv = activation(qkv_, static_cast<std::size_t>(B * 3 * C));
+  const kernels::DecodeShape shape{B, capacity_, config_.num_attention_heads, config_.head_dim()};
+  run_layers(static_cast<std::size_t>(B), [&](int layer, const Tensor& ln, const Tensor& attention) {
+    const LayerParamIndex& w = index_.layers[static_cast<std::size_t>(layer)];
+    kernels::linear_forward(ln, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {B, C, 3 * C}, stream);
+    kernels::decode_attention(qkv, layer_cache(layer), positions, attention, shape, stream);
+  });
+  final_logits(x, static_cast<std::size_t>(B));
+}
+
+void GptDecoder::step(std::span<const std::int32_t> tokens) {
+  ADAMANT_CHECK(static_cast<int>(tokens.size()) == batch_, "decoding: {} tokens for a batch of {}", tokens.size(),
+                batch_);
+  for (int b = 0; b < batch_; ++b) {
+    const std::int32_t id = tokens[static_cast<std::size_t>(b)];
+    const int at = lengths_[static_cast<std::size_t>(b)];
+    ADAMANT_CHECK(id >= 0 && id < config_.vocab_size, "decoding: token {} outside the vocabulary [0, {})", id,
+                  config_.vocab_size);
+    ADAMANT_CHECK(at >= 1 && at < capacity_,
+                  "decoding: sequence {} holds {} tokens in a cache of {}; prefill it, or make the cache larger", b, at,
+                  capacity_);
+    host_ids_[static_cast<std::size_t>(b)] = id;
+    host_ids_[static_cast<std::size_t>(batch_ + b)] = at;
+  }
+  comm::copy_bytes_on_stream(ids_.data(), host_ids_.data(), host_ids_.size() * sizeof(std::int32_t), model_.stream());
+  step_graph_.run([this] { step_kernels(); });
+  copy_logits_to_host(0, batch_);
+  for (int& length : lengths_) ++length;
+}
+
+std::span<const float> GptDecoder::logits(int row) const {
+  ADAMANT_CHECK(row >= 0 && row < batch_, "decoding: sequence {} of a batch of {}", row, batch_);
+  return std::span<const float>(host_logits_)
+      .subspan(static_cast<std::size_t>(row) * vocab_, static_cast<std::size_t>(vocab_));
+}
+
+}  // namespace adamant::model

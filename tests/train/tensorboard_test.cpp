@@ -1,0 +1,78 @@
+// The TensorBoard event files of a run, read back by an independent Python reader
+// (tensorboard_events.py: its own CRC32C and protocol-buffer decoding) and checked
+// scalar by scalar against metrics.jsonl, across a resumed run; and the record framing
+// against a known CRC32C vector.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "adamant/train/tensorboard_writer.h"
+#include "trainer_test_util.h"
+
+namespace adamant::testing {
+namespace {
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int run_reader(const std::filesystem::path& run_dir, int files, int resumed_step) {
+  const std::string command = std::string("python3 ") + ADAMANT_TENSORBOARD_READER + " '" + run_dir.string() + "' " +
+                              std::to_string(files) + " " + std::to_string(resumed_step);
+  return std::system(command.c_str());
+}
+
+TEST(TensorBoard, MaskedCrcOfAKnownVector) {
+  // CRC32C("123456789") = 0xE3069283; masked: rotate right by 15, add 0xA282EAD8.
+  const std::uint32_t crc = 0xE3069283u;
+  EXPECT_EQ(train::tfrecord_masked_crc("123456789", 9), ((crc >> 15) | (crc << 17)) + 0xA282EAD8u);
+}
+
+TEST(TensorBoard, EventFilesHoldEveryScalarOfMetricsAcrossAResume) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int ranks = std::min(world, 2);
+  const auto dir = shared_temp_dir("tensorboard");
+  const auto prefix = write_random_dataset(dir, 400, 50257);
+  train::TrainConfig config = tiny_config(prefix, dir / "run");
+  config.trainer.max_steps = 4;
+  config.exp_manager.checkpoint_callback_params.every_n_train_steps = 4;
+  train_on_ranks(config, ranks);
+  if (world_rank() == 0) {
+    EXPECT_EQ(run_reader(config.run_dir(), 1, 0), 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  config.trainer.max_steps = 6;
+  config.exp_manager.resume_if_exists = true;
+  train_on_ranks(config, ranks);
+  if (world_rank() == 0) {
+    EXPECT_EQ(run_reader(config.run_dir(), 2, 4), 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  // A fresh run in the same folder starts the curves over.
+  config.exp_manager.resume_if_exists = false;
+  config.trainer.max_steps = 2;
+  train_on_ranks(config, ranks);
+  if (world_rank() == 0) {
+    EXPECT_EQ(run_reader(config.run_dir(), 1, 0), 0);
+  }
+}
+
+TEST(TensorBoard, UnwritableFolderIsAnError) {
+  if (world_rank() != 0) return;
+  const auto dir = std::filesystem::temp_directory_path() / "adamant_tensorboard_blocked";
+  std::filesystem::remove_all(dir);
+  std::ofstream(dir.string()) << "a file where the folder should be";
+  EXPECT_THROW(train::TensorBoardWriter(dir / "run", 0), std::exception);
+  std::filesystem::remove(dir);
+}
+
+}  // namespace
+}  // namespace adamant::testing
