@@ -1,7 +1,5 @@
 #include "adamant/train/loss_plot.h"
 
-#include <cairo.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,8 +9,13 @@
 
 #include "adamant/core/error.h"
 
+#if ADAMANT_HAVE_CAIRO
+#include <cairo.h>
+#endif
+
 namespace adamant::train {
 
+#if ADAMANT_HAVE_CAIRO
 namespace {
 
 struct Color {
@@ -86,6 +89,7 @@ class Canvas {
 };
 
 }  // namespace
+#endif  // ADAMANT_HAVE_CAIRO
 
 LossCurves read_loss_curves(const std::filesystem::path& metrics_file) {
   std::ifstream in(metrics_file);
@@ -109,6 +113,7 @@ LossCurves read_loss_curves(const std::filesystem::path& metrics_file) {
   return {{train.begin(), train.end()}, {validation.begin(), validation.end()}};
 }
 
+#if ADAMANT_HAVE_CAIRO
 void plot_loss_curves(const LossCurves& curves, const std::filesystem::path& png, const PlotOptions& options) {
   ADAMANT_CHECK(!curves.train.empty() || !curves.validation.empty(), "loss plot: no losses to draw for {}",
                 png.string());
@@ -242,6 +247,14 @@ void plot_loss_curves(const LossCurves& curves, const std::filesystem::path& png
   }
   canvas.save(png);
 }
+#else
+void plot_loss_curves(const LossCurves&, const std::filesystem::path& png, const PlotOptions&) {
+  fail(
+      "loss plot: this adamant was built without cairo, so {} cannot be drawn; install cairo's development "
+      "files (Debian: libcairo2-dev) and build again",
+      png.string());
+}
+#endif  // ADAMANT_HAVE_CAIRO
 
 void draw_run_loss_curves(const std::filesystem::path& run_dir, bool report) {
   const std::filesystem::path png = run_dir / "loss.png";
