@@ -134,7 +134,7 @@ void GptDecoder::run_layers(std::size_t rows, Attend&& attend) {
     kernels::layernorm_forward(residual, weight(w.ln2_weight), weight(w.ln2_bias), epsilon, ln, mean, rstd, {R, C},
                                stream);
     kernels::linear_forward(ln, weight(w.fc_weight), weight(w.fc_bias), fc, {R, C, F}, stream);
-    kernels::gelu_forward(fc, fc_gelu, R * F, stream);
+    kernels::gelu_forward(fc, fc_gelu, R * F, config_.gelu, stream);
     kernels::linear_forward(fc_gelu, weight(w.fc_proj_weight), weight(w.fc_proj_bias), branch, {R, F, C}, stream);
     kernels::residual_add(residual, branch, x, R * C, stream);
   }
