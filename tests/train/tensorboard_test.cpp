@@ -56,8 +56,10 @@ TEST(TensorBoard, EventFilesHoldEveryScalarOfMetricsAcrossAResume) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
 
-  // A fresh run in the same folder starts the curves over.
+  // A fresh run in the same folder (told to replace the earlier run, whose checkpoints are
+  // there) starts the curves over.
   config.exp_manager.resume_if_exists = false;
+  config.exp_manager.overwrite_existing_run = true;
   config.trainer.max_steps = 2;
   train_on_ranks(config, ranks);
   if (world_rank() == 0) {
