@@ -63,8 +63,14 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& folder, std::i
   }
   const auto seconds =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  file_ = folder / (std::string(kFilePrefix) + std::to_string(seconds) + "." + host_name() + "." +
-                    std::to_string(getpid()) + ".adamant");
+  // Two sessions of one process can start within a second (a test, or a resume right after a
+  // run): a counter keeps the earlier file from being overwritten.
+  const std::string stem =
+      std::string(kFilePrefix) + std::to_string(seconds) + "." + host_name() + "." + std::to_string(getpid());
+  file_ = folder / (stem + ".adamant");
+  for (int counter = 1; std::filesystem::exists(file_); ++counter) {
+    file_ = folder / (stem + "." + std::to_string(counter) + ".adamant");
+  }
   out_ = std::fopen(file_.c_str(), "wb");
   ADAMANT_CHECK(out_ != nullptr, "cannot create the TensorBoard event file {}: {}", file_.string(),
                 std::strerror(errno));
