@@ -121,7 +121,10 @@ SafetensorsReader::SafetensorsReader(std::filesystem::path path) : path_(std::mo
   }
   data_start_ = 8 + header_bytes;
   const std::uint64_t data_bytes = size - data_start_;
-  for (const auto& [name, value] : header.items()) {
+  for (const auto& item : header.items()) {
+    // Named references rather than a structured binding: lambdas below capture them.
+    const std::string& name = item.key();
+    const nlohmann::json& value = item.value();
     if (name == kMetadataKey) {
       ADAMANT_CHECK(value.is_object(), "safetensors file {}: __metadata__ is not an object", file);
       for (const auto& [key, text_value] : value.items()) {
