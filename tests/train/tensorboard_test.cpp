@@ -15,12 +15,6 @@
 namespace adamant::testing {
 namespace {
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
 int run_reader(const std::filesystem::path& run_dir, int files, int resumed_step) {
   const std::string command = std::string("python3 ") + ADAMANT_TENSORBOARD_READER + " '" + run_dir.string() + "' " +
                               std::to_string(files) + " " + std::to_string(resumed_step);
