@@ -1,11 +1,14 @@
 // The key/value-cache decoder on the CPU against the model recomputing the whole prefix
-// (GptModel::next_token_logits), and the decoding kernels against plain attention.
+// (GptModel::next_token_logits), with fp32 matrices and with bf16 ones (the default: the
+// model's weights are then rounded to bf16 first, so that both paths multiply the same
+// values), and the decoding kernels against plain attention.
 #include "adamant/model/gpt_decoder.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "adamant/core/half.h"
 #include "adamant/kernels/attention.h"
 #include "adamant/kernels/decode.h"
 #include "adamant/model/generation.h"
@@ -22,6 +25,12 @@ GptConfig decoder_config() {
   return config;
 }
 
+// Rounds every weight of an fp32 model to bf16: what the decoder's bf16 matrices hold.
+void round_weights_to_bf16(GptModel& model) {
+  float* w = model.weights().ptr<float>();
+  for (std::size_t i = 0; i < model.buffer_numel(); ++i) w[i] = bf16_to_f32(f32_to_bf16(w[i]));
+}
+
 void expect_logits_near(std::span<const float> got, std::span<const float> expected, const char* what) {
   ASSERT_EQ(got.size(), expected.size());
   for (std::size_t v = 0; v < got.size(); ++v) {
@@ -29,10 +38,9 @@ void expect_logits_near(std::span<const float> got, std::span<const float> expec
   }
 }
 
-TEST(GptDecoder, CachedLogitsEqualRecomputedPrefix) {
-  GptModel model(decoder_config(), DType::f32, 1, Device::cpu(), 5);
+void expect_cached_logits_equal_recomputed(GptModel& model, DType matrix_dtype) {
   const std::vector<std::vector<std::int32_t>> prompts{{3, 14, 15, 9}, {26}, {5, 35, 8}};
-  GptDecoder decoder(model, 3, 4, 20);
+  GptDecoder decoder(model, 3, 4, 20, matrix_dtype);
   std::vector<std::vector<std::int32_t>> contexts = prompts;
   std::vector<float> expected(static_cast<std::size_t>(decoder.padded_vocab()));
   for (int b = 0; b < 3; ++b) {
@@ -54,8 +62,61 @@ TEST(GptDecoder, CachedLogitsEqualRecomputedPrefix) {
   }
 }
 
+TEST(GptDecoder, CachedLogitsEqualRecomputedPrefixWithFp32Matrices) {
+  GptModel model(decoder_config(), DType::f32, 1, Device::cpu(), 5);
+  expect_cached_logits_equal_recomputed(model, DType::f32);
+}
+
+TEST(GptDecoder, CachedLogitsEqualRecomputedPrefixWithBf16Matrices) {
+  GptModel model(decoder_config(), DType::f32, 1, Device::cpu(), 5);
+  round_weights_to_bf16(model);
+  expect_cached_logits_equal_recomputed(model, DType::bf16);
+}
+
+// The bf16 matrices are the model's weights rounded: a model that is not bf16-valued gives
+// logits within bf16's rounding of the fp32 ones, and not equal to them.
+TEST(GptDecoder, Bf16MatricesRoundTheModelsWeights) {
+  GptModel model(decoder_config(), DType::f32, 1, Device::cpu(), 5);
+  const std::vector<std::int32_t> prompt{3, 14, 15, 9};
+  GptDecoder decoder(model, 1, 4, 8);
+  decoder.prefill(0, prompt);
+  std::vector<float> expected(static_cast<std::size_t>(decoder.padded_vocab()));
+  model.next_token_logits(prompt, expected);
+  double worst = 0.0;
+  for (std::size_t v = 0; v < expected.size(); ++v) {
+    const double error = std::fabs(decoder.logits(0)[v] - expected[v]);
+    EXPECT_LE(error, 0.05 * (1.0 + std::fabs(expected[v]))) << "logit " << v;
+    worst = std::max(worst, error);
+  }
+  EXPECT_GT(worst, 1e-6);
+}
+
+// Top-k candidates picked by the decoder are the k largest logits, in sample_token's order.
+TEST(GptDecoder, SelectTopGivesTheLargestLogitsInOrder) {
+  GptModel model(decoder_config(), DType::f32, 1, Device::cpu(), 6);
+  round_weights_to_bf16(model);
+  GptDecoder decoder(model, 2, 3, 8);
+  decoder.prefill(0, std::vector<std::int32_t>{1, 2, 3});
+  decoder.prefill(1, std::vector<std::int32_t>{9});
+  decoder.select_top(7, 60, 4);
+  for (int b = 0; b < 2; ++b) {
+    const auto logits = decoder.logits(b);
+    std::vector<std::int32_t> order;
+    for (std::int32_t v = 0; v < 60; ++v)
+      if (v != 4) order.push_back(v);
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t c) { return logits[a] > logits[c]; });
+    const GptDecoder::Candidates top = decoder.candidates(b);
+    ASSERT_EQ(top.ids.size(), 7u);
+    for (std::size_t i = 0; i < 7; ++i) {
+      EXPECT_EQ(top.ids[i], order[i]) << "sequence " << b << " place " << i;
+      EXPECT_EQ(top.logits[i], logits[order[i]]);
+    }
+  }
+}
+
 TEST(GptDecoder, GreedyWithCacheEqualsGreedyWithout) {
   GptModel model(decoder_config(), DType::f32, 1, Device::cpu(), 8);
+  round_weights_to_bf16(model);
   const std::vector<std::vector<std::int32_t>> prompts{{1, 2, 3}, {40, 41}};
   GenerationOptions options;
   options.max_new_tokens = 18;
@@ -75,6 +136,7 @@ TEST(GptDecoder, GreedyWithCacheEqualsGreedyWithout) {
 
 TEST(GptDecoder, SampledTokensFollowTheSeedPerSequence) {
   GptModel model(decoder_config(), DType::f32, 1, Device::cpu(), 8);
+  round_weights_to_bf16(model);
   GenerationOptions options;
   options.max_new_tokens = 10;
   options.temperature = 1.0f;
@@ -89,10 +151,25 @@ TEST(GptDecoder, SampledTokensFollowTheSeedPerSequence) {
   GptDecoder pair(model, 2, 2, 11);
   EXPECT_EQ(generate_cached(pair, two, options)[0], alone[0]);
   EXPECT_EQ(alone[0], generate(model, one[0], options.max_new_tokens, 1.0f, 0, 99, 60));
+  // Top-k draws take the decoder's candidates instead of the whole row: the same tokens.
+  options.top_k = 5;
+  options.top_p = 0.9f;
+  EXPECT_EQ(generate_cached(pair, two, options)[0], generate_cached(single, one, options)[0]);
+  std::vector<std::int32_t> context = one[0], expected;
+  std::vector<float> logits(static_cast<std::size_t>(single.padded_vocab()));
+  std::vector<std::int32_t> scratch;
+  for (int step = 0; step < options.max_new_tokens; ++step) {
+    model.next_token_logits(context, logits);
+    expected.push_back(
+        sample_token(logits, 60, 1.0f, 5, sampling_uniform(options.seed, 0, step), scratch, options.top_p));
+    context.push_back(expected.back());
+  }
+  EXPECT_EQ(generate_cached(single, one, options)[0], expected);
 }
 
 TEST(GptDecoder, EndOfDocumentStopsOnlyAfterMinTokens) {
   GptModel model(decoder_config(), DType::f32, 1, Device::cpu(), 8);
+  round_weights_to_bf16(model);
   GenerationOptions options;
   options.max_new_tokens = 12;
   options.temperature = 0.0f;
@@ -124,6 +201,9 @@ TEST(GptDecoder, RefusesWhatItCannotHold) {
   EXPECT_THROW(decoder.step(std::vector<std::int32_t>{6}), Error);  // the cache of 5 is full
   GptModel bf16_model(decoder_config(), DType::bf16, 1, Device::cpu(), 8);
   EXPECT_THROW(GptDecoder(bf16_model, 1, 4, 8), Error);
+  EXPECT_THROW(GptDecoder(model, 1, 4, 8, DType::f16), Error);
+  EXPECT_THROW(decoder.select_top(0, 60, -1), Error);
+  EXPECT_THROW(decoder.select_top(3, 65, -1), Error);  // beyond the padded vocabulary of 64
 }
 
 // decode_attention for one new row equals the last row of full causal attention over the sequence.

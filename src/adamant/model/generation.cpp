@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "adamant/core/error.h"
+#include "adamant/kernels/decode.h"
 #include "adamant/model/sampler.h"
 
 namespace adamant::model {
@@ -36,17 +37,31 @@ std::vector<std::vector<std::int32_t>> generate_cached(GptDecoder& decoder,
   std::vector<float> masked;
   std::vector<std::int32_t> scratch;
   const bool has_end = options.end_of_document >= 0 && options.end_of_document < options.vocab_size;
+  // Greedy and top-k draws need only the k largest logits, which the decoder picks on its device;
+  // every-token (top_k 0) draws read the whole row.
+  const bool greedy = options.temperature <= 0.0f || options.top_k == 1;
+  const int device_k = greedy ? 1 : options.top_k;
+  const bool select_on_device = device_k >= 1 && device_k <= kernels::kMaxDecodeTopK && device_k < options.vocab_size;
   for (int step = 0; step < options.max_new_tokens; ++step) {
+    const bool hide_end = has_end && step < options.min_new_tokens;
+    if (select_on_device) decoder.select_top(device_k, options.vocab_size, hide_end ? options.end_of_document : -1);
     for (int b = 0; b < batch; ++b) {
       if (done[static_cast<std::size_t>(b)]) continue;
-      std::span<const float> logits = decoder.logits(b);
-      if (has_end && step < options.min_new_tokens) {
-        masked.assign(logits.begin(), logits.end());
-        masked[static_cast<std::size_t>(options.end_of_document)] = -INFINITY;
-        logits = masked;
+      const double uniform = sampling_uniform(options.seed, b, step);
+      std::int32_t token = 0;
+      if (select_on_device) {
+        const GptDecoder::Candidates top = decoder.candidates(b);
+        token = sample_sorted(top.logits, top.ids, greedy ? 0.0f : options.temperature, uniform, options.top_p);
+      } else {
+        std::span<const float> logits = decoder.logits(b);
+        if (hide_end) {
+          masked.assign(logits.begin(), logits.end());
+          masked[static_cast<std::size_t>(options.end_of_document)] = -INFINITY;
+          logits = masked;
+        }
+        token = sample_token(logits, options.vocab_size, options.temperature, options.top_k, uniform, scratch,
+                             options.top_p);
       }
-      const std::int32_t token = sample_token(logits, options.vocab_size, options.temperature, options.top_k,
-                                              sampling_uniform(options.seed, b, step), scratch, options.top_p);
       next[static_cast<std::size_t>(b)] = token;
       if (has_end && token == options.end_of_document) {
         done[static_cast<std::size_t>(b)] = true;

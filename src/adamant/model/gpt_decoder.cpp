@@ -5,13 +5,10 @@
 #include "adamant/comm/comm_stream.h"
 #include "adamant/core/error.h"
 #include "adamant/kernels/decode.h"
+#include "adamant/kernels/elementwise.h"
 #include "adamant/kernels/embedding.h"
 #include "adamant/kernels/flash_attention.h"
-#include "adamant/kernels/gelu.h"
-#include "adamant/kernels/gemm.h"
 #include "adamant/kernels/layernorm.h"
-#include "adamant/kernels/linear.h"
-#include "adamant/kernels/residual.h"
 
 namespace adamant::model {
 
@@ -28,12 +25,13 @@ std::size_t place(std::size_t& total, std::size_t numel, DType dtype) {
 
 }  // namespace
 
-GptDecoder::GptDecoder(GptModel& model, int batch, int max_prompt_tokens, int capacity)
+GptDecoder::GptDecoder(GptModel& model, int batch, int max_prompt_tokens, int capacity, DType matrix_dtype)
     : model_(model),
       config_(model.config()),
       index_(index_params(model.config(), model.params())),
       device_(model.device()),
       activation_dtype_(model.activation_dtype()),
+      matrix_dtype_(matrix_dtype),
       batch_(batch),
       max_prompt_(max_prompt_tokens),
       capacity_(capacity),
@@ -47,6 +45,8 @@ GptDecoder::GptDecoder(GptModel& model, int batch, int max_prompt_tokens, int ca
   const DType expected = device_.is_cpu() ? DType::f32 : DType::bf16;
   ADAMANT_CHECK(model.weight_dtype() == expected, "decoding: {} weights on {}; the decoder takes {} weights there",
                 dtype_name(model.weight_dtype()), device_.str(), dtype_name(expected));
+  ADAMANT_CHECK(matrix_dtype == DType::bf16 || (matrix_dtype == DType::f32 && device_.is_cpu()),
+                "decoding: {} matrices on {}; use bf16 (or fp32 on the CPU)", dtype_name(matrix_dtype), device_.str());
   ADAMANT_CHECK(batch >= 1, "decoding: batch {}; give at least one sequence", batch);
   ADAMANT_CHECK(capacity >= 1 && capacity <= config_.seq_length,
                 "decoding: a cache of {} positions; the model's context is 1..{} (model.encoder_seq_length)", capacity,
@@ -67,9 +67,7 @@ GptDecoder::GptDecoder(GptModel& model, int batch, int max_prompt_tokens, int ca
   ln_ = place(total, rows_ * C, activation_dtype_);
   qkv_ = place(total, static_cast<std::size_t>(batch_) * 3 * C, activation_dtype_);
   attention_ = place(total, rows_ * C, activation_dtype_);
-  branch_ = place(total, rows_ * C, activation_dtype_);
   residual_ = place(total, rows_ * C, activation_dtype_);
-  fc_ = place(total, rows_ * F, activation_dtype_);
   fc_gelu_ = place(total, rows_ * F, activation_dtype_);
   mean_ = place(total, rows_, statistic);
   rstd_ = place(total, rows_, statistic);
@@ -80,18 +78,35 @@ GptDecoder::GptDecoder(GptModel& model, int batch, int max_prompt_tokens, int ca
                                   : 0;
   probs_ = place(total, probs_numel_, activation_dtype_);
   logits_ = place(total, static_cast<std::size_t>(batch_) * vocab_, statistic);
+  top_logits_ = place(total, static_cast<std::size_t>(batch_) * kernels::kMaxDecodeTopK, DType::f32);
+  top_ids_ = place(total, static_cast<std::size_t>(batch_) * kernels::kMaxDecodeTopK, DType::i32);
   work_ = Buffer(total, device_);
+  if (model.weight_dtype() != matrix_dtype_) {  // e.g. bf16 matrices of an fp32 model on the CPU
+    matrices_ = Buffer(model.buffer_numel() * dtype_size(matrix_dtype_), device_);
+    kernels::cast(model.weights(), Tensor::flat(matrices_.data(), matrix_dtype_, device_, model.buffer_numel()),
+                  model.stream());
+  }
   cache_ =
       Buffer(static_cast<std::size_t>(config_.num_layers) * batch_ * capacity_ * 3 * C * dtype_size(activation_dtype_),
              device_);
   ids_ = Buffer((2 * static_cast<std::size_t>(batch_) + P) * sizeof(std::int32_t), device_);
   host_ids_.resize(2 * static_cast<std::size_t>(batch_));
   host_logits_.resize(static_cast<std::size_t>(batch_) * vocab_);
+  host_top_logits_.resize(static_cast<std::size_t>(batch_) * kernels::kMaxDecodeTopK);
+  host_top_ids_.resize(static_cast<std::size_t>(batch_) * kernels::kMaxDecodeTopK);
 }
 
 Tensor GptDecoder::weight(std::size_t param) const {
   const ParamSpec& spec = model_.params()[param];
   return model_.weights().slice(spec.offset, spec.numel);
+}
+
+Tensor GptDecoder::matrix(std::size_t param) const {
+  if (matrices_.bytes() == 0) return weight(param);
+  const ParamSpec& spec = model_.params()[param];
+  // Filled in the constructor; the view type has no const flavour.
+  return Tensor::flat(static_cast<char*>(const_cast<void*>(matrices_.data())) + spec.offset * dtype_size(matrix_dtype_),
+                      matrix_dtype_, device_, spec.numel);
 }
 
 Tensor GptDecoder::activation(std::size_t offset, std::size_t numel) const {
@@ -122,44 +137,39 @@ void GptDecoder::run_layers(std::size_t rows, Attend&& attend) {
   const Tensor mean = Tensor::flat(static_cast<char*>(work_.data()) + mean_, statistic, device_, rows);
   const Tensor rstd = Tensor::flat(static_cast<char*>(work_.data()) + rstd_, statistic, device_, rows);
   const Tensor x = activation(x_, RC), ln = activation(ln_, RC), attention = activation(attention_, RC);
-  const Tensor branch = activation(branch_, RC), residual = activation(residual_, RC);
-  const Tensor fc = activation(fc_, RF), fc_gelu = activation(fc_gelu_, RF);
+  const Tensor residual = activation(residual_, RC), fc_gelu = activation(fc_gelu_, RF);
   const double epsilon = config_.layernorm_epsilon;
+  const kernels::DecodeLinearArgs add_residual{kernels::DecodeEpilogue::residual, config_.gelu},
+      with_gelu{kernels::DecodeEpilogue::gelu, config_.gelu};
   for (int l = 0; l < config_.num_layers; ++l) {
     const LayerParamIndex& w = index_.layers[static_cast<std::size_t>(l)];
     kernels::layernorm_forward(x, weight(w.ln1_weight), weight(w.ln1_bias), epsilon, ln, mean, rstd, {R, C}, stream);
     attend(l, ln, attention);
-    kernels::linear_forward(attention, weight(w.proj_weight), weight(w.proj_bias), branch, {R, C, C}, stream);
-    kernels::residual_add(x, branch, residual, R * C, stream);
+    kernels::decode_linear(attention, matrix(w.proj_weight), weight(w.proj_bias), x, residual, {R, C, C}, add_residual,
+                           stream);
     kernels::layernorm_forward(residual, weight(w.ln2_weight), weight(w.ln2_bias), epsilon, ln, mean, rstd, {R, C},
                                stream);
-    kernels::linear_forward(ln, weight(w.fc_weight), weight(w.fc_bias), fc, {R, C, F}, stream);
-    kernels::gelu_forward(fc, fc_gelu, R * F, config_.gelu, stream);
-    kernels::linear_forward(fc_gelu, weight(w.fc_proj_weight), weight(w.fc_proj_bias), branch, {R, F, C}, stream);
-    kernels::residual_add(residual, branch, x, R * C, stream);
+    kernels::decode_linear(ln, matrix(w.fc_weight), weight(w.fc_bias), Tensor{}, fc_gelu, {R, C, F}, with_gelu, stream);
+    kernels::decode_linear(fc_gelu, matrix(w.fc_proj_weight), weight(w.fc_proj_bias), residual, x, {R, F, C},
+                           add_residual, stream);
   }
 }
 
-void GptDecoder::final_logits(const Tensor& x_rows, std::size_t logit_rows) {
-  const std::int64_t R = static_cast<std::int64_t>(logit_rows), C = config_.hidden_size;
+void GptDecoder::final_logits(const Tensor& x_rows, int first_row, int rows) {
+  const std::int64_t R = rows, C = config_.hidden_size;
+  const std::size_t count = static_cast<std::size_t>(rows);
   const Stream& stream = model_.stream();
   const DType statistic = model_.grad_dtype();
-  const Tensor ln = activation(ln_, logit_rows * C);
+  const Tensor ln = activation(ln_, count * C);
   kernels::layernorm_forward(
       x_rows, weight(index_.final_ln_weight), weight(index_.final_ln_bias), config_.layernorm_epsilon, ln,
-      Tensor::flat(static_cast<char*>(work_.data()) + mean_, statistic, device_, logit_rows),
-      Tensor::flat(static_cast<char*>(work_.data()) + rstd_, statistic, device_, logit_rows), {R, C}, stream);
-  const Tensor logits =
-      Tensor::flat(static_cast<char*>(work_.data()) + logits_, statistic, device_, logit_rows * vocab_);
-  kernels::gemm(kernels::Transpose::no, kernels::Transpose::yes, R, vocab_, C, 1.0, ln, weight(index_.word_embedding),
-                0.0, logits, stream);
-}
-
-void GptDecoder::copy_logits_to_host(int first_row, int rows) {
-  model_.stream().synchronize();
-  copy_bytes(host_logits_.data() + static_cast<std::size_t>(first_row) * vocab_, Device::cpu(),
-             static_cast<const char*>(work_.data()) + logits_, device_,
-             static_cast<std::size_t>(rows) * vocab_ * sizeof(float));
+      Tensor::flat(static_cast<char*>(work_.data()) + mean_, statistic, device_, count),
+      Tensor::flat(static_cast<char*>(work_.data()) + rstd_, statistic, device_, count), {R, C}, stream);
+  const Tensor logits = Tensor::flat(
+      static_cast<char*>(work_.data()) + logits_ + static_cast<std::size_t>(first_row) * vocab_ * dtype_size(statistic),
+      statistic, device_, count * vocab_);
+  kernels::decode_linear(ln, matrix(index_.word_embedding), Tensor{}, Tensor{}, logits, {R, C, vocab_}, {}, stream);
+  host_logits_current_ = false;
 }
 
 void GptDecoder::prefill(int row, std::span<const std::int32_t> prompt) {
@@ -190,11 +200,10 @@ void GptDecoder::prefill(int row, std::span<const std::int32_t> prompt) {
   run_layers(static_cast<std::size_t>(n), [&](int layer, const Tensor& ln, const Tensor& attention) {
     const LayerParamIndex& w = index_.layers[static_cast<std::size_t>(layer)];
     const Tensor qkv = cache_of(layer, row, n);  // the projection lands in the cache itself
-    kernels::linear_forward(ln, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {n, C, 3 * C}, stream);
+    kernels::decode_linear(ln, matrix(w.qkv_weight), weight(w.qkv_bias), Tensor{}, qkv, {n, C, 3 * C}, {}, stream);
     kernels::flash_attention_forward(qkv, attention, logsumexp, probs, {1, n, H, D}, kernels::DropoutArgs{}, stream);
   });
-  final_logits(x.slice(static_cast<std::size_t>(n - 1) * C, static_cast<std::size_t>(C)), 1);
-  copy_logits_to_host(row, 1);
+  final_logits(x.slice(static_cast<std::size_t>(n - 1) * C, static_cast<std::size_t>(C)), row, 1);
   lengths_[static_cast<std::size_t>(row)] = n;
 }
 
@@ -211,10 +220,10 @@ void GptDecoder::step_kernels() {
   const kernels::DecodeShape shape{B, capacity_, config_.num_attention_heads, config_.head_dim()};
   run_layers(static_cast<std::size_t>(B), [&](int layer, const Tensor& ln, const Tensor& attention) {
     const LayerParamIndex& w = index_.layers[static_cast<std::size_t>(layer)];
-    kernels::linear_forward(ln, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {B, C, 3 * C}, stream);
+    kernels::decode_linear(ln, matrix(w.qkv_weight), weight(w.qkv_bias), Tensor{}, qkv, {B, C, 3 * C}, {}, stream);
     kernels::decode_attention(qkv, layer_cache(layer), positions, attention, shape, stream);
   });
-  final_logits(x, static_cast<std::size_t>(B));
+  final_logits(x, 0, batch_);
 }
 
 void GptDecoder::step(std::span<const std::int32_t> tokens) {
@@ -233,14 +242,44 @@ void GptDecoder::step(std::span<const std::int32_t> tokens) {
   }
   comm::copy_bytes_on_stream(ids_.data(), host_ids_.data(), host_ids_.size() * sizeof(std::int32_t), model_.stream());
   step_graph_.run([this] { step_kernels(); });
-  copy_logits_to_host(0, batch_);
+  host_logits_current_ = false;
   for (int& length : lengths_) ++length;
 }
 
-std::span<const float> GptDecoder::logits(int row) const {
+std::span<const float> GptDecoder::logits(int row) {
   ADAMANT_CHECK(row >= 0 && row < batch_, "decoding: sequence {} of a batch of {}", row, batch_);
+  if (!host_logits_current_) {
+    model_.stream().synchronize();
+    copy_bytes(host_logits_.data(), Device::cpu(), static_cast<const char*>(work_.data()) + logits_, device_,
+               host_logits_.size() * sizeof(float));
+    host_logits_current_ = true;
+  }
   return std::span<const float>(host_logits_)
       .subspan(static_cast<std::size_t>(row) * vocab_, static_cast<std::size_t>(vocab_));
+}
+
+void GptDecoder::select_top(int k, int vocab, std::int32_t masked) {
+  ADAMANT_CHECK(vocab >= 1 && vocab <= vocab_, "decoding: candidates among {} ids of a vocabulary of {}", vocab,
+                vocab_);
+  const std::size_t pairs = static_cast<std::size_t>(batch_) * static_cast<std::size_t>(k);
+  const Stream& stream = model_.stream();
+  char* work = static_cast<char*>(work_.data());
+  kernels::decode_top_k(
+      Tensor::flat(work + logits_, model_.grad_dtype(), device_, static_cast<std::size_t>(batch_) * vocab_),
+      Tensor::flat(work + top_logits_, DType::f32, device_, pairs),
+      Tensor::flat(work + top_ids_, DType::i32, device_, pairs), batch_, vocab_, vocab, k, masked, stream);
+  comm::copy_bytes_on_stream(host_top_logits_.data(), work + top_logits_, pairs * sizeof(float), stream);
+  comm::copy_bytes_on_stream(host_top_ids_.data(), work + top_ids_, pairs * sizeof(std::int32_t), stream);
+  stream.synchronize();
+  top_k_ = k;
+}
+
+GptDecoder::Candidates GptDecoder::candidates(int row) const {
+  ADAMANT_CHECK(row >= 0 && row < batch_, "decoding: sequence {} of a batch of {}", row, batch_);
+  ADAMANT_CHECK(top_k_ > 0, "decoding: candidates() before select_top()");
+  const std::size_t first = static_cast<std::size_t>(row) * static_cast<std::size_t>(top_k_);
+  return {std::span<const float>(host_top_logits_).subspan(first, static_cast<std::size_t>(top_k_)),
+          std::span<const std::int32_t>(host_top_ids_).subspan(first, static_cast<std::size_t>(top_k_))};
 }
 
 }  // namespace adamant::model

@@ -21,6 +21,33 @@ std::int32_t argmax(std::span<const float> logits, int vocab_size) {
   return best;
 }
 
+// Inverse-CDF draw over `candidates` sorted largest first (logit_of(i), id_of(i)), cut to the
+// nucleus of mass top_p.
+template <typename LogitOf, typename IdOf>
+std::int32_t draw_sorted(std::size_t candidates, LogitOf&& logit_of, IdOf&& id_of, float temperature, double uniform,
+                         float top_p) {
+  const double max_logit = logit_of(0);
+  double total = 0.0;
+  for (std::size_t i = 0; i < candidates; ++i) total += std::exp((logit_of(i) - max_logit) / temperature);
+  if (top_p < 1.0f) {  // keep the shortest prefix of the sorted candidates that holds top_p of the mass
+    double kept = 0.0;
+    std::size_t count = 0;
+    while (count < candidates && kept < top_p * total) {
+      kept += std::exp((logit_of(count) - max_logit) / temperature);
+      ++count;
+    }
+    candidates = std::max<std::size_t>(count, 1);
+    total = kept > 0.0 ? kept : total;
+  }
+  const double target = uniform * total;
+  double cumulative = 0.0;
+  for (std::size_t i = 0; i < candidates; ++i) {
+    cumulative += std::exp((logit_of(i) - max_logit) / temperature);
+    if (cumulative >= target) return id_of(i);
+  }
+  return id_of(0);  // only when rounding left target a hair above the total; never a zero-probability id
+}
+
 }  // namespace
 
 std::int32_t sample_token(std::span<const float> logits, int vocab_size, float temperature, int top_k, double uniform,
@@ -44,27 +71,20 @@ std::int32_t sample_token(std::span<const float> logits, int vocab_size, float t
                      larger);
   }
   std::sort(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(candidates), larger);
+  return draw_sorted(
+      candidates, [&](std::size_t i) { return logits[scratch[i]]; }, [&](std::size_t i) { return scratch[i]; },
+      temperature, uniform, top_p);
+}
 
-  const double max_logit = logits[scratch[0]];
-  double total = 0.0;
-  for (std::size_t i = 0; i < candidates; ++i) total += std::exp((logits[scratch[i]] - max_logit) / temperature);
-  if (top_p < 1.0f) {  // keep the shortest prefix of the sorted candidates that holds top_p of the mass
-    double kept = 0.0;
-    std::size_t count = 0;
-    while (count < candidates && kept < top_p * total) {
-      kept += std::exp((logits[scratch[count]] - max_logit) / temperature);
-      ++count;
-    }
-    candidates = std::max<std::size_t>(count, 1);
-    total = kept > 0.0 ? kept : total;
-  }
-  const double target = uniform * total;
-  double cumulative = 0.0;
-  for (std::size_t i = 0; i < candidates; ++i) {
-    cumulative += std::exp((logits[scratch[i]] - max_logit) / temperature);
-    if (cumulative >= target) return scratch[i];
-  }
-  return scratch[0];  // only when rounding left target a hair above the total; never a zero-probability id
+std::int32_t sample_sorted(std::span<const float> logits, std::span<const std::int32_t> ids, float temperature,
+                           double uniform, float top_p) {
+  ADAMANT_CHECK(!ids.empty() && logits.size() == ids.size(), "sample_sorted: {} logits for {} ids", logits.size(),
+                ids.size());
+  ADAMANT_CHECK(top_p > 0.0f && top_p <= 1.0f, "sampling: top_p is {}; use a probability in (0, 1]", top_p);
+  if (temperature <= 0.0f) return ids[0];
+  return draw_sorted(
+      ids.size(), [&](std::size_t i) { return logits[i]; }, [&](std::size_t i) { return ids[i]; }, temperature, uniform,
+      top_p);
 }
 
 double sampling_uniform(std::uint64_t seed, int row, int step) {

@@ -23,6 +23,12 @@ std::vector<std::int32_t> generate(GptModel& model, std::span<const std::int32_t
 std::int32_t sample_token(std::span<const float> logits, int vocab_size, float temperature, int top_k, double uniform,
                           std::vector<std::int32_t>& scratch, float top_p = 1.0f);
 
+// The same draw from candidates already sorted largest first (logits[i] is the logit of ids[i]),
+// e.g. the top k of a row chosen on the GPU: with the top_k candidates of sample_token's order
+// it returns the token sample_token would. temperature <= 0 takes ids[0].
+std::int32_t sample_sorted(std::span<const float> logits, std::span<const std::int32_t> ids, float temperature,
+                           double uniform, float top_p = 1.0f);
+
 // The Philox uniform of sequence `row`'s draw at `step` (row 0 is generate()'s).
 double sampling_uniform(std::uint64_t seed, int row, int step);
 

@@ -3,7 +3,9 @@
 #include "adamant/kernels/cpu/decode_cpu.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
@@ -61,6 +63,27 @@ void decode_attention(const Tensor& qkv, Tensor cache, const Tensor& positions, 
       }
     }
   });
+}
+
+void decode_top_k(const Tensor& logits, Tensor values, Tensor ids, std::int64_t rows, std::int64_t row_stride,
+                  std::int64_t vocab, std::int64_t k, std::int32_t masked) {
+  std::vector<std::int32_t> order;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.ptr<float>() + r * row_stride;
+    order.resize(static_cast<std::size_t>(vocab));
+    std::iota(order.begin(), order.end(), 0);
+    if (masked >= 0 && masked < vocab) order.erase(order.begin() + masked);
+    // Larger first, the lower id first among equal values: the order of model::sample_token.
+    const auto before = [&](std::int32_t a, std::int32_t b) {
+      const std::uint32_t ka = decode_order_key(row[a]), kb = decode_order_key(row[b]);
+      return ka > kb || (ka == kb && a < b);
+    };
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+    for (std::int64_t i = 0; i < k; ++i) {
+      ids.ptr<std::int32_t>()[r * k + i] = order[static_cast<std::size_t>(i)];
+      values.ptr<float>()[r * k + i] = row[order[static_cast<std::size_t>(i)]];
+    }
+  }
 }
 
 }  // namespace adamant::kernels::cpu

@@ -10,6 +10,8 @@
 namespace adamant::kernels::cuda {
 
 static_assert(launchers::kMaxHeadDim == kMaxDecodeHeadDim);
+static_assert(launchers::kMaxGemvRows == kMaxDecodeGemvRows);
+static_assert(launchers::kMaxTopK == kMaxDecodeTopK);
 
 void decode_embedding(const Tensor& tokens, const Tensor& positions, const Tensor& word, const Tensor& position,
                       Tensor out, std::int64_t batch, std::int64_t channels, std::int64_t vocab, std::int64_t places,
@@ -36,6 +38,41 @@ void decode_attention(const Tensor& qkv, Tensor cache, const Tensor& positions, 
                                                 static_cast<int>(shape.capacity), static_cast<int>(shape.heads),
                                                 static_cast<int>(shape.head_dim), cuda_stream_of(stream)),
                     kOp);
+}
+
+void decode_linear(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual, Tensor out,
+                   const LinearShape& shape, const DecodeLinearArgs& args, const Stream& stream) {
+  constexpr const char* kOp = "decode_linear";
+  ADAMANT_CHECK(shape.in_features <= INT_MAX && shape.out_features <= INT_MAX, "{}: {} -> {} features in one launch",
+                kOp, shape.in_features, shape.out_features);
+  launchers::DecodeLinearProblem problem;
+  problem.in = in.data;
+  problem.weight = weight.data;
+  problem.bias = bias.data;
+  problem.residual = args.epilogue == DecodeEpilogue::residual ? residual.data : nullptr;
+  problem.out = out.data;
+  problem.fp32_out = out.dtype == DType::f32;
+  problem.rows = static_cast<int>(shape.rows);
+  problem.in_features = static_cast<int>(shape.in_features);
+  problem.out_features = static_cast<int>(shape.out_features);
+  problem.epilogue = args.epilogue == DecodeEpilogue::gelu       ? launchers::DecodeLinearEpilogue::gelu
+                     : args.epilogue == DecodeEpilogue::residual ? launchers::DecodeLinearEpilogue::residual
+                                                                 : launchers::DecodeLinearEpilogue::none;
+  problem.tanh_gelu = args.gelu == GeluForm::tanh;
+  const CudaLaunchGuard guard(in.device, kOp);
+  check_cuda_launch(launchers::decode_linear(problem, cuda_stream_of(stream)), kOp);
+}
+
+void decode_top_k(const Tensor& logits, Tensor values, Tensor ids, std::int64_t rows, std::int64_t row_stride,
+                  std::int64_t vocab, std::int64_t k, std::int32_t masked, const Stream& stream) {
+  constexpr const char* kOp = "decode_top_k";
+  ADAMANT_CHECK(rows <= INT_MAX && vocab <= INT_MAX, "{}: {} rows of {} logits in one launch", kOp, rows, vocab);
+  const CudaLaunchGuard guard(logits.device, kOp);
+  check_cuda_launch(
+      launchers::decode_top_k(static_cast<const float*>(logits.data), static_cast<float*>(values.data),
+                              static_cast<std::int32_t*>(ids.data), static_cast<int>(rows), row_stride,
+                              static_cast<int>(vocab), static_cast<int>(k), masked, cuda_stream_of(stream)),
+      kOp);
 }
 
 }  // namespace adamant::kernels::cuda

@@ -13,5 +13,10 @@ void decode_embedding(const Tensor& tokens, const Tensor& positions, const Tenso
                       const Stream& stream);
 void decode_attention(const Tensor& qkv, Tensor cache, const Tensor& positions, Tensor out, const DecodeShape& shape,
                       const Stream& stream);
+// bf16 weights and activations, rows 1..kMaxDecodeGemvRows.
+void decode_linear(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual, Tensor out,
+                   const LinearShape& shape, const DecodeLinearArgs& args, const Stream& stream);
+void decode_top_k(const Tensor& logits, Tensor values, Tensor ids, std::int64_t rows, std::int64_t row_stride,
+                  std::int64_t vocab, std::int64_t k, std::int32_t masked, const Stream& stream);
 
 }  // namespace adamant::kernels::cuda
