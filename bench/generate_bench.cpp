@@ -69,6 +69,27 @@ BenchArgs parse(int argc, char** argv) {
   return args;
 }
 
+// Where a token's time goes: decoding steps alone (queued back to back, then waited for) and
+// the top-k selection with its copy to the host.
+void print_step_times(adamant::model::GptDecoder& decoder, const std::vector<std::vector<std::int32_t>>& prompts,
+                      int top_k) {
+  using clock = std::chrono::steady_clock;
+  constexpr int kSteps = 64;
+  for (int b = 0; b < decoder.batch(); ++b) decoder.prefill(b, prompts[static_cast<std::size_t>(b)]);
+  const std::vector<std::int32_t> tokens(static_cast<std::size_t>(decoder.batch()), 464);
+  decoder.step(tokens);  // records the step graph on a GPU
+  decoder.step(tokens);
+  auto start = clock::now();
+  for (int i = 0; i < kSteps && decoder.length(0) + 1 < decoder.capacity(); ++i) decoder.step(tokens);
+  decoder.logits(0);  // waits for the steps
+  const double step_us = std::chrono::duration<double, std::micro>(clock::now() - start).count() / kSteps;
+  start = clock::now();
+  for (int i = 0; i < kSteps; ++i) decoder.select_top(top_k, kGpt2Vocab, -1);
+  const double select_us = std::chrono::duration<double, std::micro>(clock::now() - start).count() / kSteps;
+  std::printf("  one step %.1f us (graph %s), top-%d selection and copy %.1f us\n", step_us,
+              decoder.step_graph_recorded() ? "replayed" : "not recorded", top_k, select_us);
+}
+
 void run(const BenchArgs& args) {
   using namespace adamant;
   const Device device = args.device.empty()    ? (cuda_available() ? Device::cuda(0) : Device::cpu())
@@ -108,6 +129,7 @@ void run(const BenchArgs& args) {
     }
     // A step reads every matrix once (bf16 on a GPU and by default on the CPU).
     const double gigabytes = static_cast<double>(model.buffer_numel()) * 2.0 * 1e-9;
+    if (!greedy) print_step_times(decoder, prompts, args.top_k);
     std::printf("%s: best %.1f tokens/s (%.2f GB of weights per token: %.0f GB/s)\n", greedy ? "greedy" : "top-k", best,
                 gigabytes, gigabytes * best);
   }

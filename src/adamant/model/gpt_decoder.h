@@ -41,6 +41,8 @@ class GptDecoder {
   int capacity() const { return capacity_; }
   int length(int row) const { return lengths_.at(static_cast<std::size_t>(row)); }
   int padded_vocab() const { return vocab_; }
+  // Whether steps replay a recorded CUDA graph (after the second step on a GPU).
+  bool step_graph_recorded() const { return step_graph_.recorded(); }
 
   // Sequence `row` starts over with `prompt` (1..max_prompt_tokens ids): it fills cache positions
   // [0, prompt.size()) and logits(row) becomes the prediction after its last token.

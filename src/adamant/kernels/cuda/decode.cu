@@ -1,13 +1,12 @@
 // Decoding-step kernels on bf16 (kernels/decode.h).
 //
 // decode_attention: one block per (sequence, head), kThreads threads. The block first
-// stores the new key and value in the cache, then each warp takes every kWarps-th cached
-// position: its lanes read the key row together (coalesced) and a warp sum gives the score,
-// kept in shared memory (capacity floats). A block-wide max and sum give the softmax; the
-// weighted sum of values splits the positions over kThreads / head_dim groups of threads
-// (one thread per dimension in a group) and adds the groups' partial sums at the end. All
-// sums are fp32; a single query row has little work, so the kernel is bound by reading the
-// cache once.
+// stores the new key and value in the cache, then each thread scores every kThreads-th
+// cached position (the whole key row in flight at once), kept in shared memory (capacity
+// floats). A block-wide max and sum give the softmax; the weighted sum of values gives each
+// thread 8 dimensions of a group of positions, and the groups' partial sums are added at the
+// end. All sums are fp32; a single query row has little work, so the kernel is bound by the
+// latency of reading the cache once, which these independent loads hide.
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -19,7 +18,7 @@ namespace adamant::kernels::cuda::launchers {
 
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
 constexpr int kWarp = 32;
 constexpr int kWarps = kThreads / kWarp;
 
@@ -50,33 +49,49 @@ __device__ float block_reduce(float v, float* partials) {
   return result;
 }
 
+// Dot products of the query with the cached keys: one position per thread, its key row read in
+// 16-byte pieces that are all in flight at once (head_dim / 8 independent loads), rather than a
+// warp per position with a chain of shuffles.
+template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_kernel(const __nv_bfloat16* qkv, __nv_bfloat16* cache, const std::int32_t* positions,
-                            __nv_bfloat16* out, int heads, int head_dim, int capacity, float scale) {
-  extern __shared__ float scores[];  // [capacity]
-  __shared__ float query[kMaxHeadDim];
+                            __nv_bfloat16* out, int heads, int capacity, float scale) {
+  constexpr int kPieces = kHeadDim / 8;          // 16-byte pieces of a row
+  constexpr int kGroups = kThreads / kPieces;    // positions summed at once in the value pass
+  extern __shared__ float scores[];              // [capacity]
+  __shared__ float query[kHeadDim];
   __shared__ float partials[kWarps];
-  __shared__ float out_parts[kThreads];
+  __shared__ float value_parts[kGroups][kHeadDim + 1];
   const int b = blockIdx.x / heads, h = blockIdx.x % heads;
-  const int W = heads * head_dim;
+  const int W = heads * kHeadDim;
   const int now = positions[b];
+  const std::int64_t row_stride = 3 * static_cast<std::int64_t>(W);
   const __nv_bfloat16* fresh = qkv + static_cast<std::int64_t>(b) * 3 * W;
-  __nv_bfloat16* sequence = cache + static_cast<std::int64_t>(b) * capacity * 3 * W;
-  for (int d = threadIdx.x; d < head_dim; d += kThreads) {
-    sequence[static_cast<std::int64_t>(now) * 3 * W + W + h * head_dim + d] = fresh[W + h * head_dim + d];
-    sequence[static_cast<std::int64_t>(now) * 3 * W + 2 * W + h * head_dim + d] = fresh[2 * W + h * head_dim + d];
-    query[d] = to_float(fresh[h * head_dim + d]) * scale;
+  __nv_bfloat16* sequence = cache + static_cast<std::int64_t>(b) * capacity * row_stride;
+  for (int d = threadIdx.x; d < kHeadDim; d += kThreads) {
+    sequence[now * row_stride + W + h * kHeadDim + d] = fresh[W + h * kHeadDim + d];
+    sequence[now * row_stride + 2 * W + h * kHeadDim + d] = fresh[2 * W + h * kHeadDim + d];
+    query[d] = to_float(fresh[h * kHeadDim + d]) * scale;
   }
-  __syncthreads();
+  __syncthreads();  // the new key and value are in the cache for the passes below
 
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   float local_max = -INFINITY;
-  for (int t = warp; t <= now; t += kWarps) {
-    const __nv_bfloat16* key = sequence + static_cast<std::int64_t>(t) * 3 * W + W + h * head_dim;
+  for (int t = threadIdx.x; t <= now; t += kThreads) {
+    const uint4* key = reinterpret_cast<const uint4*>(sequence + t * row_stride + W + h * kHeadDim);
+    uint4 pieces[kPieces];
+#pragma unroll
+    for (int p = 0; p < kPieces; ++p) pieces[p] = key[p];
     float dot = 0.0f;
-    for (int d = lane; d < head_dim; d += kWarp) dot += query[d] * to_float(key[d]);
-    dot = warp_sum(dot);
-    if (lane == 0) scores[t] = dot;
+#pragma unroll
+    for (int p = 0; p < kPieces; ++p) {
+      const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&pieces[p]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 k = __bfloat1622float2(pairs[i]);
+        dot += query[8 * p + 2 * i] * k.x + query[8 * p + 2 * i + 1] * k.y;
+      }
+    }
+    scores[t] = dot;
     local_max = fmaxf(local_max, dot);
   }
   const float max_score = block_reduce<true>(local_max, partials);  // its barrier publishes the scores
@@ -88,21 +103,48 @@ __global__ void __launch_bounds__(kThreads)
   }
   const float total = block_reduce<false>(local_sum, partials);
 
-  const int groups = kThreads / head_dim;  // head_dim <= kThreads
-  const int group = threadIdx.x / head_dim, d = threadIdx.x % head_dim;
-  float sum = 0.0f;
-  if (group < groups) {
-    for (int t = group; t <= now; t += groups) {
-      sum += scores[t] * to_float(sequence[static_cast<std::int64_t>(t) * 3 * W + 2 * W + h * head_dim + d]);
+  // Values: thread (group, piece) sums 8 dimensions over the positions group, group + kGroups, ...
+  const int piece = threadIdx.x % kPieces, group = threadIdx.x / kPieces;
+  float sum[8] = {};
+#pragma unroll 4
+  for (int t = group; group < kGroups && t <= now; t += kGroups) {
+    const uint4 v = reinterpret_cast<const uint4*>(sequence + t * row_stride + 2 * W + h * kHeadDim)[piece];
+    const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&v);
+    const float p = scores[t];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __bfloat1622float2(pairs[i]);
+      sum[2 * i] += p * f.x;
+      sum[2 * i + 1] += p * f.y;
     }
   }
-  out_parts[threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.x < head_dim) {
-    float value = 0.0f;
-    for (int g = 0; g < groups; ++g) value += out_parts[g * head_dim + threadIdx.x];
-    out[(static_cast<std::int64_t>(b) * heads + h) * head_dim + threadIdx.x] = __float2bfloat16_rn(value / total);
+  if (group < kGroups) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) value_parts[group][8 * piece + i] = sum[i];
   }
+  __syncthreads();
+  for (int d = threadIdx.x; d < kHeadDim; d += kThreads) {
+    float value = 0.0f;
+    for (int g = 0; g < kGroups; ++g) value += value_parts[g][d];
+    out[(static_cast<std::int64_t>(b) * heads + h) * kHeadDim + d] = __float2bfloat16_rn(value / total);
+  }
+}
+
+template <int kHeadDim>
+cudaError_t launch_decode_attention(const void* qkv, void* cache, const std::int32_t* positions, void* out, int batch,
+                                    int capacity, int heads, cudaStream_t stream) {
+  const std::size_t score_bytes = static_cast<std::size_t>(capacity) * sizeof(float);
+  // Above 48 KB a kernel must opt in to more shared memory.
+  const cudaError_t status = cudaFuncSetAttribute(decode_attention_kernel<kHeadDim>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  static_cast<int>(score_bytes));
+  if (status != cudaSuccess) return status;
+  const float scale = 1.0f / sqrtf(static_cast<float>(kHeadDim));
+  decode_attention_kernel<kHeadDim><<<static_cast<unsigned>(batch) * static_cast<unsigned>(heads), kThreads,
+                                      score_bytes, stream>>>(static_cast<const __nv_bfloat16*>(qkv),
+                                                             static_cast<__nv_bfloat16*>(cache), positions,
+                                                             static_cast<__nv_bfloat16*>(out), heads, capacity, scale);
+  return cudaGetLastError();
 }
 
 __global__ void decode_embedding_kernel(const std::int32_t* tokens, const std::int32_t* positions,
@@ -136,18 +178,15 @@ cudaError_t decode_embedding(const std::int32_t* tokens, const std::int32_t* pos
 
 cudaError_t decode_attention(const void* qkv, void* cache, const std::int32_t* positions, void* out, int batch,
                              int capacity, int heads, int head_dim, cudaStream_t stream) {
-  static_assert(kMaxHeadDim <= kThreads, "one thread per dimension in the value sum");
-  if (head_dim < 1 || head_dim > kMaxHeadDim) return cudaErrorInvalidValue;
-  const std::size_t score_bytes = static_cast<std::size_t>(capacity) * sizeof(float);
-  // Above 48 KB a kernel must opt in to more shared memory.
-  const cudaError_t status = cudaFuncSetAttribute(decode_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  static_cast<int>(score_bytes));
-  if (status != cudaSuccess) return status;
-  const float scale = 1.0f / sqrtf(static_cast<float>(head_dim));
-  decode_attention_kernel<<<static_cast<unsigned>(batch) * static_cast<unsigned>(heads), kThreads, score_bytes,
-                            stream>>>(static_cast<const __nv_bfloat16*>(qkv), static_cast<__nv_bfloat16*>(cache),
-                                      positions, static_cast<__nv_bfloat16*>(out), heads, head_dim, capacity, scale);
-  return cudaGetLastError();
+  static_assert(kMaxHeadDim == 128, "one instantiation per head size below");
+  switch (head_dim) {
+    case 32: return launch_decode_attention<32>(qkv, cache, positions, out, batch, capacity, heads, stream);
+    case 64: return launch_decode_attention<64>(qkv, cache, positions, out, batch, capacity, heads, stream);
+    case 80: return launch_decode_attention<80>(qkv, cache, positions, out, batch, capacity, heads, stream);
+    case 96: return launch_decode_attention<96>(qkv, cache, positions, out, batch, capacity, heads, stream);
+    case 128: return launch_decode_attention<128>(qkv, cache, positions, out, batch, capacity, heads, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace adamant::kernels::cuda::launchers

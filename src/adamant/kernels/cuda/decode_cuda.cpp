@@ -32,6 +32,9 @@ void decode_attention(const Tensor& qkv, Tensor cache, const Tensor& positions, 
                 kOp, shape.capacity, launchers::kMaxDecodeCapacity);
   ADAMANT_CHECK(shape.batch * shape.heads < INT_MAX, "{}: {} sequences x heads in one launch", kOp,
                 shape.batch * shape.heads);
+  const std::int64_t D = shape.head_dim;
+  ADAMANT_CHECK(D == 32 || D == 64 || D == 80 || D == 96 || D == 128,
+                "{}: heads of {} dimensions; the GPU kernel takes 32, 64, 80, 96 or 128", kOp, D);
   const CudaLaunchGuard guard(qkv.device, kOp);
   check_cuda_launch(launchers::decode_attention(qkv.data, cache.data, static_cast<const std::int32_t*>(positions.data),
                                                 out.data, static_cast<int>(shape.batch),

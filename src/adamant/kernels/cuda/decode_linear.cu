@@ -1,11 +1,13 @@
 // The decoding step's linear layer on bf16 (kernels/decode.h's decode_linear) for up to
 // kMaxGemvRows rows: a matrix-vector product bound by reading the weights once.
 //
-// One warp per output feature: the lanes read the feature's weight row together in 16-byte
-// pieces (8 bf16 each, coalesced), multiply them with the same pieces of every input row (a few
-// KB, served from L1), and a warp sum gives one fp32 sum per row. Four features per block keep
-// enough blocks for every SM even for a 768-wide layer; the large layers (the 50K-row
-// classifier) give thousands. The bias, GELU or residual is applied before the single store.
+// kSplit warps per output feature (1, 2 or 4): the lanes read their part of the feature's
+// weight row together in 16-byte pieces (8 bf16 each, coalesced), multiply them with the same
+// pieces of every input row (a few KB, served from L1), and warp sums, then the parts' sums,
+// give one fp32 sum per row. Bandwidth needs many loads in flight on every SM: a narrow layer
+// (768 features of GPT-3 126M's projections) splits each row over more warps, a wide one (the
+// 50K-row classifier) has thousands of warps already. The bias, GELU or residual is applied
+// before the single store.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -17,8 +19,9 @@ namespace adamant::kernels::cuda::launchers {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kFeaturesPerBlock = 4;
-constexpr int kThreads = kWarp * kFeaturesPerBlock;
+constexpr int kWarpsPerBlock = 4;
+constexpr int kThreads = kWarp * kWarpsPerBlock;
+constexpr int kWarpsWanted = 132 * 16;  // enough loads in flight on an H100/H200
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kInvSqrt2 = 0.7071067811865476f;
 
@@ -40,23 +43,25 @@ __device__ float gelu(float v, bool tanh_form) {
 __device__ void store(float* out, float v) { *out = v; }
 __device__ void store(__nv_bfloat16* out, float v) { *out = __float2bfloat16_rn(v); }
 
-template <int kRows, typename Out>
+template <int kRows, int kSplit, typename Out>
 __global__ void __launch_bounds__(kThreads)
     decode_linear_kernel(const __nv_bfloat16* __restrict__ in, const __nv_bfloat16* __restrict__ weight,
                          const __nv_bfloat16* __restrict__ bias, const __nv_bfloat16* __restrict__ residual,
                          Out* __restrict__ out, int in_features, int out_features, DecodeLinearEpilogue epilogue,
                          bool tanh_gelu) {
-  const int lane = threadIdx.x % kWarp;
-  const int n = blockIdx.x * kFeaturesPerBlock + threadIdx.x / kWarp;
-  if (n >= out_features) return;
+  constexpr int kFeaturesPerBlock = kWarpsPerBlock / kSplit;
+  __shared__ float part_sums[kWarpsPerBlock][kRows];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int n = blockIdx.x * kFeaturesPerBlock + warp / kSplit, part = warp % kSplit;
+  const bool active = n < out_features;
   const int pieces = in_features / 8;
-  const uint4* w = reinterpret_cast<const uint4*>(weight + static_cast<std::int64_t>(n) * in_features);
+  const uint4* w = reinterpret_cast<const uint4*>(weight + static_cast<std::int64_t>(active ? n : 0) * in_features);
   const uint4* x = reinterpret_cast<const uint4*>(in);
   float acc[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
 #pragma unroll 4
-  for (int p = lane; p < pieces; p += kWarp) {
+  for (int p = part * kWarp + lane; active && p < pieces; p += kSplit * kWarp) {
     float wf[8];
     widen(__ldg(w + p), wf);
 #pragma unroll
@@ -72,7 +77,20 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int offset = kWarp / 2; offset > 0; offset /= 2) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
   }
-  if (lane != 0) return;
+  if (kSplit > 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) part_sums[warp][r] = acc[r];
+    }
+    __syncthreads();
+    if (lane == 0 && part == 0) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        for (int q = 1; q < kSplit; ++q) acc[r] += part_sums[warp + q][r];
+      }
+    }
+  }
+  if (lane != 0 || part != 0 || !active) return;
   const float b = bias != nullptr ? __bfloat162float(bias[n]) : 0.0f;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -84,22 +102,32 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+template <int kRows, int kSplit, typename Out>
+cudaError_t launch_split(const DecodeLinearProblem& p, Out* out, cudaStream_t stream) {
+  constexpr int kFeaturesPerBlock = kWarpsPerBlock / kSplit;
+  const unsigned blocks = static_cast<unsigned>((p.out_features + kFeaturesPerBlock - 1) / kFeaturesPerBlock);
+  decode_linear_kernel<kRows, kSplit, Out><<<blocks, kThreads, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(p.in), static_cast<const __nv_bfloat16*>(p.weight),
+      static_cast<const __nv_bfloat16*>(p.bias), static_cast<const __nv_bfloat16*>(p.residual), out, p.in_features,
+      p.out_features, p.epilogue, p.tanh_gelu);
+  return cudaGetLastError();
+}
+
+template <int kRows, typename Out>
+cudaError_t launch_out(const DecodeLinearProblem& p, Out* out, cudaStream_t stream) {
+  // Split a row over more warps while the layer is narrow and each part keeps a piece per lane.
+  int split = 1;
+  while (split < kWarpsPerBlock && p.out_features * split < kWarpsWanted && p.in_features / 8 >= kWarp * split * 2)
+    split *= 2;
+  if (split == 4) return launch_split<kRows, 4>(p, out, stream);
+  if (split == 2) return launch_split<kRows, 2>(p, out, stream);
+  return launch_split<kRows, 1>(p, out, stream);
+}
+
 template <int kRows>
 cudaError_t launch_rows(const DecodeLinearProblem& p, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((p.out_features + kFeaturesPerBlock - 1) / kFeaturesPerBlock);
-  const auto* in = static_cast<const __nv_bfloat16*>(p.in);
-  const auto* weight = static_cast<const __nv_bfloat16*>(p.weight);
-  const auto* bias = static_cast<const __nv_bfloat16*>(p.bias);
-  const auto* residual = static_cast<const __nv_bfloat16*>(p.residual);
-  if (p.fp32_out) {
-    decode_linear_kernel<kRows, float><<<blocks, kThreads, 0, stream>>>(
-        in, weight, bias, residual, static_cast<float*>(p.out), p.in_features, p.out_features, p.epilogue, p.tanh_gelu);
-  } else {
-    decode_linear_kernel<kRows, __nv_bfloat16>
-        <<<blocks, kThreads, 0, stream>>>(in, weight, bias, residual, static_cast<__nv_bfloat16*>(p.out), p.in_features,
-                                          p.out_features, p.epilogue, p.tanh_gelu);
-  }
-  return cudaGetLastError();
+  if (p.fp32_out) return launch_out<kRows>(p, static_cast<float*>(p.out), stream);
+  return launch_out<kRows>(p, static_cast<__nv_bfloat16*>(p.out), stream);
 }
 
 }  // namespace

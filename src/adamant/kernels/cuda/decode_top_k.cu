@@ -3,14 +3,11 @@
 //
 // One block per row. A radix select finds the k-th largest key: four passes over the row,
 // each a 256-bin histogram of the next 8 bits among the logits that match the bits chosen so
-// far, fix the threshold key T one byte at a time. Then every logit above T is a candidate, and
-// of those equal to T the lowest ids fill the remaining places: each thread takes a contiguous
-// range of ids and a block-wide scan of the threads' counts ranks the ties by id. Last, each of
-// the k candidates counts the candidates that come before it (larger, or equal with a lower
-// id), which is its place in the sorted output.
-#include <cstdint>
-#include <cub/block/block_scan.cuh>
-
+// far (warp-aggregated, since most logits share their top bits), fix the threshold key T one
+// byte at a time. When more logits equal T than places are left, four more passes over the
+// inverted ids of those logits pick the lowest ids, so the selection is exactly the first k
+// in (larger, then lower id) order. One more pass collects them, and each of the k candidates
+// counts the candidates that come before it, which is its place in the sorted output.
 #include "adamant/kernels/cuda/decode_launchers.h"
 
 namespace adamant::kernels::cuda::launchers {
@@ -27,63 +24,89 @@ __device__ std::uint32_t order_key(float value) {
   return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
 }
 
-__global__ void __launch_bounds__(kThreads) decode_top_k_kernel(const float* logits, float* values, std::int32_t* ids,
-                                                                std::int64_t row_stride, int vocab, int k, int masked) {
-  using Scan = cub::BlockScan<int, kThreads>;
-  __shared__ typename Scan::TempStorage scan_storage;
-  __shared__ int histogram[kBins];
-  __shared__ std::uint32_t chosen_prefix;
-  __shared__ int still_needed;
-  __shared__ int above_count;
+struct Selection {
+  int histogram[kBins];
+  std::uint32_t prefix;
+  int still_needed;
+  int equal_count;  // logits matching the prefix in the chosen bin
+  int taken;
+};
+
+// One 8-bit radix step: among the values v (of ids below vocab, not masked) with
+// matches(v), the bin of bits [shift, shift + 8) of part(v) that holds the still_needed-th
+// largest; narrows sel.prefix, sel.still_needed and sel.equal_count.
+template <typename Matches, typename Part>
+__device__ void radix_step(Selection& sel, int vocab, int masked, int shift, std::uint32_t prefix_mask,
+                           Matches&& matches, Part&& part) {
+  for (int i = threadIdx.x; i < kBins; i += kThreads) sel.histogram[i] = 0;
+  __syncthreads();
+  const std::uint32_t prefix = sel.prefix;
+  for (int base = 0; base < vocab; base += kThreads) {  // the same trip count for every lane
+    const int v = base + threadIdx.x;
+    bool counts = v < vocab && v != masked && matches(v);
+    std::uint32_t bin = 0;
+    if (counts) {
+      const std::uint32_t bits = part(v);
+      counts = (bits & prefix_mask) == prefix;
+      bin = (bits >> shift) & 0xffu;
+    }
+    const unsigned voters = __ballot_sync(0xffffffffu, counts);
+    if (counts) {
+      const unsigned peers = __match_any_sync(voters, bin);
+      if (static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1) atomicAdd(&sel.histogram[bin], __popc(peers));
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // walk down from the largest bin
+    int needed = sel.still_needed, bin = kBins - 1;
+    while (sel.histogram[bin] < needed) needed -= sel.histogram[bin--];
+    sel.still_needed = needed;
+    sel.equal_count = sel.histogram[bin];
+    sel.prefix = prefix | (static_cast<std::uint32_t>(bin) << shift);
+  }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kThreads)
+    decode_top_k_kernel(const float* logits, float* values, std::int32_t* ids, std::int64_t row_stride, int vocab,
+                        int k, int masked) {
+  __shared__ Selection sel;
   __shared__ std::uint32_t candidate_keys[kMaxTopK];
   __shared__ std::int32_t candidate_ids[kMaxTopK];
-
   const float* row = logits + static_cast<std::int64_t>(blockIdx.x) * row_stride;
   if (threadIdx.x == 0) {
-    chosen_prefix = 0;
-    still_needed = k;
-    above_count = 0;
+    sel.prefix = 0;
+    sel.still_needed = k;
+    sel.taken = 0;
   }
-  std::uint32_t prefix_mask = 0;
+  __syncthreads();
+  const auto any = [](int) { return true; };
+  const auto key_of = [&](int v) { return order_key(row[v]); };
+  std::uint32_t mask = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = threadIdx.x; i < kBins; i += kThreads) histogram[i] = 0;
-    __syncthreads();
-    const std::uint32_t prefix = chosen_prefix;
-    for (int v = threadIdx.x; v < vocab; v += kThreads) {
-      if (v == masked) continue;
-      const std::uint32_t key = order_key(row[v]);
-      if ((key & prefix_mask) == prefix) atomicAdd(&histogram[(key >> shift) & 0xffu], 1);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {  // the bin holding the still_needed-th largest, from the top
-      int needed = still_needed, bin = kBins - 1;
-      while (histogram[bin] < needed) needed -= histogram[bin--];
-      still_needed = needed;
-      chosen_prefix = prefix | (static_cast<std::uint32_t>(bin) << shift);
-    }
-    prefix_mask |= 0xffu << shift;
-    __syncthreads();
+    radix_step(sel, vocab, masked, shift, mask, any, key_of);
+    mask |= 0xffu << shift;
   }
-  const std::uint32_t threshold = chosen_prefix;
-  const int ties_taken = still_needed;  // of the logits equal to the threshold, the lowest ids
-  const int above = k - ties_taken;
-
-  const int chunk = (vocab + kThreads - 1) / kThreads;
-  const int first = threadIdx.x * chunk, last = min(vocab, first + chunk);
-  int ties = 0;
-  for (int v = first; v < last; ++v) ties += v != masked && order_key(row[v]) == threshold ? 1 : 0;
-  int tie_rank = 0;
-  Scan(scan_storage).ExclusiveSum(ties, tie_rank);
-  for (int v = first; v < last; ++v) {
+  const std::uint32_t threshold = sel.prefix;
+  // Ids up to last_id of the logits equal to the threshold are taken: all, or the lowest.
+  std::uint32_t last_id = 0xffffffffu;
+  if (sel.equal_count > sel.still_needed) {
+    if (threadIdx.x == 0) sel.prefix = 0;
+    __syncthreads();
+    const auto at_threshold = [&](int v) { return order_key(row[v]) == threshold; };
+    const auto inverted_id = [](int v) { return ~static_cast<std::uint32_t>(v); };  // lower ids rank higher
+    mask = 0;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      radix_step(sel, vocab, masked, shift, mask, at_threshold, inverted_id);
+      mask |= 0xffu << shift;
+    }
+    last_id = ~sel.prefix;
+  }
+  for (int v = threadIdx.x; v < vocab; v += kThreads) {
     if (v == masked) continue;
     const std::uint32_t key = order_key(row[v]);
-    int slot = -1;
-    if (key > threshold) {
-      slot = atomicAdd(&above_count, 1);
-    } else if (key == threshold && tie_rank < ties_taken) {
-      slot = above + tie_rank++;
-    }
-    if (slot >= 0) {
+    if (key > threshold || (key == threshold && static_cast<std::uint32_t>(v) <= last_id)) {
+      const int slot = atomicAdd(&sel.taken, 1);
       candidate_keys[slot] = key;
       candidate_ids[slot] = v;
     }
