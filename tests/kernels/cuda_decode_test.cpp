@@ -61,12 +61,14 @@ void expect_linear_matches_cpu(std::int64_t rows, std::int64_t in_features, std:
     stream.synchronize();
     got = widen(out.download());
   }
-  // fp32 sums in another order, then (bf16 out) one rounding of 2^-8 relative; two where a GEMM
-  // stores the product before a separate epilogue kernel rounds again.
+  // fp32 sums in another order, then (bf16 out) one rounding of 2^-8 relative. Where a GEMM takes
+  // the rows, cuBLASLt may add split-K partial sums in bf16 and a separate epilogue kernel rounds
+  // again: a few bf16 steps of the sums' scale (order one here).
   const bool composed = rows > kMaxDecodeGemvRows || in_features % 8 != 0;
   const double relative = fp32_out ? 1e-5 : composed ? 8e-3 : 4e-3;
+  const double absolute = composed && !fp32_out ? 2e-3 : 1e-4;
   for (std::size_t i = 0; i < out_numel; ++i) {
-    ASSERT_NEAR(got[i], expected[i], 1e-4 + relative * std::fabs(expected[i]))
+    ASSERT_NEAR(got[i], expected[i], absolute + relative * std::fabs(expected[i]))
         << "rows " << rows << " in " << in_features << " out " << out_features << " element " << i;
   }
 }

@@ -1,5 +1,5 @@
 // adamant generate CHECKPOINT (--prompt TEXT | --prompts-file FILE) [--max-tokens N --min-tokens N
-//   --temperature T --top-k K --top-p P --seed S --device cpu|cuda]
+//   --temperature T --top-k K --top-p P --seed S --device cpu|cuda --weights bf16|fp32]
 // Samples with a key/value cache on the GPU (bf16) or the CPU (fp32); a single prompt's
 // tokens are printed as they come.
 #include <chrono>
@@ -35,6 +35,7 @@ struct GenerateArgs {
   std::string top_p = "1.0";
   std::string seed = "1";
   std::string device;
+  std::string weights = "bf16";
   std::string vocab_dir;
 };
 
@@ -63,6 +64,15 @@ Device device_of(const std::string& name) {
   return Device::cuda(0);
 }
 
+// The dtype the decoder's linear layers and classifier read (model/gpt_decoder.h).
+DType matrix_dtype_of(const std::string& name, Device device) {
+  if (name == "bf16") return DType::bf16;
+  ADAMANT_CHECK(name == "fp32", "generate: --weights {}; use bf16 or fp32 (fp32 on the CPU only)", name);
+  ADAMANT_CHECK(device.is_cpu(), "generate: --weights fp32 on {}; the GPU decoder reads bf16 weights, use bf16",
+                device.str());
+  return DType::f32;
+}
+
 void run_generate(const GenerateArgs& args) {
   model::GenerationOptions options;
   options.max_new_tokens = parse_int_option("--max-tokens", args.max_tokens, 1, 1 << 20);
@@ -74,6 +84,7 @@ void run_generate(const GenerateArgs& args) {
   options.seed = parse_seed_option("--seed", args.seed);
   const std::vector<std::string> texts = read_prompts(args);
   const Device device = device_of(args.device);
+  const DType matrix_dtype = matrix_dtype_of(args.weights, device);
 
   const train::TrainConfig config =
       train::parse_train_config(train::checkpoint_config_yaml(args.checkpoint), {}, args.checkpoint + "/model.adm");
@@ -106,7 +117,7 @@ void run_generate(const GenerateArgs& args) {
   model::GptModel model(gpt, device.is_cpu() ? DType::f32 : DType::bf16, 1, device,
                         static_cast<std::uint64_t>(config.model.seed));
   train::load_checkpoint(args.checkpoint, model, nullptr);
-  model::GptDecoder decoder(model, static_cast<int>(prompts.size()), static_cast<int>(longest), capacity);
+  model::GptDecoder decoder(model, static_cast<int>(prompts.size()), static_cast<int>(longest), capacity, matrix_dtype);
 
   const bool stream = prompts.size() == 1;
   data::Utf8Stream text;
@@ -160,6 +171,9 @@ void add_generate_command(CLI::App& app) {
                   "random seed in [0, 2^64); the same seed gives the same text on the same "
                   "device (default 1)");
   cmd->add_option("--device", args->device, "cpu or cuda (default: cuda when a GPU is visible)");
+  cmd->add_option("--weights", args->weights,
+                  "bf16 or fp32: what the layers read per token; bf16 halves the memory traffic that sets the "
+                  "speed (default bf16; fp32 on the CPU only)");
   cmd->add_option("--vocab-dir", args->vocab_dir,
                   "folder with encoder.json and vocab.bpe (default: the files named in the checkpoint's config)");
   cmd->callback([args] { run_generate(*args); });

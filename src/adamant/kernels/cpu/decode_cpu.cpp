@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <numeric>
 #include <vector>
 
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
@@ -67,21 +66,35 @@ void decode_attention(const Tensor& qkv, Tensor cache, const Tensor& positions, 
 
 void decode_top_k(const Tensor& logits, Tensor values, Tensor ids, std::int64_t rows, std::int64_t row_stride,
                   std::int64_t vocab, std::int64_t k, std::int32_t masked) {
-  std::vector<std::int32_t> order;
+  struct Entry {
+    std::uint32_t key;
+    std::int32_t id;
+  };
+  // Larger first, the lower id first among equal values: the order of model::sample_token.
+  const auto before = [](const Entry& a, const Entry& b) { return a.key > b.key || (a.key == b.key && a.id < b.id); };
+  std::vector<Entry> kept;
+  kept.reserve(static_cast<std::size_t>(k));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* row = logits.ptr<float>() + r * row_stride;
-    order.resize(static_cast<std::size_t>(vocab));
-    std::iota(order.begin(), order.end(), 0);
-    if (masked >= 0 && masked < vocab) order.erase(order.begin() + masked);
-    // Larger first, the lower id first among equal values: the order of model::sample_token.
-    const auto before = [&](std::int32_t a, std::int32_t b) {
-      const std::uint32_t ka = decode_order_key(row[a]), kb = decode_order_key(row[b]);
-      return ka > kb || (ka == kb && a < b);
-    };
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+    // One pass with the k best so far in a heap whose top is the worst of them. Ids come in
+    // increasing order, so a later id with the worst one's key never displaces it.
+    kept.clear();
+    for (std::int32_t v = 0; v < vocab; ++v) {
+      if (v == masked) continue;
+      const Entry entry{decode_order_key(row[v]), v};
+      if (static_cast<std::int64_t>(kept.size()) < k) {
+        kept.push_back(entry);
+        std::push_heap(kept.begin(), kept.end(), before);
+      } else if (entry.key > kept.front().key) {
+        std::pop_heap(kept.begin(), kept.end(), before);
+        kept.back() = entry;
+        std::push_heap(kept.begin(), kept.end(), before);
+      }
+    }
+    std::sort_heap(kept.begin(), kept.end(), before);
     for (std::int64_t i = 0; i < k; ++i) {
-      ids.ptr<std::int32_t>()[r * k + i] = order[static_cast<std::size_t>(i)];
-      values.ptr<float>()[r * k + i] = row[order[static_cast<std::size_t>(i)]];
+      ids.ptr<std::int32_t>()[r * k + i] = kept[static_cast<std::size_t>(i)].id;
+      values.ptr<float>()[r * k + i] = row[kept[static_cast<std::size_t>(i)].id];
     }
   }
 }

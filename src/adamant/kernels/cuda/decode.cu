@@ -56,9 +56,9 @@ template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_kernel(const __nv_bfloat16* qkv, __nv_bfloat16* cache, const std::int32_t* positions,
                             __nv_bfloat16* out, int heads, int capacity, float scale) {
-  constexpr int kPieces = kHeadDim / 8;          // 16-byte pieces of a row
-  constexpr int kGroups = kThreads / kPieces;    // positions summed at once in the value pass
-  extern __shared__ float scores[];              // [capacity]
+  constexpr int kPieces = kHeadDim / 8;        // 16-byte pieces of a row
+  constexpr int kGroups = kThreads / kPieces;  // positions summed at once in the value pass
+  extern __shared__ float scores[];            // [capacity]
   __shared__ float query[kHeadDim];
   __shared__ float partials[kWarps];
   __shared__ float value_parts[kGroups][kHeadDim + 1];
@@ -135,15 +135,14 @@ cudaError_t launch_decode_attention(const void* qkv, void* cache, const std::int
                                     int capacity, int heads, cudaStream_t stream) {
   const std::size_t score_bytes = static_cast<std::size_t>(capacity) * sizeof(float);
   // Above 48 KB a kernel must opt in to more shared memory.
-  const cudaError_t status = cudaFuncSetAttribute(decode_attention_kernel<kHeadDim>,
-                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  static_cast<int>(score_bytes));
+  const cudaError_t status = cudaFuncSetAttribute(
+      decode_attention_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(score_bytes));
   if (status != cudaSuccess) return status;
   const float scale = 1.0f / sqrtf(static_cast<float>(kHeadDim));
-  decode_attention_kernel<kHeadDim><<<static_cast<unsigned>(batch) * static_cast<unsigned>(heads), kThreads,
-                                      score_bytes, stream>>>(static_cast<const __nv_bfloat16*>(qkv),
-                                                             static_cast<__nv_bfloat16*>(cache), positions,
-                                                             static_cast<__nv_bfloat16*>(out), heads, capacity, scale);
+  decode_attention_kernel<kHeadDim>
+      <<<static_cast<unsigned>(batch) * static_cast<unsigned>(heads), kThreads, score_bytes, stream>>>(
+          static_cast<const __nv_bfloat16*>(qkv), static_cast<__nv_bfloat16*>(cache), positions,
+          static_cast<__nv_bfloat16*>(out), heads, capacity, scale);
   return cudaGetLastError();
 }
 
@@ -180,12 +179,18 @@ cudaError_t decode_attention(const void* qkv, void* cache, const std::int32_t* p
                              int capacity, int heads, int head_dim, cudaStream_t stream) {
   static_assert(kMaxHeadDim == 128, "one instantiation per head size below");
   switch (head_dim) {
-    case 32: return launch_decode_attention<32>(qkv, cache, positions, out, batch, capacity, heads, stream);
-    case 64: return launch_decode_attention<64>(qkv, cache, positions, out, batch, capacity, heads, stream);
-    case 80: return launch_decode_attention<80>(qkv, cache, positions, out, batch, capacity, heads, stream);
-    case 96: return launch_decode_attention<96>(qkv, cache, positions, out, batch, capacity, heads, stream);
-    case 128: return launch_decode_attention<128>(qkv, cache, positions, out, batch, capacity, heads, stream);
-    default: return cudaErrorInvalidValue;
+    case 32:
+      return launch_decode_attention<32>(qkv, cache, positions, out, batch, capacity, heads, stream);
+    case 64:
+      return launch_decode_attention<64>(qkv, cache, positions, out, batch, capacity, heads, stream);
+    case 80:
+      return launch_decode_attention<80>(qkv, cache, positions, out, batch, capacity, heads, stream);
+    case 96:
+      return launch_decode_attention<96>(qkv, cache, positions, out, batch, capacity, heads, stream);
+    case 128:
+      return launch_decode_attention<128>(qkv, cache, positions, out, batch, capacity, heads, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -1,13 +1,13 @@
 // The k largest logits of each row on the GPU (kernels/decode.h's decode_top_k), so that
 // sampling copies k (value, id) pairs to the host instead of the whole vocabulary.
 //
-// One block per row. A radix select finds the k-th largest key: four passes over the row,
-// each a 256-bin histogram of the next 8 bits among the logits that match the bits chosen so
-// far (warp-aggregated, since most logits share their top bits), fix the threshold key T one
-// byte at a time. When more logits equal T than places are left, four more passes over the
-// inverted ids of those logits pick the lowest ids, so the selection is exactly the first k
-// in (larger, then lower id) order. One more pass collects them, and each of the k candidates
-// counts the candidates that come before it, which is its place in the sorted output.
+// One block per row. The row's keys go to shared memory once when they fit (the 50K GPT-2
+// vocabulary does), since the passes below read every key again. A radix select finds the k-th largest key: four passes
+// over the row, each a 256-bin histogram of the next 8 bits among the logits that match the bits chosen so far
+// (warp-aggregated, since most logits share their top bits), fix the threshold key T one byte at a time. When more
+// logits equal T than places are left, four more passes over the inverted ids of those logits pick the lowest ids, so
+// the selection is exactly the first k in (larger, then lower id) order. One more pass collects them, and each of the k
+// candidates counts the candidates that come before it, which is its place in the sorted output.
 #include "adamant/kernels/cuda/decode_launchers.h"
 
 namespace adamant::kernels::cuda::launchers {
@@ -16,6 +16,9 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kBins = 256;
+// Dynamic shared memory for the keys, beside the ~3 KB of static shared memory (227 KB per block
+// on Hopper).
+constexpr std::size_t kMaxSharedKeyBytes = 200 * 1024;
 
 // kernels::decode_order_key: unsigned keys that order like the floats, -0 as +0.
 __device__ std::uint32_t order_key(float value) {
@@ -67,9 +70,10 @@ __device__ void radix_step(Selection& sel, int vocab, int masked, int shift, std
   __syncthreads();
 }
 
-__global__ void __launch_bounds__(kThreads)
-    decode_top_k_kernel(const float* logits, float* values, std::int32_t* ids, std::int64_t row_stride, int vocab,
-                        int k, int masked) {
+template <bool kKeysShared>
+__global__ void __launch_bounds__(kThreads) decode_top_k_kernel(const float* logits, float* values, std::int32_t* ids,
+                                                                std::int64_t row_stride, int vocab, int k, int masked) {
+  extern __shared__ std::uint32_t shared_keys[];  // [vocab] when kKeysShared
   __shared__ Selection sel;
   __shared__ std::uint32_t candidate_keys[kMaxTopK];
   __shared__ std::int32_t candidate_ids[kMaxTopK];
@@ -80,8 +84,11 @@ __global__ void __launch_bounds__(kThreads)
     sel.taken = 0;
   }
   __syncthreads();
+  if (kKeysShared) {
+    for (int v = threadIdx.x; v < vocab; v += kThreads) shared_keys[v] = order_key(row[v]);
+  }
   const auto any = [](int) { return true; };
-  const auto key_of = [&](int v) { return order_key(row[v]); };
+  const auto key_of = [&](int v) { return kKeysShared ? shared_keys[v] : order_key(row[v]); };
   std::uint32_t mask = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {
     radix_step(sel, vocab, masked, shift, mask, any, key_of);
@@ -93,7 +100,7 @@ __global__ void __launch_bounds__(kThreads)
   if (sel.equal_count > sel.still_needed) {
     if (threadIdx.x == 0) sel.prefix = 0;
     __syncthreads();
-    const auto at_threshold = [&](int v) { return order_key(row[v]) == threshold; };
+    const auto at_threshold = [&](int v) { return key_of(v) == threshold; };
     const auto inverted_id = [](int v) { return ~static_cast<std::uint32_t>(v); };  // lower ids rank higher
     mask = 0;
     for (int shift = 24; shift >= 0; shift -= 8) {
@@ -104,7 +111,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int v = threadIdx.x; v < vocab; v += kThreads) {
     if (v == masked) continue;
-    const std::uint32_t key = order_key(row[v]);
+    const std::uint32_t key = key_of(v);
     if (key > threshold || (key == threshold && static_cast<std::uint32_t>(v) <= last_id)) {
       const int slot = atomicAdd(&sel.taken, 1);
       candidate_keys[slot] = key;
@@ -129,8 +136,20 @@ __global__ void __launch_bounds__(kThreads)
 cudaError_t decode_top_k(const float* logits, float* values, std::int32_t* ids, int rows, std::int64_t row_stride,
                          int vocab, int k, int masked, cudaStream_t stream) {
   if (rows < 1 || k < 1 || k > kMaxTopK || k > vocab) return cudaErrorInvalidValue;
-  decode_top_k_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, values, ids, row_stride, vocab, k,
-                                                                            masked);
+  const std::size_t key_bytes = static_cast<std::size_t>(vocab) * sizeof(std::uint32_t);
+  if (key_bytes <= kMaxSharedKeyBytes) {
+    // Above 48 KB a kernel must opt in to more shared memory.
+    const cudaError_t status = cudaFuncSetAttribute(
+        decode_top_k_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(key_bytes));
+    if (status == cudaSuccess) {
+      decode_top_k_kernel<true><<<static_cast<unsigned>(rows), kThreads, key_bytes, stream>>>(
+          logits, values, ids, row_stride, vocab, k, masked);
+      return cudaGetLastError();
+    }
+    cudaGetLastError();  // a GPU with less shared memory: read the keys from global memory instead
+  }
+  decode_top_k_kernel<false>
+      <<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, values, ids, row_stride, vocab, k, masked);
   return cudaGetLastError();
 }
 
