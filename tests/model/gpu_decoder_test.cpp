@@ -114,6 +114,7 @@ TEST(GpuDecoder, GreedyWithCacheEqualsGreedyWithout) {
     context.push_back(token);
   }
   EXPECT_GE(exact, 20) << "the cached path should pick the uncached argmax nearly always";
+  EXPECT_TRUE(decoder.step_graph_recorded()) << "the steps should replay a CUDA graph";
   // A second run replays the recorded step graph: the same tokens.
   EXPECT_EQ(generate_cached(decoder, prompts, options)[0], cached);
 }
