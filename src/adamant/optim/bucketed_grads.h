@@ -29,7 +29,7 @@ namespace adamant::optim {
 
 // How the data-parallel ranks divide the gradients.
 enum class GradLayout {
-  replicated,  // one shard per bucket; every rank syncs and updates the whole model (only with dp > 1)
+  replicated,  // one shard per bucket; every rank updates the whole model (its buckets sync only with dp > 1)
   sharded,     // one shard per rank in every bucket; a rank updates its shards, its norm is a partial sum
 };
 
@@ -59,7 +59,6 @@ class BucketedGrads {
 
   // The model's fp32 gradient buffer (plan().padded_numel() elements); allocates the device tables.
   void attach(Tensor model_grads);
-  bool attached() const { return grads_.data != nullptr; }
 
   // Parameter `param`'s gradient is final: starts the sync of every bucket this completes (overlap_grad_sync).
   void on_grad_ready(std::size_t param);
