@@ -1,0 +1,92 @@
+#include "adamant/optim/bucketed_adam.h"
+
+#include "adamant/core/error.h"
+#include "adamant/optim/model_buffers.h"
+#include "adamant/optim/optimizer_checkpoint.h"
+
+namespace adamant::optim {
+
+BucketedAdam::BucketedAdam(const char* name, GradLayout layout, MainWeights main_weights,
+                           const OptimizerOptions& options, const ParamList& params, comm::Communicator& data_parallel,
+                           const Stream& compute_stream, GradNormScope norm_scope)
+    : name_(name),
+      layout_(layout),
+      options_(options),
+      comm_(data_parallel),
+      stream_(compute_stream),
+      grads_(options, params, layout, data_parallel, compute_stream, norm_scope, *this),
+      state_(main_weights, options.model_dtype, grads_.ranges()) {}
+
+void BucketedAdam::check_attached(const char* what) const {
+  ADAMANT_CHECK(attached_, "{}: {} before attach(); attach the model's weight and grad buffers first", name_, what);
+}
+
+void BucketedAdam::attach(Tensor model_weights, Tensor model_grads) {
+  ADAMANT_CHECK(!attached_, "{}: attach() called twice", name_);
+  check_model_buffers(model_weights, model_grads, padded_numel(), options_.model_dtype, comm_.device());
+  weights_ = model_weights;
+  state_.attach(model_weights, stream_);
+  grads_.attach(model_grads);
+  attached_ = true;
+}
+
+void BucketedAdam::on_grad_ready(std::size_t index) {
+  check_attached("on_grad_ready");
+  grads_.on_grad_ready(index);
+}
+
+StepResult BucketedAdam::step(double lr, double grad_scale) {
+  check_attached("step");
+  wait_for_params();  // normally done already, before this step's forward
+  const StepScale scale = grads_.finish_sync(grad_scale);
+  if (scale.finite) {
+    ++step_count_;
+    const kernels::AdamArgs args = adam_args_for_step(options_, lr, step_count_, scale.adam_grad_scale);
+    for (std::size_t r = 0; r < grads_.ranges().size(); ++r) {
+      state_.update(args, r, grads_.segments(r), grads_.synced_grad(r), stream_);
+      publish_params(r);  // overlaps with the next ranges' Adam
+    }
+    if (!options_.overlap_param_sync) wait_for_params();
+  }
+  grads_.clear();
+  return {scale.grad_norm, !scale.finite, grads_.loss_scale()};
+}
+
+void BucketedAdam::save(const std::filesystem::path& dir) const {
+  check_attached("save");
+  // Pending all-gathers (overlap_param_sync) only write other ranks' blocks; this rank's ranges are final.
+  stream_.synchronize();
+  const bool sharded = layout_ == GradLayout::sharded;
+  if (sharded || comm_.rank() == 0) {  // replicated: every rank holds the same state, rank 0 writes it
+    const HostAdamState host = state_.download();
+    OptimizerCheckpointInfo info;
+    info.optimizer = name_;
+    info.step = step_count_;
+    info.loss_scaler = grads_.loss_scaler().state();
+    info.dp_size = comm_.size();
+    info.rank = sharded ? comm_.rank() : 0;
+    info.file_count = sharded ? comm_.size() : 1;
+    info.bucket_cap_mb = options_.bucket_cap_mb;
+    write_optimizer_shard(dir, grads_.params(), info, grads_.ranges().state_pieces(), host.main, host.exp_avg,
+                          host.exp_avg_sq);
+  }
+  comm_.barrier();  // the checkpoint is complete when save() returns on any rank
+}
+
+void BucketedAdam::load(const std::filesystem::path& dir) {
+  check_attached("load");
+  wait_for_params();
+  stream_.synchronize();
+  HostAdamState host(grads_.ranges().state_numel());
+  const OptimizerCheckpointInfo info = read_optimizer_state(dir, grads_.params(), grads_.ranges().state_pieces(),
+                                                            host.main, host.exp_avg, host.exp_avg_sq);
+  state_.upload(host);
+  for (std::size_t r = 0; r < grads_.ranges().size(); ++r) publish_params(r);
+  wait_for_params();
+  stream_.synchronize();
+  step_count_ = info.step;
+  grads_.loss_scaler().load_state(info.loss_scaler);
+  comm_.barrier();
+}
+
+}  // namespace adamant::optim

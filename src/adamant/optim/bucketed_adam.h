@@ -1,0 +1,72 @@
+#pragma once
+// The Optimizer both Adam variants are: bucketed gradients (bucketed_grads.h) feeding
+// Adam over the ranges this rank updates (adam_state.h), with checkpoints. A variant
+// says only what differs (GradLayout, MainWeights and the two collectives):
+//
+//   FusedAdam             replicated: all-reduce each bucket, Adam over the whole model
+//   DistributedFusedAdam  sharded: reduce-scatter each bucket, Adam over this rank's shard
+//                         of each bucket, then all-gather the bucket's updated weights
+//
+// A step: finish the gradient sync, grad norm and step factor (BucketedGrads); Adam on
+// each range, after which the variant publishes the range's weights (publish_params);
+// wait for them unless overlap_param_sync; zero the gradients.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+
+#include "adamant/optim/adam_state.h"
+#include "adamant/optim/bucketed_grads.h"
+#include "adamant/optim/optimizer.h"
+
+namespace adamant::optim {
+
+class BucketedAdam : public Optimizer, protected GradSync {
+ public:
+  BucketedAdam(const BucketedAdam&) = delete;
+  BucketedAdam& operator=(const BucketedAdam&) = delete;
+
+  std::size_t padded_numel() const override { return grads_.plan().padded_numel(); }
+  void attach(Tensor model_weights, Tensor model_grads) override;
+  double loss_scale() const override { return grads_.loss_scale(); }
+  void on_grad_ready(std::size_t index) override;
+  void wait_for_params() override {}  // nothing is published asynchronously unless the variant says so
+  StepResult step(double lr, double grad_scale) override;
+  double take_exposed_comm_ms() override { return grads_.comm_waits().take_done_ms(); }
+  std::size_t state_bytes() const override { return state_.bytes(); }
+  std::int64_t step_count() const override { return step_count_; }
+  void save(const std::filesystem::path& dir) const override;
+  void load(const std::filesystem::path& dir) override;
+
+  const BucketPlan& plan() const { return grads_.plan(); }
+
+ protected:
+  // `name`: the model.optim.name of the variant, in errors and checkpoints.
+  BucketedAdam(const char* name, GradLayout layout, MainWeights main_weights, const OptimizerOptions& options,
+               const ParamList& params, comm::Communicator& data_parallel, const Stream& compute_stream,
+               GradNormScope norm_scope);
+
+  // After Adam wrote the model weights of update range `range`, in stream order.
+  virtual void publish_params(std::size_t range) { (void)range; }
+
+  const OptimizerOptions& options() const { return options_; }
+  comm::Communicator& data_parallel() const { return comm_; }
+  const Stream& compute_stream() const { return stream_; }
+  Tensor model_weights() const { return weights_; }
+  CommWaitTimer& comm_waits() { return grads_.comm_waits(); }
+
+ private:
+  void check_attached(const char* what) const;
+
+  const char* name_;
+  GradLayout layout_;
+  OptimizerOptions options_;
+  comm::Communicator& comm_;
+  const Stream& stream_;
+  BucketedGrads grads_;
+  AdamState state_;
+  std::int64_t step_count_ = 0;
+  bool attached_ = false;
+  Tensor weights_;
+};
+
+}  // namespace adamant::optim
