@@ -56,12 +56,6 @@ void expect_same_run(const Snapshot& a, const Snapshot& b, bool bitwise, const s
   EXPECT_LE(max_abs_difference(a.weights, b.weights), kWeightTolerance) << what;
 }
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
 // A folder of this rank's own inside a shared one (for single-rank reference runs); removed with it.
 std::filesystem::path private_subdir(const std::filesystem::path& shared) {
   return shared / ("reference_rank_" + std::to_string(world_rank()));
