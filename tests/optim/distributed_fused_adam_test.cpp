@@ -408,7 +408,7 @@ TEST(DistributedFusedAdam, StateBytesPerRank) {
       EXPECT_EQ(optimizer->state_bytes(), per_element * shard);
       const double formula = static_cast<double>(per_element) * static_cast<double>(params.total_numel) / dp;
       if (world.rank() == 0) {
-        std::printf("state_bytes %s dp=%d %s: %zu bytes per rank; DESIGN.md (%zu)*N/d = %.0f; ratio %.6f\n",
+        std::printf("state_bytes %s dp=%d %s: %zu bytes per rank; formula (%zu)*N/d = %.0f; ratio %.6f\n",
                     gpt3 ? "GPT-3 126M" : "test model", dp, remainders ? "remainders" : "fp32 main",
                     optimizer->state_bytes(), per_element, formula,
                     static_cast<double>(optimizer->state_bytes()) / formula);
