@@ -8,7 +8,8 @@ cd "$root"
 
 packages=(cmake ninja-build g++ clang libomp-dev libyaml-cpp-dev libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev
           libopenmpi-dev openmpi-bin libopenblas-dev libgtest-dev libbenchmark-dev libcairo2-dev pkg-config
-          iproute2 python3 python3-torch python3-numpy)  # iproute2: the multi-host tests; torch, numpy: the PyTorch parity tests
+          iproute2 python3 python3-torch python3-numpy   # iproute2: the multi-host tests; torch, numpy: the PyTorch parity tests
+          slurmctld slurmd slurm-client)                 # the srun test: tests/multinode/slurm_test.sh
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

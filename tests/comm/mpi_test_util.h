@@ -8,8 +8,12 @@
 #include <vector>
 
 #include "adamant/core/tensor.h"
+#include "support/mpi_world.h"
 
 namespace adamant::comm::testing {
+
+using adamant::testing::world_rank;
+using adamant::testing::world_size;
 
 inline Tensor host_view(std::vector<std::byte>& bytes, DType dtype) {
   return Tensor::flat(bytes.data(), dtype, Device::cpu(), bytes.size() / dtype_size(dtype));
@@ -20,22 +24,8 @@ inline Tensor host_view(std::vector<std::byte>& bytes, DType dtype) {
 inline void expect_identical_on_all_ranks(const std::vector<std::byte>& bytes) {
   std::vector<std::byte> rank0 = bytes;
   MPI_Bcast(rank0.data(), static_cast<int>(rank0.size()), MPI_BYTE, 0, MPI_COMM_WORLD);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   EXPECT_EQ(std::memcmp(rank0.data(), bytes.data(), bytes.size()), 0)
-      << "rank " << rank << " holds a result that differs bitwise from rank 0's";
-}
-
-inline int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-inline int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
+      << "rank " << world_rank() << " holds a result that differs bitwise from rank 0's";
 }
 
 }  // namespace adamant::comm::testing

@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "adamant/core/atomic_file.h"
 #include "adamant/core/error.h"
 #include "support/test_data.h"
 
@@ -77,6 +78,29 @@ TEST(FileWrite, FailedAtomicWriteKeepsTheOldFileAndLeavesNoTemporary) {
   EXPECT_EQ(entries, 1);  // config.yaml alone
   write_file_atomically(file, "new\n");
   EXPECT_EQ(read_text(file), "new\n");
+}
+
+TEST(FileWrite, AtomicWriterStoppedByTheFileSizeKeepsTheOldFileAndLeavesNoTemporary) {
+  const testing::TempDir dir("atomic-writer");
+  const auto file = dir / "model.safetensors";
+  write_file_atomically(file, "old\n", "safetensors file");
+  std::string message;
+  {
+    const FileSizeLimit limit(64);
+    message = error_of([&] {
+      AtomicFileWriter writer(file, "safetensors file");
+      writer.write(std::string(40, 'a'));  // fits under the limit
+      EXPECT_EQ(writer.position(), 40u);
+      writer.write(std::string(40, 'b'));  // crosses it: the short write is retried and fails
+      writer.commit();
+    });
+  }
+  EXPECT_NE(message.find("writing safetensors file " + file.string() + " failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("File too large"), std::string::npos) << message;
+  EXPECT_EQ(read_text(file), "old\n");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 1);  // model.safetensors alone
 }
 
 TEST(FileWrite, FoldersUnderAFileOrInAReadOnlyPlaceAreErrorsNamingThem) {

@@ -19,16 +19,9 @@
 #include "adamant/core/half.h"
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
+#include "support/gpu.h"
 
 namespace adamant::testing {
-
-inline Device gpu() { return Device::cuda(0); }
-
-// Skips (with a message) on machines without a GPU; CI does not run this label.
-#define ADAMANT_REQUIRE_GPU()                                        \
-  do {                                                               \
-    if (!::adamant::cuda_available()) GTEST_SKIP() << "no CUDA GPU"; \
-  } while (false)
 
 // A host array and its GPU copy. `offset` views start that many elements into the
 // allocation, to test accesses that are not 16-byte aligned.

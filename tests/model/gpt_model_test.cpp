@@ -13,13 +13,7 @@ using testing::random_batch;
 using testing::tiny_config;
 
 TEST(GptModel, LossAtInitIsLogOfPaddedVocabulary) {
-  GptConfig config;
-  config.num_layers = 2;
-  config.hidden_size = 64;
-  config.num_attention_heads = 4;
-  config.ffn_hidden_size = 256;
-  config.seq_length = 32;
-  config.vocab_size = 50257;
+  const GptConfig config = testing::two_layer_config(64, 4, 32, 50257);
   GptModel model(config, DType::f32, 2, Device::cpu(), 1234);
   ASSERT_EQ(config.padded_vocab_size(), 50304);
   const auto batch = random_batch(config, 2, 1);

@@ -20,27 +20,16 @@
 #include "adamant/model/generation.h"
 #include "adamant/model/sampler.h"
 #include "model_test_util.h"
+#include "support/gpu.h"
 
 namespace adamant::model {
 namespace {
 
-#define ADAMANT_REQUIRE_GPU()                                        \
-  do {                                                               \
-    if (!::adamant::cuda_available()) GTEST_SKIP() << "no CUDA GPU"; \
-  } while (false)
+using adamant::testing::gpu;
 
-Device gpu() { return Device::cuda(0); }
-
-// head_dim 64 (the flash attention kernel's smallest), the GPT-2 vocabulary padded to 50304.
 GptConfig decoder_gpu_config() {
-  GptConfig config;
-  config.num_layers = 2;
-  config.hidden_size = 128;
-  config.num_attention_heads = 2;
-  config.ffn_hidden_size = 512;
+  GptConfig config = testing::gpu_config();
   config.seq_length = 96;
-  config.vocab_size = 50257;
-  config.init_method_std = 0.1f;
   return config;
 }
 

@@ -22,36 +22,17 @@
 #include "adamant/core/error.h"
 #include "adamant/core/stream.h"
 #include "model_test_util.h"
+#include "support/gpu.h"
 
 namespace adamant::model {
 namespace {
 
+using adamant::testing::gpu;
+using testing::gpu_config;
 using testing::random_batch;
 
 constexpr double kLossTolerance = 2e-2;      // relative, see the top of the file
 constexpr double kGradientTolerance = 5e-2;  // relative L2 per parameter, see the top of the file
-
-#define ADAMANT_REQUIRE_GPU()                                        \
-  do {                                                               \
-    if (!::adamant::cuda_available()) GTEST_SKIP() << "no CUDA GPU"; \
-  } while (false)
-
-Device gpu() { return Device::cuda(0); }
-
-// 2 layers, hidden 128, 2 heads of 64, seq 64, the GPT-2 vocabulary padded to 50304.
-// init std 0.1 instead of 0.02 puts the loss well away from ln(vocab), so a wrong
-// forward cannot pass as "near uniform".
-GptConfig small_config() {
-  GptConfig config;
-  config.num_layers = 2;
-  config.hidden_size = 128;
-  config.num_attention_heads = 2;
-  config.ffn_hidden_size = 512;
-  config.seq_length = 64;
-  config.vocab_size = 50257;
-  config.init_method_std = 0.1f;
-  return config;
-}
 
 template <typename T>
 std::vector<T> download(GptModel& model, const Tensor& t) {
@@ -138,7 +119,7 @@ PassResult run_passes(GptModel& model, const std::vector<MicroBatch>& batches, f
 
 TEST(GpuGptModel, HoldsTheCpuModelsBf16WeightsAndFp32Gradients) {
   ADAMANT_REQUIRE_GPU();
-  const GptConfig config = small_config();
+  const GptConfig config = gpu_config();
   GptModel cpu(config, DType::bf16, 2, Device::cpu(), 11);
   GptModel gpu_model(config, DType::bf16, 2, gpu(), 11);
   EXPECT_EQ(gpu_model.weights().dtype, DType::bf16);
@@ -154,7 +135,7 @@ TEST(GpuGptModel, HoldsTheCpuModelsBf16WeightsAndFp32Gradients) {
 
 TEST(GpuGptModel, LossAndGradientsMatchTheCpuModel) {
   ADAMANT_REQUIRE_GPU();
-  const GptConfig config = small_config();
+  const GptConfig config = gpu_config();
   const auto batch = random_batch(config, 2, 21);
   GptModel cpu(config, DType::bf16, 2, Device::cpu(), 7);
   GptModel gpu_model(config, DType::bf16, 2, gpu(), 7);
@@ -182,7 +163,7 @@ TEST(GpuGptModel, LossAndGradientsMatchTheCpuModel) {
 
 TEST(GpuGptModel, TanhGeluMatchesTheCpuModel) {
   ADAMANT_REQUIRE_GPU();
-  GptConfig config = small_config();
+  GptConfig config = gpu_config();
   config.gelu = kernels::GeluForm::tanh;  // model.openai_gelu
   const auto batch = random_batch(config, 2, 22);
   GptModel cpu(config, DType::bf16, 2, Device::cpu(), 7);
@@ -196,7 +177,7 @@ TEST(GpuGptModel, TanhGeluMatchesTheCpuModel) {
 
 TEST(GpuGptModel, GradientsAccumulateOverMicroBatches) {
   ADAMANT_REQUIRE_GPU();
-  const GptConfig config = small_config();
+  const GptConfig config = gpu_config();
   const auto first = random_batch(config, 2, 31), second = random_batch(config, 1, 32);  // a short micro-batch too
   GptModel cpu(config, DType::bf16, 2, Device::cpu(), 3);
   GptModel gpu_model(config, DType::bf16, 2, gpu(), 3);
@@ -225,7 +206,7 @@ TEST(GpuGptModel, GradientsAccumulateOverMicroBatches) {
 // the gradients but for the order of the embedding gradient's fp32 atomics.
 TEST(GpuGptModel, SelectiveRecomputationChangesNoBit) {
   ADAMANT_REQUIRE_GPU();
-  GptConfig config = small_config();
+  GptConfig config = gpu_config();
   config.hidden_dropout = 0.1f;
   config.attention_dropout = 0.1f;
   GptConfig recomputing = config;
@@ -243,7 +224,7 @@ TEST(GpuGptModel, SelectiveRecomputationChangesNoBit) {
 
 TEST(GpuGptModel, DropoutMasksMatchTheCpuModel) {
   ADAMANT_REQUIRE_GPU();
-  GptConfig config = small_config();
+  GptConfig config = gpu_config();
   config.hidden_dropout = 0.1f;
   config.attention_dropout = 0.1f;
   const auto batch = random_batch(config, 2, 41);
@@ -265,7 +246,7 @@ TEST(GpuGptModel, DropoutMasksMatchTheCpuModel) {
 
 TEST(GpuGptModel, NextTokenLogitsMatchTheCpuModel) {
   ADAMANT_REQUIRE_GPU();
-  const GptConfig config = small_config();
+  const GptConfig config = gpu_config();
   GptModel cpu(config, DType::bf16, 2, Device::cpu(), 13);
   GptModel gpu_model(config, DType::bf16, 2, gpu(), 13);
   const auto batch = random_batch(config, 1, 51);
@@ -280,7 +261,7 @@ TEST(GpuGptModel, NextTokenLogitsMatchTheCpuModel) {
 
 TEST(GpuGptModel, RejectsWeightsOtherThanBf16AndAStreamOfAnotherDevice) {
   ADAMANT_REQUIRE_GPU();
-  const GptConfig config = small_config();
+  const GptConfig config = gpu_config();
   EXPECT_THROW(GptModel(config, DType::f32, 2, gpu(), 1), Error);
   GptModel gpu_model(config, DType::bf16, 1, gpu(), 1);
   const Stream host_stream;

@@ -19,14 +19,7 @@ namespace adamant::model {
 namespace {
 
 GptConfig split_config(int tp, bool sequence_parallel) {
-  GptConfig config;
-  config.num_layers = 2;
-  config.hidden_size = 128;
-  config.num_attention_heads = 2;
-  config.ffn_hidden_size = 512;
-  config.seq_length = 64;
-  config.vocab_size = 50257;
-  config.init_method_std = 0.1f;  // the loss well away from ln(vocab)
+  GptConfig config = testing::gpu_config();
   config.hidden_dropout = 0.1f;
   config.tensor_parallel_size = tp;
   config.sequence_parallel = sequence_parallel;

@@ -8,16 +8,31 @@
 
 namespace adamant::model::testing {
 
-// 2 layers, hidden 16, 2 heads, seq 8, vocab 60 -> padded to 64 (multiple of 8).
-inline GptConfig tiny_config() {
+// 2 layers of `hidden` width (ffn 4 x hidden), `heads` heads, `seq_length` positions.
+inline GptConfig two_layer_config(int hidden, int heads, int seq_length, int vocab_size) {
   GptConfig config;
   config.num_layers = 2;
-  config.hidden_size = 16;
-  config.num_attention_heads = 2;
-  config.ffn_hidden_size = 64;
-  config.seq_length = 8;
-  config.vocab_size = 60;
+  config.hidden_size = hidden;
+  config.num_attention_heads = heads;
+  config.ffn_hidden_size = 4 * hidden;
+  config.seq_length = seq_length;
+  config.vocab_size = vocab_size;
+  return config;
+}
+
+// 2 layers, hidden 16, 2 heads, seq 8, vocab 60 -> padded to 64 (multiple of 8).
+inline GptConfig tiny_config() {
+  GptConfig config = two_layer_config(16, 2, 8, 60);
   config.make_vocab_size_divisible_by = 8;
+  return config;
+}
+
+// The GPU tests' model: hidden 128, 2 heads of 64 (the flash attention kernel's smallest head),
+// seq 64, the GPT-2 vocabulary padded to 50304. init std 0.1 instead of 0.02 puts the loss well
+// away from ln(vocab), so a wrong forward cannot pass as "near uniform".
+inline GptConfig gpu_config() {
+  GptConfig config = two_layer_config(128, 2, 64, 50257);
+  config.init_method_std = 0.1f;
   return config;
 }
 

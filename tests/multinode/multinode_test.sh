@@ -12,6 +12,7 @@ data=$(realpath "$3")
 work=$4
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/netns_cluster.sh"
+source "$here/run_losses.sh"
 
 if ! reason=$(netns_cluster_supported); then
   echo "SKIPPED: $reason"
@@ -61,23 +62,6 @@ local_mpirun() {
   (cd "$work" && timeout "$seconds" mpirun $local_options "$@") >"$log" 2>&1
 }
 
-# The train losses of a run, one "step loss" line each.
-losses() {
-  grep '"type":"train"' "$1/multinode/metrics.jsonl" | sed -E 's/.*"step":([0-9]+).*/\1/' >"$work/steps.tmp"
-  grep '"type":"train"' "$1/multinode/metrics.jsonl" | sed -E 's/.*"loss":([^,}]*).*/\1/' | paste -d' ' "$work/steps.tmp" -
-}
-
-expect_same_losses() {  # <expected run> <actual run> <what>
-  local expected actual
-  expected=$(losses "$1")
-  actual=$(losses "$2")
-  [[ -n $expected ]] || fail "$1 logged no train losses"
-  if [[ $expected != "$actual" ]]; then
-    echo "expected ($1):"; echo "$expected"; echo "actual ($2):"; echo "$actual"
-    fail "$3"
-  fi
-  echo "ok: $3 ($(echo "$actual" | wc -l) steps, bitwise equal)"
-}
 
 case $case_name in
 data_parallel)

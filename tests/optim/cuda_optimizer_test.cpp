@@ -33,12 +33,6 @@ constexpr double kNormTolerance = 1e-12;  // fp64 sums of the same exact squares
 constexpr int kMicroBatches = 2;          // per rank; grad_scale = 1 / (2 * dp) is a power of two for dp = 2
 constexpr double kLearningRates[] = {3e-3, 6e-3, 1e-2};
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
 void report(const std::string& line) {
   if (world_rank() == 0) std::printf("%s\n", line.c_str());
 }

@@ -56,12 +56,6 @@ void expect_same_run(const Snapshot& a, const Snapshot& b, bool bitwise, const s
   EXPECT_LE(max_abs_difference(a.weights, b.weights), kWeightTolerance) << what;
 }
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
 // A folder of this rank's own inside a shared one (for single-rank reference runs); removed with it.
 std::filesystem::path private_subdir(const std::filesystem::path& shared) {
   return shared / ("reference_rank_" + std::to_string(world_rank()));
@@ -414,7 +408,7 @@ TEST(DistributedFusedAdam, StateBytesPerRank) {
       EXPECT_EQ(optimizer->state_bytes(), per_element * shard);
       const double formula = static_cast<double>(per_element) * static_cast<double>(params.total_numel) / dp;
       if (world.rank() == 0) {
-        std::printf("state_bytes %s dp=%d %s: %zu bytes per rank; DESIGN.md (%zu)*N/d = %.0f; ratio %.6f\n",
+        std::printf("state_bytes %s dp=%d %s: %zu bytes per rank; formula (%zu)*N/d = %.0f; ratio %.6f\n",
                     gpt3 ? "GPT-3 126M" : "test model", dp, remainders ? "remainders" : "fp32 main",
                     optimizer->state_bytes(), per_element, formula,
                     static_cast<double>(optimizer->state_bytes()) / formula);

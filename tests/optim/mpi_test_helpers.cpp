@@ -45,9 +45,7 @@ OptimizerOptions test_options(const char* name, DType dtype) {
 
 void remove_shared_dir(const std::filesystem::path& dir) {
   MPI_Barrier(MPI_COMM_WORLD);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) std::filesystem::remove_all(dir);
+  if (world_rank() == 0) std::filesystem::remove_all(dir);
 }
 
 double max_abs_difference(std::span<const float> a, std::span<const float> b) {

@@ -12,6 +12,7 @@
 #include "adamant/comm/communicator.h"
 #include "adamant/comm/single_process_communicator.h"
 #include "adamant/optim/optimizer.h"
+#include "support/mpi_world.h"
 #include "support/test_data.h"
 #include "synthetic_model.h"
 
@@ -35,11 +36,9 @@ struct Trained {
 // The default options of these tests: small buckets so the test model spans several.
 OptimizerOptions test_options(const char* name, DType dtype = DType::bf16);
 
-// A fresh folder with the same path on every rank of MPI_COMM_WORLD (collective), removed when
-// the test ends (collective).
-inline adamant::testing::SharedTempDir shared_temp_dir(const char* name) {
-  return adamant::testing::SharedTempDir(name);
-}
+using adamant::testing::shared_temp_dir;
+using adamant::testing::world_rank;
+
 // Barrier on MPI_COMM_WORLD, then rank 0 removes the folder (before the end of the test).
 void remove_shared_dir(const std::filesystem::path& dir);
 

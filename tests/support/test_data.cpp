@@ -9,6 +9,8 @@
 #include <system_error>
 #include <utility>
 
+#include "support/mpi_world.h"
+
 namespace adamant::testing {
 
 namespace {
@@ -53,8 +55,7 @@ void TempDir::remove() noexcept {
 }
 
 SharedTempDir::SharedTempDir(std::string_view name) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   long pid = static_cast<long>(::getpid());
   MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
   if (rank == 0) {
@@ -68,10 +69,8 @@ SharedTempDir::SharedTempDir(std::string_view name) {
 
 SharedTempDir::~SharedTempDir() {
   MPI_Barrier(MPI_COMM_WORLD);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::error_code ignored;
-  if (rank == 0) std::filesystem::remove_all(*this, ignored);
+  if (world_rank() == 0) std::filesystem::remove_all(*this, ignored);
 }
 
 }  // namespace adamant::testing

@@ -37,4 +37,6 @@ class SharedTempDir : public std::filesystem::path {
   ~SharedTempDir();
 };
 
+inline SharedTempDir shared_temp_dir(std::string_view name) { return SharedTempDir(name); }
+
 }  // namespace adamant::testing

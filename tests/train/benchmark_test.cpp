@@ -15,8 +15,7 @@ namespace adamant::testing {
 namespace {
 
 TEST(Benchmark, TimesTheStepsAfterTheWarmUp) {
-  int ranks = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const int ranks = world_size();
   const auto dir = shared_temp_dir("bench");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig config = tiny_config(prefix, dir / "ignored");

@@ -14,9 +14,7 @@ namespace adamant::testing {
 namespace {
 
 TEST(FineTune, RestoreFromPathStartsEveryLayoutAtTheExportedModel) {
-  int ranks = 1, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int ranks = world_size(), rank = world_rank();
   const auto dir = shared_temp_dir("hf-finetune");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig source = tiny_config(prefix, dir / "source");

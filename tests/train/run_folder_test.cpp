@@ -18,11 +18,7 @@
 namespace adamant::testing {
 namespace {
 
-int ranks_used() {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return std::min(size, 2);
-}
+int ranks_used() { return std::min(world_size(), 2); }
 
 // The error every rank of the run gets (the others get none).
 std::string error_of(const train::TrainConfig& config) {

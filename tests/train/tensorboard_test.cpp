@@ -28,9 +28,7 @@ TEST(TensorBoard, MaskedCrcOfAKnownVector) {
 }
 
 TEST(TensorBoard, EventFilesHoldEveryScalarOfMetricsAcrossAResume) {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const int ranks = std::min(world, 2);
+  const int ranks = std::min(world_size(), 2);
   const auto dir = shared_temp_dir("tensorboard");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig config = tiny_config(prefix, dir / "run");

@@ -29,9 +29,7 @@ std::vector<nlohmann::json> read_records(const std::filesystem::path& file, cons
 }
 
 TEST(TrainerMetrics, ExposedCommunicationAndPeakMemoryAreReported) {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const int ranks = std::min(world, 2);
+  const int ranks = std::min(world_size(), 2);
   const auto dir = shared_temp_dir("metrics");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig config = tiny_config(prefix, dir / "run");

@@ -18,12 +18,6 @@
 namespace adamant::testing {
 namespace {
 
-int world_size() {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
 void expect_error_containing(const std::function<void()>& run, const std::string& text) {
   try {
     run();

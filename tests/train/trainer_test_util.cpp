@@ -12,17 +12,9 @@
 
 namespace adamant::testing {
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
 std::filesystem::path write_random_dataset(const std::filesystem::path& dir, int documents, int max_id) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const auto prefix = dir / "tokens_text_document";
-  if (rank == 0) {
+  if (world_rank() == 0) {
     std::mt19937 rng(20261130);
     data::IndexedDatasetBuilder builder(prefix, data::TokenDtype::u16);
     std::vector<std::int32_t> doc;
@@ -83,8 +75,7 @@ train::TrainConfig tiny_config(const std::filesystem::path& prefix, const std::f
 }
 
 train::TrainSummary train_on_ranks(const train::TrainConfig& config, int ranks, train::TrainOptions options) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   MPI_Comm group = MPI_COMM_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, rank < ranks ? 0 : MPI_UNDEFINED, rank, &group);
   train::TrainSummary summary;

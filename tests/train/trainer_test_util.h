@@ -9,16 +9,10 @@
 
 #include "adamant/train/train_config.h"
 #include "adamant/train/trainer.h"
+#include "support/mpi_world.h"
 #include "support/test_data.h"
 
 namespace adamant::testing {
-
-// This process's rank in MPI_COMM_WORLD.
-int world_rank();
-
-// A folder with the same name on every rank of MPI_COMM_WORLD, created by rank 0 and removed
-// when the test ends (collective).
-inline SharedTempDir shared_temp_dir(const std::string& name) { return SharedTempDir(name); }
 
 // Writes <dir>/tokens_text_document.{bin,idx}: `documents` documents of random
 // lengths with random ids below `max_id` (rank 0 only; all ranks wait). Returns the prefix.

@@ -5,9 +5,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <string>
 
 #include "adamant/core/error.h"
+#include "adamant/core/file_write.h"
 
 namespace adamant {
 
@@ -16,12 +16,12 @@ AtomicFileWriter::AtomicFileWriter(std::filesystem::path path, std::string_view 
   if (path_.has_parent_path()) std::filesystem::create_directories(path_.parent_path());
   temp_path_ = path_;
   temp_path_ += ".tmp." + std::to_string(::getpid());
-  file_ = std::fopen(temp_path_.c_str(), "wb");
-  ADAMANT_CHECK(file_ != nullptr, "cannot create {} {}: {}", what_, temp_path_.string(), std::strerror(errno));
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ADAMANT_CHECK(fd_ >= 0, "cannot create {} {}: {}", what_, temp_path_.string(), std::strerror(errno));
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
-  if (file_ != nullptr) std::fclose(file_);
+  if (fd_ >= 0) ::close(fd_);
   if (!committed_) {
     std::error_code ignored;
     std::filesystem::remove(temp_path_, ignored);
@@ -30,21 +30,19 @@ AtomicFileWriter::~AtomicFileWriter() {
 
 void AtomicFileWriter::write(const void* data, std::size_t bytes) {
   ADAMANT_CHECK(!committed_, "{} {}: write after commit", what_, path_.string());
-  if (bytes != 0 && std::fwrite(data, 1, bytes, file_) != bytes) {
-    fail("writing {} {} failed ({}); is the disk full?", what_, temp_path_.string(), std::strerror(errno));
-  }
+  write_checked(fd_, data, bytes, what_, path_);
   position_ += bytes;
 }
 
 void AtomicFileWriter::commit() {
   ADAMANT_CHECK(!committed_, "{} {}: committed twice", what_, path_.string());
-  ADAMANT_CHECK(std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0, "flushing {} {} failed: {}", what_,
-                temp_path_.string(), std::strerror(errno));
-  std::fclose(file_);
-  file_ = nullptr;
-  std::error_code error;
-  std::filesystem::rename(temp_path_, path_, error);
-  ADAMANT_CHECK(!error, "renaming {} to {} failed: {}", temp_path_.string(), path_.string(), error.message());
+  // A full disk may only show when the data is synced, or when the file is closed (NFS).
+  const bool synced = ::fsync(fd_) == 0;
+  const int sync_error = errno;
+  const bool closed = ::close(fd_) == 0;
+  fd_ = -1;
+  if (!synced || !closed) fail_writing(what_, path_, synced ? errno : sync_error);
+  rename_into_place(temp_path_, path_);
   committed_ = true;
   const auto folder = path_.has_parent_path() ? path_.parent_path() : std::filesystem::path(".");
   const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);

@@ -10,40 +10,21 @@
 
 namespace adamant {
 
-namespace {
+void fail_writing(std::string_view what, const std::filesystem::path& file, int error) {
+  fail("writing {} {} failed: {}{}", what, file.string(), std::strerror(error),
+       error == ENOSPC || error == EFBIG ? " (free space on that disk, or write to another folder)" : "");
+}
 
-// write() until every byte is written; false (errno set) on failure.
-bool write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
+void write_checked(int fd, const void* data, std::size_t bytes, std::string_view what,
+                   const std::filesystem::path& file) {
+  const char* next = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd, next, bytes);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    text.remove_prefix(static_cast<std::size_t>(n));
+    if (n <= 0) fail_writing(what, file, n < 0 ? errno : EIO);
+    next += n;
+    bytes -= static_cast<std::size_t>(n);
   }
-  return true;
-}
-
-[[noreturn]] void fail_write(const std::filesystem::path& file, int error) {
-  fail("writing {} failed: {}{}", file.string(), std::strerror(error),
-       error == ENOSPC || error == EFBIG ? " (free space on that disk, or write the run to another exp_manager.exp_dir)"
-                                         : "");
-}
-
-}  // namespace
-
-void write_file_atomically(const std::filesystem::path& file, std::string_view text) {
-  auto temp = file;
-  temp += ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ADAMANT_CHECK(fd >= 0, "cannot create {}: {}", temp.string(), std::strerror(errno));
-  const bool written = write_all(fd, text) && ::fsync(fd) == 0;
-  const int error = errno;
-  if (::close(fd) != 0 || !written) {
-    const int reported = written ? errno : error;
-    ::unlink(temp.c_str());
-    fail_write(file, reported);
-  }
-  rename_into_place(temp, file);
 }
 
 void rename_into_place(const std::filesystem::path& temp, const std::filesystem::path& file) {
@@ -64,9 +45,7 @@ AppendFile::~AppendFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void AppendFile::write(std::string_view text) {
-  if (!write_all(fd_, text)) fail_write(file_, errno);
-}
+void AppendFile::write(std::string_view text) { write_checked(fd_, text.data(), text.size(), "file", file_); }
 
 void create_folder(const std::filesystem::path& folder, std::string_view what) {
   std::error_code ec;

@@ -1,16 +1,22 @@
 #pragma once
 // Checked file writes. Every byte Adamant writes goes through a call that checks it
 // reached the file (a full disk or a read-only folder is an adamant::Error naming the
-// file), and whole files are written to a temporary name and renamed, so a reader
-// never sees a half-written one.
+// file); whole files are written to a temporary name and renamed (atomic_file.h), so a
+// reader never sees a half-written one.
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
 
 namespace adamant {
 
-// Writes `text` to <file>.tmp.<pid>, flushes it to disk and renames it to `file`.
-void write_file_atomically(const std::filesystem::path& file, std::string_view text);
+// Writes every byte to the open descriptor `fd`, retrying short writes; a failure is an error
+// naming `what` and `file` (the name the user knows, also while writing its temporary) and the reason.
+void write_checked(int fd, const void* data, std::size_t bytes, std::string_view what,
+                   const std::filesystem::path& file);
+
+// The error of a failed write, sync or close (`error` is its errno), worded as write_checked's.
+[[noreturn]] void fail_writing(std::string_view what, const std::filesystem::path& file, int error);
 
 // A file opened for appending lines (e.g. metrics.jsonl); each write reaches the kernel
 // before it returns and is checked.

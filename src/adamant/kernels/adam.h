@@ -1,5 +1,5 @@
 #pragma once
-// Multi-tensor fused Adam over one flat shard (DESIGN.md "Step"). CPU reference
+// Multi-tensor fused Adam over one flat shard (docs/distributed_fused_adam.md, "A step"). CPU reference
 // in kernels/cpu/, CUDA in kernels/cuda/; both take the same arguments.
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 #pragma once
 // How the flat gradient buffer is cut into communication buckets and each bucket
-// into one shard per data-parallel rank (DESIGN.md "Buckets").
+// into one shard per data-parallel rank (docs/distributed_fused_adam.md, "Buckets and shards").
 //
 // Parameters keep their places in the model's flat buffers (ParamList order,
 // which is the order gradients become final in backward). Buckets cut that flat

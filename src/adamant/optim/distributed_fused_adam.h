@@ -1,5 +1,5 @@
 #pragma once
-// DistributedFusedAdam (ZeRO-2, DESIGN.md "DistributedFusedAdam"): each rank
+// DistributedFusedAdam (ZeRO-2, docs/distributed_fused_adam.md): each rank
 // keeps fp32 main weights (or u16 remainders of the bf16 weights), exp_avg and
 // exp_avg_sq for its shard of every bucket only.
 //

@@ -1,6 +1,6 @@
 #pragma once
 // Folds averaging, the fp16 unscale and gradient clipping into the one factor the
-// Adam kernel multiplies every synced gradient by (DESIGN.md "Step").
+// Adam kernel multiplies every synced gradient by (docs/distributed_fused_adam.md, "A step").
 #include <cstdint>
 
 #include "adamant/core/stream.h"

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "adamant/core/archive.h"
+#include "adamant/core/atomic_file.h"
 #include "adamant/core/error.h"
-#include "adamant/core/file_write.h"
 #include "adamant/kernels/elementwise.h"
 #include "adamant/model/param_layout.h"
 #include "adamant/train/checkpoint_roles.h"

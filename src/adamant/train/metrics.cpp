@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "adamant/core/atomic_file.h"
 #include "adamant/core/error.h"
 
 namespace adamant::train {

@@ -39,7 +39,8 @@ class RunSetup {
   data::DataLoader* valid_loader() { return valid_loader_.get(); }
   const std::vector<std::filesystem::path>& data_files() const { return data_files_; }
   optim::LrSchedule lr_schedule() const;
-  // A few lines: model size, parallelism, optimizer and the memory per rank against DESIGN.md's formula.
+  // A few lines: model size, parallelism, optimizer and the memory per rank against the formula of
+  // docs/distributed_fused_adam.md, "Memory".
   std::string describe() const;
 
  private:

@@ -12,6 +12,7 @@
 #include "adamant/comm/mpi_communicator.h"
 #include "adamant/comm/mpi_session.h"
 #include "adamant/comm/process_grid.h"
+#include "adamant/core/atomic_file.h"
 #include "adamant/core/error.h"
 #include "adamant/core/file_write.h"
 #include "adamant/data/bpe_tokenizer.h"
