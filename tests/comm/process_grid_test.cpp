@@ -48,6 +48,64 @@ TEST(ProcessGrid, EveryDividingTensorParallelSizeGivesMegatronLayout) {
   }
 }
 
+// Megatron's order with pipeline stages outermost: rank = (pp_rank * dp + dp_rank) * tp + tp_rank.
+void expect_megatron_pipeline_layout(int tp, int pp) {
+  SCOPED_TRACE("tp " + std::to_string(tp) + " pp " + std::to_string(pp));
+  MpiCommunicator world(MPI_COMM_WORLD);
+  ProcessGrid grid(world, tp, pp);
+  const int rank = world.rank(), dp = world.size() / (tp * pp);
+  const int tp_rank = rank % tp, dp_rank = rank / tp % dp, pp_rank = rank / (tp * dp);
+  EXPECT_EQ(grid.tp_rank(), tp_rank);
+  EXPECT_EQ(grid.dp_rank(), dp_rank);
+  EXPECT_EQ(grid.pp_rank(), pp_rank);
+  EXPECT_EQ(grid.dp_size(), dp);
+  EXPECT_EQ(grid.pp_size(), pp);
+  EXPECT_EQ(grid.first_stage(), pp_rank == 0);
+  EXPECT_EQ(grid.last_stage(), pp_rank == pp - 1);
+  const auto world_rank_of = [&](int t, int d, int p) { return (p * dp + d) * tp + t; };
+  std::vector<std::int32_t> expected;
+  for (int t = 0; t < tp; ++t) expected.push_back(world_rank_of(t, dp_rank, pp_rank));
+  EXPECT_EQ(members(grid.tensor_parallel_group(), rank), expected);
+  expected.clear();
+  for (int d = 0; d < dp; ++d) expected.push_back(world_rank_of(tp_rank, d, pp_rank));
+  EXPECT_EQ(members(grid.data_parallel_group(), rank), expected);
+  expected.clear();
+  for (int p = 0; p < pp; ++p) expected.push_back(world_rank_of(tp_rank, dp_rank, p));
+  EXPECT_EQ(members(grid.pipeline_group(), rank), expected);
+  expected.clear();
+  if (grid.first_stage() || grid.last_stage()) {
+    expected.push_back(world_rank_of(tp_rank, dp_rank, 0));
+    if (pp > 1) expected.push_back(world_rank_of(tp_rank, dp_rank, pp - 1));
+  } else {
+    expected.push_back(rank);
+  }
+  EXPECT_EQ(members(grid.embedding_group(), rank), expected);
+}
+
+TEST(ProcessGrid, EveryDividingPipelineLayoutGivesMegatronOrder) {
+  const int size = testing::world_size();
+  for (int tp = 1; tp <= size; ++tp) {
+    for (int pp = 1; tp * pp <= size; ++pp) {
+      if (size % (tp * pp) == 0) expect_megatron_pipeline_layout(tp, pp);
+    }
+  }
+}
+
+TEST(ProcessGrid, PipelineSizesThatDoNotDivideTheWorldAreAnError) {
+  MpiCommunicator world(MPI_COMM_WORLD);
+  const int size = world.size();
+  int pp = 2;
+  while (size % pp == 0) ++pp;
+  try {
+    ProcessGrid grid(world, 1, pp);
+    ADD_FAILURE() << "pipeline_model_parallel_size " << pp << " accepted for world size " << size;
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("model.pipeline_model_parallel_size = " + std::to_string(pp)), std::string::npos) << message;
+  }
+  EXPECT_THROW(ProcessGrid(world, 1, 0), Error);
+}
+
 TEST(ProcessGrid, WorldOfFourWithTensorParallelTwo) {
   if (testing::world_size() != 4) GTEST_SKIP() << "needs exactly 4 ranks";
   MpiCommunicator world(MPI_COMM_WORLD);

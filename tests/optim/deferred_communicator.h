@@ -34,6 +34,10 @@ class DeferredCommunicator final : public comm::Communicator {
   comm::CommHandle broadcast_async(Tensor data, int root) override {
     return deferred([this, data, root] { inner_.broadcast(data, root); });
   }
+  // Point to point is not deferred: two ranks that each ran a blocking send in their first
+  // wait would wait on each other. The optimizers use collectives only.
+  comm::CommHandle send_async(Tensor data, int peer) override { return inner_.send_async(data, peer); }
+  comm::CommHandle recv_async(Tensor data, int peer) override { return inner_.recv_async(data, peer); }
   void barrier() override { inner_.barrier(); }
 
  private:

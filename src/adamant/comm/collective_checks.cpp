@@ -101,4 +101,10 @@ void check_broadcast_root(int root, const Communicator& communicator) {
                 communicator.backend_name(), root, communicator.size());
 }
 
+void check_peer(int peer, const Communicator& communicator, const char* operation) {
+  ADAMANT_CHECK(peer >= 0 && peer < communicator.size() && peer != communicator.rank(),
+                "{} {}: peer {} is not another rank of this group of {} ranks (this is rank {})",
+                communicator.backend_name(), operation, peer, communicator.size(), communicator.rank());
+}
+
 }  // namespace adamant::comm

@@ -23,5 +23,7 @@ bool check_reduce_scatter_args(const Tensor& send, const Tensor& recv, const Com
 bool check_all_gather_args(const Tensor& send, const Tensor& recv, const Communicator& communicator);
 
 void check_broadcast_root(int root, const Communicator& communicator);
+// A point-to-point peer is another rank of the group.
+void check_peer(int peer, const Communicator& communicator, const char* operation);
 
 }  // namespace adamant::comm

@@ -53,6 +53,11 @@ class Communicator {
   // In place when send == recv.slice(rank()*n, n).
   virtual CommHandle all_gather_async(Tensor send, Tensor recv) = 0;
   virtual CommHandle broadcast_async(Tensor data, int root) = 0;
+  // Point to point within the group (pipeline stages): `data` goes to, or arrives from, rank
+  // `peer` (another rank of the group). A send pairs with the peer's receive of the same size;
+  // several between two ranks pair up in the order each side posts them.
+  virtual CommHandle send_async(Tensor data, int peer) = 0;
+  virtual CommHandle recv_async(Tensor data, int peer) = 0;
   virtual void barrier() = 0;
 
   // For a CUDA backend, the stream on which collectives are issued after waiting

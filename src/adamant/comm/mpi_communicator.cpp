@@ -11,6 +11,10 @@ namespace adamant::comm {
 
 namespace {
 
+// Point-to-point messages of a communicator share one tag: MPI keeps the order of messages
+// between two ranks with the same tag, which is the pairing Communicator promises.
+constexpr int kPointToPointTag = 7;
+
 // Host-side work that completes a collective once MPI is done with it.
 struct AfterCompletion {
   // In-place reduce-scatter: MPI leaves the reduced block at the front of send.
@@ -238,6 +242,28 @@ CommHandle MpiCommunicator::all_gather_async(Tensor send, Tensor recv) {
               "MPI_Iallgather");
   }
   return request_handle(request, AfterCompletion{}, reduce_ops_, watchdog_, "all_gather", group_name_);
+}
+
+CommHandle MpiCommunicator::send_async(Tensor data, int peer) {
+  check_tensor_device(data, *this, "send");
+  check_peer(peer, *this, "send");
+  const int count = mpi_count(data.numel(), "send");
+  if (count == 0) return CommHandle();
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Isend(data.data, count, mpi_datatype(data.dtype), peer, kPointToPointTag, comm_, &request),
+            "MPI_Isend");
+  return request_handle(request, AfterCompletion{}, reduce_ops_, watchdog_, "send", group_name_);
+}
+
+CommHandle MpiCommunicator::recv_async(Tensor data, int peer) {
+  check_tensor_device(data, *this, "recv");
+  check_peer(peer, *this, "recv");
+  const int count = mpi_count(data.numel(), "recv");
+  if (count == 0) return CommHandle();
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Irecv(data.data, count, mpi_datatype(data.dtype), peer, kPointToPointTag, comm_, &request),
+            "MPI_Irecv");
+  return request_handle(request, AfterCompletion{}, reduce_ops_, watchdog_, "recv", group_name_);
 }
 
 CommHandle MpiCommunicator::broadcast_async(Tensor data, int root) {

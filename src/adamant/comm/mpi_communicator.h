@@ -52,6 +52,8 @@ class MpiCommunicator final : public Communicator {
   CommHandle reduce_scatter_async(Tensor send, Tensor recv, ReduceOp op) override;
   CommHandle all_gather_async(Tensor send, Tensor recv) override;
   CommHandle broadcast_async(Tensor data, int root) override;
+  CommHandle send_async(Tensor data, int peer) override;
+  CommHandle recv_async(Tensor data, int peer) override;
   void barrier() override;
 
  private:

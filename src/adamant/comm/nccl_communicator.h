@@ -40,6 +40,8 @@ class NcclCommunicator final : public Communicator {
   CommHandle reduce_scatter_async(Tensor send, Tensor recv, ReduceOp op) override;
   CommHandle all_gather_async(Tensor send, Tensor recv) override;
   CommHandle broadcast_async(Tensor data, int root) override;
+  CommHandle send_async(Tensor data, int peer) override;
+  CommHandle recv_async(Tensor data, int peer) override;
   // Returns once every rank has reached it and this rank's collectives have completed.
   void barrier() override;
   void order_after(const Stream& after) override { comm_stream_.order_after(after); }

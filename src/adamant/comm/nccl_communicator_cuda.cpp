@@ -180,6 +180,28 @@ CommHandle NcclCommunicator::all_gather_async(Tensor send, Tensor recv) {
   return comm_stream_.completion_handle();
 }
 
+CommHandle NcclCommunicator::send_async(Tensor data, int peer) {
+  check_tensor_device(data, *this, "send");
+  check_peer(peer, *this, "send");
+  const ncclDataType_t datatype = nccl_datatype(data.dtype, "send");
+  const CurrentDevice current(device().index);
+  if (data.numel() != 0) {
+    check(ncclSend(data.data, data.numel(), datatype, peer, comm_, cuda_stream(comm_stream_.stream())), "ncclSend");
+  }
+  return comm_stream_.completion_handle();
+}
+
+CommHandle NcclCommunicator::recv_async(Tensor data, int peer) {
+  check_tensor_device(data, *this, "recv");
+  check_peer(peer, *this, "recv");
+  const ncclDataType_t datatype = nccl_datatype(data.dtype, "recv");
+  const CurrentDevice current(device().index);
+  if (data.numel() != 0) {
+    check(ncclRecv(data.data, data.numel(), datatype, peer, comm_, cuda_stream(comm_stream_.stream())), "ncclRecv");
+  }
+  return comm_stream_.completion_handle();
+}
+
 CommHandle NcclCommunicator::broadcast_async(Tensor data, int root) {
   check_tensor_device(data, *this, "broadcast");
   check_broadcast_root(root, *this);

@@ -27,6 +27,18 @@ CommHandle SingleProcessCommunicator::all_gather_async(Tensor send, Tensor recv)
   return comm_stream_.completion_handle();
 }
 
+CommHandle SingleProcessCommunicator::send_async(Tensor data, int peer) {
+  check_tensor_device(data, *this, "send");
+  check_peer(peer, *this, "send");
+  return CommHandle();
+}
+
+CommHandle SingleProcessCommunicator::recv_async(Tensor data, int peer) {
+  check_tensor_device(data, *this, "recv");
+  check_peer(peer, *this, "recv");
+  return CommHandle();
+}
+
 CommHandle SingleProcessCommunicator::broadcast_async(Tensor data, int root) {
   check_tensor_device(data, *this, "broadcast");
   check_broadcast_root(root, *this);

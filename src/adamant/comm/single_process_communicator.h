@@ -21,6 +21,9 @@ class SingleProcessCommunicator final : public Communicator {
   CommHandle reduce_scatter_async(Tensor send, Tensor recv, ReduceOp op) override;
   CommHandle all_gather_async(Tensor send, Tensor recv) override;
   CommHandle broadcast_async(Tensor data, int root) override;
+  // A group of one rank has no peer: these throw.
+  CommHandle send_async(Tensor data, int peer) override;
+  CommHandle recv_async(Tensor data, int peer) override;
   void barrier() override;
   void order_after(const Stream& after) override { comm_stream_.order_after(after); }
 
