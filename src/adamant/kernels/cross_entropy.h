@@ -1,6 +1,7 @@
 #pragma once
 // Softmax cross-entropy, alone and fused with the (tied) output layer. The fused
 // form walks the rows in chunks so that [rows, vocab] logits never exist at once.
+#include <cstddef>
 #include <cstdint>
 
 #include "adamant/core/stream.h"
@@ -35,6 +36,11 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
 // gives the losses and the row's log-sum-exp, and backward recomputes the slice's logits.
 // Dtypes as fused_classifier: on a GPU x, embedding and d_x bf16, d_embedding, stats,
 // gathered, losses, lse and logits_scratch fp32; on the CPU all in the compute dtype.
+
+// Logits per chunk of the classifiers' logits_scratch that suits `device`: about 8M on the
+// CPU (32 MiB in fp32), 32M on a GPU (128 MiB), where a longer inner dimension of the
+// embedding-gradient GEMM pays off.
+std::size_t classifier_chunk_elements(Device device);
 
 struct VocabParallelShape {
   std::int64_t rows = 0;

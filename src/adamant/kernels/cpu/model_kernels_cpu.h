@@ -39,10 +39,6 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
                        Tensor mean, Tensor rstd, const RowsShape& shape);
 void layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, Tensor d_x, Tensor d_weight, Tensor d_bias, const RowsShape& shape);
-void attention_forward(const Tensor& qkv, Tensor probs, Tensor out, const AttentionShape& shape,
-                       const DropoutArgs& dropout_args);
-void attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& probs, Tensor d_probs_scratch,
-                        Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args);
 void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form);
 void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form);
 void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args);

@@ -1,12 +1,11 @@
-// The CUDA entry points for the token + position embeddings (model_kernels_cuda.h):
-// check the operands (bf16 tables and activations, fp32 gradients, int32 tokens on
-// one GPU), make that GPU current, launch, and turn a failure into adamant::Error.
+// The CUDA entry points for the token + position embeddings (model_kernels_cuda.h),
+// called by their dispatchers with checked operands (bf16 tables and activations, fp32
+// gradients, int32 tokens on one GPU): make that GPU current, launch, and turn a failure into adamant::Error.
 // Token ids are not checked here (they are in GPU memory); embedding_forward writes
 // NaN rows for negative ids and zero word rows for ids outside this rank's slice of
 // the vocabulary, which backward ignores. An empty position / d_position is skipped.
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <cstdint>
 
 #include "adamant/core/cuda_launch_guard.h"
@@ -17,15 +16,6 @@ namespace adamant::kernels::cuda {
 
 namespace {
 
-void check_shape(const char* op, const EmbeddingShape& shape) {
-  ADAMANT_CHECK(shape.batch >= 0 && shape.seq > 0 && shape.channels > 0 && shape.vocab > 0 && shape.vocab_start >= 0,
-                "{}: shape batch {} seq {} channels {} vocab {} vocab_start {}; seq, channels and vocab must be "
-                "positive, vocab_start not negative",
-                op, shape.batch, shape.seq, shape.channels, shape.vocab, shape.vocab_start);
-  ADAMANT_CHECK(shape.batch * shape.seq < INT32_MAX / 2, "{}: {} tokens in one call; at most {}", op,
-                shape.batch * shape.seq, INT32_MAX / 2);
-}
-
 launchers::PointwiseLaunch launch_for(const CudaLaunchGuard& guard, const Stream& stream, bool vectorized) {
   return {cuda_multiprocessor_count(guard.device_index()), vectorized, cuda_stream_of(stream)};
 }
@@ -35,14 +25,7 @@ launchers::PointwiseLaunch launch_for(const CudaLaunchGuard& guard, const Stream
 void embedding_forward(const Tensor& tokens, const Tensor& word, const Tensor& position, Tensor out,
                        const EmbeddingShape& shape, const Stream& stream) {
   constexpr const char* kOp = "embedding_forward";
-  check_shape(kOp, shape);
   const Device device = word.device;
-  check_cuda_operand(kOp, "tokens", tokens, DType::i32, device, shape.batch * shape.seq);
-  check_cuda_operand(kOp, "word", word, DType::bf16, device, shape.vocab * shape.channels);
-  if (position.data != nullptr) {
-    check_cuda_operand(kOp, "position", position, DType::bf16, device, shape.seq * shape.channels, true);
-  }
-  check_cuda_operand(kOp, "out", out, DType::bf16, device, shape.batch * shape.seq * shape.channels);
   const CudaLaunchGuard guard(device, kOp);
   const bool vectorized = aligned_to(word, 16) && aligned_to(position, 16) && aligned_to(out, 16);
   check_cuda_launch(
@@ -56,14 +39,7 @@ void embedding_forward(const Tensor& tokens, const Tensor& word, const Tensor& p
 void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor d_word, Tensor d_position,
                         const EmbeddingShape& shape, const Stream& stream) {
   constexpr const char* kOp = "embedding_backward";
-  check_shape(kOp, shape);
   const Device device = d_out.device;
-  check_cuda_operand(kOp, "d_out", d_out, DType::bf16, device, shape.batch * shape.seq * shape.channels);
-  check_cuda_operand(kOp, "tokens", tokens, DType::i32, device, shape.batch * shape.seq);
-  check_cuda_operand(kOp, "d_word", d_word, DType::f32, device, shape.vocab * shape.channels);
-  if (d_position.data != nullptr) {
-    check_cuda_operand(kOp, "d_position", d_position, DType::f32, device, shape.seq * shape.channels, true);
-  }
   const CudaLaunchGuard guard(device, kOp);
   const bool vectorized = aligned_to(d_out, 16) && aligned_to(d_position, 16);
   check_cuda_launch(launchers::embedding_backward(

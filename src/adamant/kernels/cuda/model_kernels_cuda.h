@@ -5,15 +5,13 @@
 // kernels/cpu/ are the reference they are tested against.
 //
 // GPU dtypes (mixed precision as in Megatron O2):
-//   activations and their gradients (x, in, out, qkv, probs, d_out, d_in, d_x, d_qkv,
-//   d_probs_scratch): bf16
+//   activations and their gradients (x, in, out, d_out, d_in, d_x): bf16
 //   weights (linear weight and bias, layernorm weight and bias, word and position
 //   embeddings): bf16 (the model's flat weight buffer)
 //   weight gradients (d_weight, d_bias, d_word, d_position, d_embedding): fp32
 //   layernorm mean and rstd, losses, logits_scratch, the vocabulary-parallel classifier's
 //   stats, gathered and lse: fp32; tokens and targets: i32
 // Every reduction and accumulation is done in fp32.
-#include "adamant/kernels/attention.h"
 #include "adamant/kernels/cross_entropy.h"
 #include "adamant/kernels/dropout.h"
 #include "adamant/kernels/embedding.h"
@@ -61,11 +59,5 @@ void embedding_forward(const Tensor& tokens, const Tensor& word, const Tensor& p
                        const EmbeddingShape& shape, const Stream& stream);
 void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor d_word, Tensor d_position,
                         const EmbeddingShape& shape, const Stream& stream);
-
-void attention_forward(const Tensor& qkv, Tensor probs, Tensor out, const AttentionShape& shape,
-                       const DropoutArgs& dropout_args, const Stream& stream);
-void attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& probs, Tensor d_probs_scratch,
-                        Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
-                        const Stream& stream);
 
 }  // namespace adamant::kernels::cuda

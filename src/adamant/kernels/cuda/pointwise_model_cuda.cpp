@@ -1,5 +1,5 @@
-// The CUDA entry points for GELU, residual add and dropout (model_kernels_cuda.h):
-// check the operands (bf16 on one GPU), make that GPU current, launch, and turn a
+// The CUDA entry points for GELU, residual add and dropout (model_kernels_cuda.h),
+// called by their dispatchers with checked operands (bf16 on one GPU): make that GPU current, launch, and turn a
 // launch failure into adamant::Error.
 #include <cuda_runtime.h>
 
@@ -24,9 +24,6 @@ launchers::PointwiseLaunch launch_for(const CudaLaunchGuard& guard, const Stream
 
 void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form, const Stream& stream) {
   constexpr const char* kOp = "gelu_forward";
-  ADAMANT_CHECK(n >= 0, "{}: negative size {}", kOp, n);
-  check_cuda_operand(kOp, "x", x, DType::bf16, x.device, n);
-  check_cuda_operand(kOp, "out", out, DType::bf16, x.device, n);
   const CudaLaunchGuard guard(x.device, kOp);
   const bool vectorized = aligned_to(x, 16) && aligned_to(out, 16);
   check_cuda_launch(launchers::gelu_forward(bits_of(x), mutable_bits_of(out), n, form == GeluForm::tanh,
@@ -37,10 +34,6 @@ void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form, co
 void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form,
                    const Stream& stream) {
   constexpr const char* kOp = "gelu_backward";
-  ADAMANT_CHECK(n >= 0, "{}: negative size {}", kOp, n);
-  check_cuda_operand(kOp, "d_out", d_out, DType::bf16, x.device, n);
-  check_cuda_operand(kOp, "x", x, DType::bf16, x.device, n);
-  check_cuda_operand(kOp, "d_x", d_x, DType::bf16, x.device, n);
   const CudaLaunchGuard guard(x.device, kOp);
   const bool vectorized = aligned_to(d_out, 16) && aligned_to(x, 16) && aligned_to(d_x, 16);
   check_cuda_launch(launchers::gelu_backward(bits_of(d_out), bits_of(x), mutable_bits_of(d_x), n,
@@ -50,10 +43,6 @@ void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_
 
 void residual_add(const Tensor& a, const Tensor& b, Tensor out, std::int64_t n, const Stream& stream) {
   constexpr const char* kOp = "residual_add";
-  ADAMANT_CHECK(n >= 0, "{}: negative size {}", kOp, n);
-  check_cuda_operand(kOp, "a", a, DType::bf16, a.device, n);
-  check_cuda_operand(kOp, "b", b, DType::bf16, a.device, n);
-  check_cuda_operand(kOp, "out", out, DType::bf16, a.device, n);
   const CudaLaunchGuard guard(a.device, kOp);
   const bool vectorized = aligned_to(a, 16) && aligned_to(b, 16) && aligned_to(out, 16);
   check_cuda_launch(
@@ -64,24 +53,6 @@ void residual_add(const Tensor& a, const Tensor& b, Tensor out, std::int64_t n, 
 void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args,
              const Stream& stream) {
   constexpr const char* kOp = "dropout";
-  ADAMANT_CHECK(numel >= 0 && sample_numel > 0, "{}: {} elements in samples of {}; sample_numel must be positive", kOp,
-                numel, sample_numel);
-  ADAMANT_CHECK(args.probability >= 0.0f && args.probability < 1.0f,
-                "{}: dropout probability {} is outside [0, 1); set the dropout config key to a value in [0, 1)", kOp,
-                args.probability);
-  ADAMANT_CHECK(args.site < (1u << kDropoutSiteBits), "{}: dropout site {} exceeds {} bits", kOp, args.site,
-                kDropoutSiteBits);
-  ADAMANT_CHECK(args.first_element % kDropoutGroup == 0,
-                "{}: first_element {} is not a multiple of {}: one Philox draw decides {} consecutive elements, so a "
-                "shard must start at a multiple of {} elements of the flattened batch",
-                kOp, args.first_element, kDropoutGroup, kDropoutGroup, kDropoutGroup);
-  ADAMANT_CHECK(args.first_element <= static_cast<std::uint64_t>(INT64_MAX - numel),
-                "{}: first_element {} + {} elements overflows", kOp, args.first_element, numel);
-  const auto samples = (static_cast<std::int64_t>(args.first_element) + numel + sample_numel - 1) / sample_numel;
-  ADAMANT_CHECK(args.first_sample_index + static_cast<std::uint64_t>(samples) <= kMaxDropoutSample,
-                "{}: sample index {} is beyond the dropout generator's range", kOp, args.first_sample_index);
-  check_cuda_operand(kOp, "in", in, DType::bf16, in.device, numel);
-  check_cuda_operand(kOp, "out", out, DType::bf16, in.device, numel);
   const CudaLaunchGuard guard(in.device, kOp);
   launchers::DropoutParams params;
   params.probability = args.probability;

@@ -1,0 +1,137 @@
+#pragma once
+// The one way a kernel reaches its backend. A public kernel (kernels/*.h) is defined
+// in a dispatcher (*.cpp in this folder) that builds a KernelCall from its operands,
+// checks every operand once (dtype, device, size, and what the CUDA implementation
+// needs beyond that: alignment, supported sizes), and runs the CPU or the CUDA
+// implementation by the operands' device. Implementations in kernels/cpu/ and
+// kernels/cuda/ check nothing again. docs/architecture.md, "Adding a kernel".
+//
+// The model kernels follow one dtype convention: on the CPU every floating operand
+// has the reference operand's dtype (fp32 or fp64); on a GPU activations and weights
+// are bf16, weight gradients and statistics fp32 (Role).
+#include <cstdint>
+#include <type_traits>
+
+#include "adamant/core/error.h"
+#include "adamant/core/stream.h"
+#include "adamant/core/tensor.h"
+
+// The CUDA implementation of a call, as the second argument of KernelCall::run; only
+// compiled where its symbols exist (a build without CUDA gets nullptr, and a clear
+// error for GPU operands).
+#ifdef ADAMANT_HAVE_CUDA
+#define ADAMANT_CUDA_CALL(...) [&] { __VA_ARGS__; }
+#else
+#define ADAMANT_CUDA_CALL(...) nullptr
+#endif
+
+namespace adamant::kernels {
+
+// What a model-kernel operand is, which fixes its dtype on a GPU.
+enum class Role {
+  activation,   // activations and their gradients: bf16 on a GPU
+  weight,       // model weights: bf16 on a GPU
+  weight_grad,  // gradients of weights: fp32 on a GPU
+  statistic,    // layernorm mean/rstd, logsumexp, losses, logits: fp32 on a GPU
+};
+
+// The dtype the model kernels take for an operand of `role` on `device`; `cpu_dtype`
+// (fp32 or fp64) is the one dtype of every CPU operand.
+inline DType model_dtype(Device device, Role role, DType cpu_dtype) {
+  if (!device.is_cuda()) return cpu_dtype;
+  return role == Role::activation || role == Role::weight ? DType::bf16 : DType::f32;
+}
+
+class KernelCall {
+ public:
+  // `reference` fixes the device (and the CPU dtype of the Role checks).
+  KernelCall(const char* op, const Tensor& reference, const Stream& stream)
+      : op_(op), dtype_(reference.dtype), device_(reference.device), stream_(stream) {}
+
+  // A model kernel: on the CPU every floating operand is fp32 or fp64, all alike.
+  static KernelCall model(const char* op, const Tensor& reference, const Stream& stream) {
+    KernelCall call(op, reference, stream);
+    ADAMANT_CHECK(call.on_cuda() || call.dtype_ == DType::f32 || call.dtype_ == DType::f64,
+                  "{}: operands of {}; the CPU model kernels take fp32 or fp64", op, dtype_name(call.dtype_));
+    return call;
+  }
+
+  const char* op() const { return op_; }
+  Device device() const { return device_; }
+  bool on_cuda() const { return device_.is_cuda(); }
+
+  // The dtype of an operand of `role`.
+  DType dtype(Role role) const { return model_dtype(device_, role, dtype_); }
+
+  // Exactly `numel` elements of `dtype` on the call's device.
+  void exact(const char* name, const Tensor& t, std::int64_t numel, DType dtype) const {
+    check_common(name, t, dtype);
+    ADAMANT_CHECK(static_cast<std::int64_t>(t.numel()) == numel, "{}: operand {} has {} elements, expected {}", op_,
+                  name, t.numel(), numel);
+  }
+  void exact(const char* name, const Tensor& t, std::int64_t numel, Role role) const {
+    exact(name, t, numel, dtype(role));
+  }
+  void at_least(const char* name, const Tensor& t, std::int64_t numel, DType dtype) const {
+    check_common(name, t, dtype);
+    ADAMANT_CHECK(static_cast<std::int64_t>(t.numel()) >= numel, "{}: operand {} has {} elements, needs at least {}",
+                  op_, name, t.numel(), numel);
+  }
+  void at_least(const char* name, const Tensor& t, std::int64_t numel, Role role) const {
+    at_least(name, t, numel, dtype(role));
+  }
+  // On the call's device, any dtype and size (an empty operand passes).
+  void same_device(const char* name, const Tensor& t) const {
+    ADAMANT_CHECK(t.data == nullptr || t.device == device_, "{}: operand {} is on {}, the others on {}", op_, name,
+                  t.device.str(), device_.str());
+  }
+  // Where the CUDA implementation reads `t` in vectors of `bytes`.
+  void cuda_aligned(const char* name, const Tensor& t, std::size_t bytes) const {
+    ADAMANT_CHECK(!on_cuda() || reinterpret_cast<std::uintptr_t>(t.data) % bytes == 0,
+                  "{}: operand {} at {} is not {}-byte aligned; allocate it on a {}-byte boundary", op_, name, t.data,
+                  bytes, bytes);
+  }
+  void positive(const char* what, std::int64_t value) const {
+    ADAMANT_CHECK(value > 0, "{}: {} is {}, must be positive", op_, what, value);
+  }
+  void non_negative(const char* what, std::int64_t value) const {
+    ADAMANT_CHECK(value >= 0, "{}: {} is {}, must not be negative", op_, what, value);
+  }
+
+  // Runs cpu_call() or cuda_call() (ADAMANT_CUDA_CALL(...)) by the operands' device.
+  template <typename CpuCall, typename CudaCall>
+  void run(CpuCall&& cpu_call, CudaCall&& cuda_call) const {
+    if (!on_cuda()) {
+      cpu_call();
+      return;
+    }
+    if constexpr (std::is_null_pointer_v<std::decay_t<CudaCall>>) {
+      fail(
+          "{}: operands on {}, but this build has no CUDA support; reconfigure with -DADAMANT_CUDA=ON or run on the "
+          "CPU",
+          op_, device_.str());
+    } else {
+      // A CPU stream means the device's default stream; a CUDA stream must be on the operands' GPU.
+      ADAMANT_CHECK(stream_.device().is_cpu() || stream_.device() == device_,
+                    "{}: operands on {} but the stream is on {}; use a stream of the operands' device", op_,
+                    device_.str(), stream_.device().str());
+      cuda_call();
+    }
+  }
+
+ private:
+  void check_common(const char* name, const Tensor& t, DType dtype) const {
+    ADAMANT_CHECK(t.data != nullptr, "{}: operand {} is empty", op_, name);
+    ADAMANT_CHECK(t.device == device_, "{}: operand {} is on {}, the others on {}", op_, name, t.device.str(),
+                  device_.str());
+    ADAMANT_CHECK(t.dtype == dtype, "{}: operand {} is {}, expected {}{}", op_, name, dtype_name(t.dtype),
+                  dtype_name(dtype), on_cuda() ? " (the GPU dtype convention of kernels/dispatch.h)" : "");
+  }
+
+  const char* op_;
+  DType dtype_;
+  Device device_;
+  const Stream& stream_;
+};
+
+}  // namespace adamant::kernels
