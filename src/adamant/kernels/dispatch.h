@@ -1,31 +1,72 @@
 #pragma once
-// The one way a kernel reaches its backend. A public kernel (kernels/*.h) is defined
-// in a dispatcher (*.cpp in this folder) that builds a KernelCall from its operands,
-// checks every operand once (dtype, device, size, and what the CUDA implementation
-// needs beyond that: alignment, supported sizes), and runs the CPU or the CUDA
-// implementation by the operands' device. Implementations in kernels/cpu/ and
-// kernels/cuda/ check nothing again. docs/architecture.md, "Adding a kernel".
+// The one way a kernel reaches its backend. A public kernel is defined inline in its
+// header (kernels/*.h), which also declares its two implementations (namespaces cpu
+// and cuda): the definition builds a KernelCall from its operands, checks every
+// operand once (dtype, device, size, and what the CUDA implementation needs beyond
+// that: alignment, supported sizes), and runs the CPU or the CUDA implementation by
+// the operands' device. The implementations in kernels/cpu/ and kernels/cuda/ check
+// nothing again. docs/architecture.md, "Adding a kernel".
 //
-// The model kernels follow one dtype convention: on the CPU every floating operand
-// has the reference operand's dtype (fp32 or fp64); on a GPU activations and weights
-// are bf16, weight gradients and statistics fp32 (Role).
+// The model kernels follow one dtype convention (mixed precision as Megatron's O2 on a
+// GPU): on the CPU every floating operand has the reference operand's dtype (fp32 or
+// fp64); on a GPU activations and their gradients (x, in, out, qkv, d_out, d_in, d_x,
+// d_qkv) and weights (linear, layernorm, embeddings: the model's flat bf16 weight
+// buffer) are bf16, weight gradients (d_weight, d_bias, d_word, d_position,
+// d_embedding) and statistics (layernorm mean and rstd, logsumexp, losses, logits,
+// the vocabulary-parallel classifier's stats) fp32; tokens and targets are i32. Every
+// CUDA reduction and accumulation is in fp32.
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "adamant/core/error.h"
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
+#include "adamant/kernels/cuda_launch.h"
 
-// The CUDA implementation of a call, as the second argument of KernelCall::run; only
-// compiled where its symbols exist (a build without CUDA gets nullptr, and a clear
-// error for GPU operands).
+// The CUDA implementation of a call, as the second argument of KernelCall::run: either a
+// launcher of a *.cu file, which takes plain pointers and `launch` (a CudaLaunch) and
+// returns its cudaError_t, or a host-side entry point that takes Tensors (and ignores
+// `launch`). Only compiled where its symbols exist: a build without CUDA gets nullptr,
+// and a clear error for GPU operands.
 #ifdef ADAMANT_HAVE_CUDA
-#define ADAMANT_CUDA_CALL(...) [&] { __VA_ARGS__; }
+#define ADAMANT_CUDA_CALL(...) \
+  [&]([[maybe_unused]] const ::adamant::kernels::CudaLaunch& launch) { return __VA_ARGS__; }
 #else
 #define ADAMANT_CUDA_CALL(...) nullptr
 #endif
 
 namespace adamant::kernels {
+
+// What KernelCall::run needs of the CUDA runtime, as plain C++ (kernels/cuda/dispatch_cuda.cpp).
+namespace cuda {
+// Makes a GPU current for its lifetime and restores the caller's after.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(Device device);
+  ~CurrentDevice();
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+  int current_ = 0;
+};
+int multiprocessor_count(Device device);
+[[noreturn]] void fail_launch(const char* op, int status);
+}  // namespace cuda
+
+// A tensor's data as 16-bit patterns (bf16), the form the CUDA launchers take.
+inline std::uint16_t* bits16_of(const Tensor& t) { return static_cast<std::uint16_t*>(t.data); }
+
+// Whether every operand's data is aligned for `bytes`-wide vector accesses (an empty one is).
+inline bool aligned_to(std::size_t bytes, std::initializer_list<const Tensor*> operands) {
+  for (const Tensor* t : operands) {
+    if (reinterpret_cast<std::uintptr_t>(t->data) % bytes != 0) return false;
+  }
+  return true;
+}
 
 // What a model-kernel operand is, which fixes its dtype on a GPU.
 enum class Role {
@@ -115,7 +156,17 @@ class KernelCall {
       ADAMANT_CHECK(stream_.device().is_cpu() || stream_.device() == device_,
                     "{}: operands on {} but the stream is on {}; use a stream of the operands' device", op_,
                     device_.str(), stream_.device().str());
-      cuda_call();
+      const cuda::CurrentDevice current(device_);
+      CudaLaunch launch;
+      launch.stream = stream_.handle();
+      using Result = decltype(cuda_call(launch));
+      if constexpr (std::is_void_v<Result>) {  // a host-side entry point
+        cuda_call(launch);
+      } else {  // a launcher: its status
+        launch.multiprocessors = cuda::multiprocessor_count(device_);
+        const int status = static_cast<int>(cuda_call(launch));
+        if (status != 0) cuda::fail_launch(op_, status);
+      }
     }
   }
 

@@ -12,7 +12,7 @@
 // computed in fp32 (fp64 when the weights are fp64).
 // On a CUDA device (O2): bf16 weights used as they are, bf16 activations, fp32
 // layernorm statistics, losses and logits, fp32 gradients (the GPU dtype convention
-// of kernels/cuda/model_kernels_cuda.h). Every kernel runs on the compute stream;
+// of kernels/dispatch.h). Every kernel runs on the compute stream;
 // tokens and targets are copied once per micro-batch into preallocated device
 // buffers, and the per-token losses come back in one small copy per call, which is
 // the only host synchronisation (the loss is returned).

@@ -1,7 +1,5 @@
 // CPU reference optimizer kernels: plain fp32 maths per element, OpenMP over
 // elements. These are the readable versions the CUDA kernels are tested against.
-#include "adamant/kernels/cpu/optimizer_kernels_cpu.h"
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -11,6 +9,7 @@
 
 #include "adamant/core/error.h"
 #include "adamant/core/half.h"
+#include "adamant/kernels/cpu/model_kernels_cpu.h"
 
 namespace adamant::kernels::cpu {
 

@@ -1,5 +1,5 @@
 // The CUDA softmax cross-entropy, the fused (tied) classifier and its vocabulary-parallel form of
-// model_kernels_cuda.h.
+// kernels/cross_entropy.h.
 //
 // fused_classifier walks the rows in chunks of logits_scratch.numel() / vocab:
 //   logits (fp32, the scratch) = x_chunk embedding^T          cuBLASLt, bf16 in
@@ -14,14 +14,14 @@
 // vocabulary's log-sum-exp (the same row kernel without its reduction), then the same
 // two gradient GEMMs.
 // Every step is enqueued on the caller's stream: nothing waits on the host. The
-// dispatchers (kernels/model_kernels.cpp) have checked the operands.
+// dispatchers (kernels/cross_entropy.h) have checked the operands.
 #include <algorithm>
 #include <cstdint>
 
 #include "adamant/core/error.h"
+#include "adamant/kernels/cross_entropy.h"
 #include "adamant/kernels/cuda/classifier_launchers.h"
 #include "adamant/kernels/cuda/cublaslt_matmul.h"
-#include "adamant/kernels/cuda/model_kernels_cuda.h"
 
 namespace adamant::kernels::cuda {
 
@@ -127,7 +127,6 @@ ClassifierChunk chunk_of(const Tensor& x, const Tensor& embedding, const Tensor&
 void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, std::int64_t rows, std::int64_t vocab,
                            bool with_grad, double grad_scale, const Stream& stream) {
   const char* op = "softmax_cross_entropy";
-  const ScopedCurrentDevice current(logits.device);
   launch_cross_entropy(
       op, static_cast<float*>(logits.data), static_cast<const std::int32_t*>(targets.data),
       static_cast<float*>(losses.data), rows, vocab,
@@ -143,7 +142,6 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
   const DType dtype = x.dtype;
   const Device device = x.device;
   const bool with_grad = d_x.data != nullptr;
-  const ScopedCurrentDevice current(device);
   const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / vocab;
   const auto mode = with_grad ? gradient_mode(dtype) : launchers::CrossEntropyGradient::none;
   const std::size_t element = dtype_size(dtype);
@@ -164,7 +162,6 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
 void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
                                      Tensor logits_scratch, const VocabParallelShape& shape, const Stream& stream) {
   const char* op = "vocab_parallel_classifier_stats";
-  const ScopedCurrentDevice current(x.device);
   const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / shape.vocab;
   auto* slice_lse = static_cast<float*>(stats.data);
   float* target_logit = slice_lse + shape.rows;
@@ -182,8 +179,6 @@ void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, c
 void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse,
                             const Stream& stream) {
   const char* op = "vocab_parallel_combine";
-  const Device device = losses.device;
-  const ScopedCurrentDevice current(device);
   check_launch(op, "combine",
                launchers::vocab_parallel_combine(static_cast<const float*>(gathered.data), tp_size, rows,
                                                  static_cast<float*>(losses.data), static_cast<float*>(lse.data),
@@ -196,7 +191,6 @@ void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding
                                         const VocabParallelShape& shape, const Stream& stream) {
   const char* op = "vocab_parallel_classifier_backward";
   const Device device = x.device;
-  const ScopedCurrentDevice current(device);
   if (shape.rows == 0 && !accumulate_d_embedding) {  // no chunk overwrites it
     check_launch(
         op, "zero fill",

@@ -1,4 +1,4 @@
-// The CUDA GEMM and linear layer (model_kernels_cuda.h) on cuBLASLt, called by their
+// The CUDA GEMM and linear layer (kernels/gemm.h, linear.h) on cuBLASLt, called by their
 // dispatchers with checked operands: the bias (if any) is
 // added in the forward GEMM's epilogue, and the bias gradient (if asked for) comes from the
 // weight-gradient GEMM's BGRADB epilogue where cuBLASLt supports it for the
@@ -8,7 +8,8 @@
 #include "adamant/core/error.h"
 #include "adamant/kernels/cuda/classifier_launchers.h"
 #include "adamant/kernels/cuda/cublaslt_matmul.h"
-#include "adamant/kernels/cuda/model_kernels_cuda.h"
+#include "adamant/kernels/gemm.h"
+#include "adamant/kernels/linear.h"
 
 namespace adamant::kernels::cuda {
 
@@ -98,7 +99,6 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
   // matmul declines only a fused bias gradient; d_weight is computed regardless.
   ADAMANT_CHECK(with_bias, "linear_backward: d_weight was not computed");
 
-  const ScopedCurrentDevice current(device);
   const cudaStream_t cuda_stream = stream_handle(stream);
   // The scratch is cuBLASLt's workspace of this stream: the GEMM above is ordered before.
   const DeviceScratch scratch = CublasLtContext::of(device).scratch(cuda_stream);

@@ -1,9 +1,7 @@
-// The CUDA entry points of optimizer_kernels_cuda.h: turn Tensors into the plain
+// The CUDA entry points of the optimizer kernels (adam.h, reduce.h, elementwise.h): turn Tensors into the plain
 // launch arguments of launchers.h, make the data's GPU current, and turn launch
 // failures into adamant::Error. The dispatchers in kernels/*.cpp have already
 // checked sizes, dtypes and devices.
-#include "adamant/kernels/cuda/optimizer_kernels_cuda.h"
-
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -15,7 +13,10 @@
 
 #include "adamant/core/cuda_check.h"
 #include "adamant/core/memory_stats.h"
+#include "adamant/kernels/adam.h"
 #include "adamant/kernels/cuda/launchers.h"
+#include "adamant/kernels/elementwise.h"
+#include "adamant/kernels/reduce.h"
 
 namespace adamant::kernels::cuda {
 
