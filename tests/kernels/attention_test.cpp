@@ -56,12 +56,11 @@ std::vector<double> naive_attention(const std::vector<double>& qkv, const Attent
 // A sequence over two 16 x 16 dropout blocks (and a partial third) per row: every word of
 // the draws and the block numbering are exercised.
 TEST(Attention, DropoutOverSeveralBlocksMatchesNaiveReference) {
-  Stream stream;
   const AttentionShape shape{2, 37, 2, 3};
   auto qkv = random_normal(2 * 37 * 3 * 6, 7);
   std::vector<double> probs(2 * 2 * 37 * 37), out(2 * 37 * 6);
   const DropoutArgs drop{0.3f, 99, 4, 11};
-  attention_forward(view(qkv), view(probs), view(out), shape, drop, stream);
+  cpu::attention_forward(view(qkv), view(probs), view(out), shape, drop);
   const auto expected = naive_attention(qkv, shape, drop);
   const auto undropped = naive_attention(qkv, shape, DropoutArgs{});
   double changed = 0;
@@ -73,13 +72,12 @@ TEST(Attention, DropoutOverSeveralBlocksMatchesNaiveReference) {
 }
 
 TEST(Attention, ForwardMatchesNaiveReference) {
-  Stream stream;
   const AttentionShape shape{2, 7, 3, 4};
   auto qkv = random_normal(2 * 7 * 3 * 12, 1);
   std::vector<double> probs(2 * 3 * 7 * 7, 5.0), out(2 * 7 * 12);
   for (const float p : {0.0f, 0.4f}) {
     const DropoutArgs drop{p, 1234, 17, 5};
-    attention_forward(view(qkv), view(probs), view(out), shape, drop, stream);
+    cpu::attention_forward(view(qkv), view(probs), view(out), shape, drop);
     const auto expected = naive_attention(qkv, shape, drop);
     for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], expected[i], 1e-12) << "p=" << p << " " << i;
   }
@@ -98,19 +96,17 @@ TEST(Attention, ForwardMatchesNaiveReference) {
 }
 
 TEST(Attention, FloatMatchesDouble) {
-  Stream stream;
   const AttentionShape shape{1, 9, 2, 8};
   auto qkv = random_normal(9 * 3 * 16, 2);
   std::vector<double> probs(2 * 81), out(9 * 16);
   auto qkv32 = testing::to_float(qkv);
   std::vector<float> probs32(2 * 81), out32(9 * 16);
-  attention_forward(view(qkv), view(probs), view(out), shape, {}, stream);
-  attention_forward(view(qkv32), view(probs32), view(out32), shape, {}, stream);
+  cpu::attention_forward(view(qkv), view(probs), view(out), shape, {});
+  cpu::attention_forward(view(qkv32), view(probs32), view(out32), shape, {});
   for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out32[i], out[i], 1e-5);
 }
 
 TEST(Attention, BackwardMatchesFiniteDifferences) {
-  Stream stream;
   const AttentionShape shape{2, 5, 2, 3};
   for (const float p : {0.0f, 0.3f}) {
     const DropoutArgs drop{p, 99, 3, 1};
@@ -118,13 +114,13 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
     const auto probe = random_normal(2 * 5 * 6, 4);
     std::vector<double> probs(2 * 2 * 25), out(2 * 5 * 6);
     auto loss = [&] {
-      attention_forward(view(qkv), view(probs), view(out), shape, drop, stream);
+      cpu::attention_forward(view(qkv), view(probs), view(out), shape, drop);
       return testing::dot(out, probe);
     };
     loss();
     auto d_out = probe;
     std::vector<double> d_probs(probs.size()), d_qkv(qkv.size(), 99.0);
-    attention_backward(view(d_out), view(qkv), view(probs), view(d_probs), view(d_qkv), shape, drop, stream);
+    cpu::attention_backward(view(d_out), view(qkv), view(probs), view(d_probs), view(d_qkv), shape, drop);
     testing::expect_gradient(qkv, d_qkv, loss, p > 0 ? "d_qkv with dropout" : "d_qkv");
   }
 }

@@ -13,7 +13,7 @@
 
 #include "adamant/core/half.h"
 #include "adamant/kernels/adam.h"
-#include "adamant/kernels/cpu/optimizer_kernels_cpu.h"
+#include "adamant/kernels/cpu/model_kernels_cpu.h"
 #include "kernels/cuda_test_util.h"
 
 namespace adamant::kernels {

@@ -6,8 +6,7 @@
 // or just past one of their 64-row streamed tiles, batch 1 to 3, with and without
 // attention dropout (whose mask must be the CPU's exactly).
 //
-// Tolerances follow from bf16 rounding (at most 2^-8 of a value), as in
-// cuda_attention_test.cpp: the GPU rounds each tensor-core operand it makes
+// Tolerances follow from bf16 rounding (at most 2^-8 of a value): the GPU rounds each tensor-core operand it makes
 // (unnormalised probabilities times the dropout factor, score gradients) and each
 // output, and sums in fp32, so y = sum_t a_t b_t differs from the fp32 reference by
 // at most 2^-8 (|y| + sum_t |a_t b_t|); the tests allow 1.5 times that plus 1e-5.
@@ -132,8 +131,8 @@ TEST_P(CudaFlashAttention, ForwardMatchesCpu) {
   auto qkv_gpu = upload_bf16(qkv_);
   auto out_gpu = poisoned_bf16(out.size());
   auto logsumexp_gpu = poisoned_floats(static_cast<std::size_t>(rows_));
-  flash_attention_forward(qkv_gpu.device_view(), out_gpu.device_view(), logsumexp_gpu.device_view(), Tensor{}, shape_,
-                          dropout_, stream);
+  flash_attention_forward(qkv_gpu.device_view(), out_gpu.device_view(), logsumexp_gpu.device_view(), shape_, dropout_,
+                          stream);
   stream.synchronize();
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
 
@@ -187,7 +186,7 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
   auto logsumexp_gpu = upload_floats(logsumexp.value);
   auto d_qkv_gpu = poisoned_bf16(qkv_.size());
   flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
-                           logsumexp_gpu.device_view(), d_qkv_gpu.device_view(), Tensor{}, shape_, dropout_, stream);
+                           logsumexp_gpu.device_view(), d_qkv_gpu.device_view(), shape_, dropout_, stream);
   stream.synchronize();
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   const std::vector<std::uint16_t> first_run = d_qkv_gpu.download();
@@ -196,7 +195,7 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
   // No atomics: a second run, over a poisoned d_qkv, gives the same bits.
   auto second_gpu = poisoned_bf16(qkv_.size());
   flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
-                           logsumexp_gpu.device_view(), second_gpu.device_view(), Tensor{}, shape_, dropout_, stream);
+                           logsumexp_gpu.device_view(), second_gpu.device_view(), shape_, dropout_, stream);
   stream.synchronize();
   testing::expect_bitwise_equal(second_gpu.download(), first_run, "d_qkv of a second run");
 }
@@ -223,7 +222,7 @@ TEST(CudaFlashAttentionErrors, UnsupportedHeadDimIsAnError) {
   MirroredArray<float> logsumexp(2 * 16, DType::f32);
   const Stream stream(testing::gpu());
   try {
-    flash_attention_forward(qkv.device_view(), out.device_view(), logsumexp.device_view(), Tensor{}, shape, {}, stream);
+    flash_attention_forward(qkv.device_view(), out.device_view(), logsumexp.device_view(), shape, {}, stream);
     FAIL() << "head_dim 32 was accepted";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("head_dim 32"), std::string::npos) << error.what();
@@ -231,8 +230,8 @@ TEST(CudaFlashAttentionErrors, UnsupportedHeadDimIsAnError) {
   }
 }
 
-// 80 (GPT-3 2.7B's 2560 / 32) is a flash head size although the probability kernels
-// reject it: the call goes through, and its logsumexp is the reference's.
+// 80 (GPT-3 2.7B's 2560 / 32) is a flash head size: the call goes through, and its
+// logsumexp is the reference's.
 TEST(CudaFlashAttentionErrors, HeadDim80IsAccepted) {
   ADAMANT_REQUIRE_GPU();
   const AttentionShape shape{1, 16, 2, 80};
@@ -241,44 +240,12 @@ TEST(CudaFlashAttentionErrors, HeadDim80IsAccepted) {
   auto out = poisoned_bf16(16 * 2 * 80);
   auto logsumexp = poisoned_floats(2 * 16);
   const Stream stream(testing::gpu());
-  EXPECT_NO_THROW(flash_attention_forward(qkv.device_view(), out.device_view(), logsumexp.device_view(), Tensor{},
-                                          shape, {}, stream));
+  EXPECT_NO_THROW(
+      flash_attention_forward(qkv.device_view(), out.device_view(), logsumexp.device_view(), shape, {}, stream));
   stream.synchronize();
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   const LogsumexpReference reference = reference_logsumexp(qkv_values, shape);
   expect_within(logsumexp.download(), reference.value, reference.bound, "logsumexp at head_dim 80");
-}
-
-// The CPU path of the dispatcher: logsumexp against the double reference, and a
-// backward from (out, logsumexp) equal to the probability-based CPU backward.
-TEST(FlashAttentionCpu, MatchesProbabilityKernels) {
-  const AttentionShape shape{2, 45, 3, 16};
-  const DropoutArgs dropout{0.1f, 99, 5, 2};
-  const std::int64_t tokens = shape.batch * shape.seq, channels = shape.heads * shape.head_dim;
-  const std::int64_t rows = shape.batch * shape.heads * shape.seq, probs_numel = rows * shape.seq;
-  std::vector<float> qkv = random_bf16_values(static_cast<std::size_t>(tokens * 3 * channels), 21, 1.0);
-  std::vector<float> d_out = random_bf16_values(static_cast<std::size_t>(tokens * channels), 22, 1.0);
-  std::vector<float> scratch(static_cast<std::size_t>(flash_backward_cpu_scratch_numel(shape)));
-  std::vector<float> out(tokens * channels), logsumexp(rows), d_qkv(qkv.size());
-  const Stream cpu_stream;
-  flash_attention_forward(host_tensor(qkv), host_tensor(out), host_tensor(logsumexp), host_tensor(scratch), shape,
-                          dropout, cpu_stream);
-  const LogsumexpReference reference = reference_logsumexp(qkv, shape);
-  std::vector<double> lse_bound(reference.value.size());
-  for (std::size_t i = 0; i < lse_bound.size(); ++i) lse_bound[i] = 1e-5 * (1.0 + std::abs(reference.value[i]));
-  expect_within(logsumexp, reference.value, lse_bound, "cpu logsumexp");
-
-  std::vector<float> probs(probs_numel), expected_out(out.size()), d_probs(probs_numel), expected_d_qkv(qkv.size());
-  cpu::attention_forward(host_tensor(qkv), host_tensor(probs), host_tensor(expected_out), shape, dropout);
-  testing::expect_bitwise_equal(out, expected_out, "cpu out");
-  cpu::attention_backward(host_tensor(d_out), host_tensor(qkv), host_tensor(probs), host_tensor(d_probs),
-                          host_tensor(expected_d_qkv), shape, dropout);
-  flash_attention_backward(host_tensor(d_out), host_tensor(qkv), host_tensor(out), host_tensor(logsumexp),
-                           host_tensor(d_qkv), host_tensor(scratch), shape, dropout, cpu_stream);
-  // Probabilities rebuilt from logsumexp differ from the forward's by fp32 rounding only.
-  std::vector<double> bound(d_qkv.size());
-  for (std::size_t i = 0; i < bound.size(); ++i) bound[i] = 1e-4 * (1.0 + std::abs(expected_d_qkv[i]));
-  expect_within(d_qkv, expected_d_qkv, bound, "cpu d_qkv");
 }
 
 }  // namespace

@@ -22,7 +22,6 @@
 #include "adamant/core/half.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
 #include "adamant/kernels/cuda/classifier_launchers.h"
-#include "adamant/kernels/cuda/model_kernels_cuda.h"
 #include "kernels/cuda_test_util.h"
 
 namespace adamant::kernels {

@@ -25,7 +25,6 @@
 #include "adamant/core/half.h"
 #include "adamant/core/rng.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
-#include "adamant/kernels/cuda/model_kernels_cuda.h"
 #include "adamant/kernels/cuda/pointwise_model_philox.cuh"
 #include "adamant/kernels/dropout.h"
 #include "kernels/cuda_test_util.h"
@@ -293,9 +292,9 @@ TEST(CudaGelu, ForwardAndBackwardMatchCpu) {
         auto x_gpu = bf16_on_gpu(x, offset);
         auto d_out_gpu = bf16_on_gpu(d_out, offset);
         MirroredArray<std::uint16_t> out_gpu(n, DType::bf16, offset);
-        cuda::gelu_forward(x_gpu.device_view(), out_gpu.device_view(), count, form, stream);
+        gelu_forward(x_gpu.device_view(), out_gpu.device_view(), count, form, stream);
         // d_x aliases d_out, as the header allows.
-        cuda::gelu_backward(d_out_gpu.device_view(), x_gpu.device_view(), d_out_gpu.device_view(), count, form, stream);
+        gelu_backward(d_out_gpu.device_view(), x_gpu.device_view(), d_out_gpu.device_view(), count, form, stream);
         stream.synchronize();
         // erff/expf/tanhf are within 2 fp32 ulps: absolute error ~1e-7 * |x| where Phi(x) cancels to ~0.
         expect_near_all(
@@ -325,11 +324,9 @@ TEST(CudaResidualAdd, MatchesCpuBitForBitIncludingInPlace) {
     auto a_gpu = bf16_on_gpu(a, offset);
     auto b_gpu = bf16_on_gpu(b, offset);
     MirroredArray<std::uint16_t> out_gpu(n, DType::bf16, offset);
-    cuda::residual_add(a_gpu.device_view(), b_gpu.device_view(), out_gpu.device_view(), static_cast<std::int64_t>(n),
-                       stream);
+    residual_add(a_gpu.device_view(), b_gpu.device_view(), out_gpu.device_view(), static_cast<std::int64_t>(n), stream);
     // In place: out aliases b (the residual stream).
-    cuda::residual_add(a_gpu.device_view(), b_gpu.device_view(), b_gpu.device_view(), static_cast<std::int64_t>(n),
-                       stream);
+    residual_add(a_gpu.device_view(), b_gpu.device_view(), b_gpu.device_view(), static_cast<std::int64_t>(n), stream);
     stream.synchronize();
     testing::expect_bitwise_equal(out_gpu.download(), expected, "a + b");
     testing::expect_bitwise_equal(b_gpu.download(), expected, "b += a in place");
@@ -369,7 +366,7 @@ TEST(CudaDropout, MaskAndValuesMatchCpuBitForBit) {
     auto in_gpu = bf16_on_gpu(in, c.offset);
     MirroredArray<std::uint16_t> out_gpu(n, DType::bf16, c.offset);
     MirroredArray<std::uint16_t>& result = c.in_place ? in_gpu : out_gpu;
-    cuda::dropout(in_gpu.device_view(), result.device_view(), c.batch * c.sample_numel, c.sample_numel, args, stream);
+    dropout(in_gpu.device_view(), result.device_view(), c.batch * c.sample_numel, c.sample_numel, args, stream);
     stream.synchronize();
     const std::vector<std::uint16_t> actual = result.download();
 
@@ -437,14 +434,14 @@ TEST(CudaDropout, ShardAtAnElementOffsetMatchesTheSliceOfTheWholeBatch) {
     auto part_gpu = bf16_on_gpu(part, shard.offset);
     DropoutArgs shard_args = args;
     shard_args.first_element = static_cast<std::uint64_t>(shard.first_element);
-    cuda::dropout(part_gpu.device_view(), part_gpu.device_view(), shard.numel, shard.sample_numel, shard_args, stream);
+    dropout(part_gpu.device_view(), part_gpu.device_view(), shard.numel, shard.sample_numel, shard_args, stream);
     stream.synchronize();
     testing::expect_bitwise_equal(part_gpu.download(), to_bf16_bits(expected), "the shard's dropout");
   }
   auto any = bf16_on_gpu(std::vector<float>(16, 1.0f));
   DropoutArgs misaligned = args;
   misaligned.first_element = 2;
-  EXPECT_THROW(cuda::dropout(any.device_view(), any.device_view(), 16, 8, misaligned, stream), Error);
+  EXPECT_THROW(dropout(any.device_view(), any.device_view(), 16, 8, misaligned, stream), Error);
 }
 
 TEST(CudaDropout, ZeroProbabilityCopies) {
@@ -453,7 +450,7 @@ TEST(CudaDropout, ZeroProbabilityCopies) {
   const std::vector<float> in = rounded_normal(1000, 52, 0.0, 1.0);
   auto in_gpu = bf16_on_gpu(in);
   MirroredArray<std::uint16_t> out_gpu(in.size(), DType::bf16);
-  cuda::dropout(in_gpu.device_view(), out_gpu.device_view(), 1000, 100, DropoutArgs{}, stream);
+  dropout(in_gpu.device_view(), out_gpu.device_view(), 1000, 100, DropoutArgs{}, stream);
   stream.synchronize();
   testing::expect_bitwise_equal(out_gpu.download(), to_bf16_bits(in), "p = 0 copy");
 }
@@ -506,8 +503,8 @@ TEST(CudaEmbedding, ForwardMatchesCpuBitForBit) {
     auto word_gpu = bf16_on_gpu(word);
     auto position_gpu = bf16_on_gpu(position);
     MirroredArray<std::uint16_t> out_gpu(out.size(), DType::bf16);
-    cuda::embedding_forward(tokens.device_view(), word_gpu.device_view(), position_gpu.device_view(),
-                            out_gpu.device_view(), s, stream);
+    embedding_forward(tokens.device_view(), word_gpu.device_view(), position_gpu.device_view(), out_gpu.device_view(),
+                      s, stream);
     stream.synchronize();
     testing::expect_bitwise_equal(out_gpu.download(), to_bf16_bits(out), "embedding out");
   }
@@ -542,8 +539,8 @@ TEST(CudaEmbedding, BackwardMatchesCpuAndIsDeterministic) {
     auto d_word_gpu = f32_on_gpu(d_word_initial);
     auto d_position_gpu = f32_on_gpu(d_position_initial);
     auto run = [&] {
-      cuda::embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
-                               d_position_gpu.device_view(), s, stream);
+      embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
+                         d_position_gpu.device_view(), s, stream);
       stream.synchronize();
     };
     run();
@@ -575,13 +572,13 @@ TEST(CudaEmbedding, TokenOutsideTheTableGivesZeroWordRowAndNegativeGivesNaN) {
   auto word_gpu = bf16_on_gpu(word);
   auto position_gpu = bf16_on_gpu(position);
   MirroredArray<std::uint16_t> out_gpu(48, DType::bf16);
-  cuda::embedding_forward(tokens.device_view(), word_gpu.device_view(), position_gpu.device_view(),
-                          out_gpu.device_view(), s, stream);
+  embedding_forward(tokens.device_view(), word_gpu.device_view(), position_gpu.device_view(), out_gpu.device_view(), s,
+                    stream);
   auto d_out_gpu = bf16_on_gpu(std::vector<float>(48, 1.0f));
   auto d_word_gpu = f32_on_gpu(std::vector<float>(160, 0.0f));
   auto d_position_gpu = f32_on_gpu(std::vector<float>(48, 0.0f));
-  cuda::embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
-                           d_position_gpu.device_view(), s, stream);
+  embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
+                     d_position_gpu.device_view(), s, stream);
   stream.synchronize();
   const std::vector<float> out = download_bf16(out_gpu);
   const std::vector<float> d_word = d_word_gpu.download();

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "adamant/core/half.h"
-#include "adamant/kernels/cpu/optimizer_kernels_cpu.h"
+#include "adamant/kernels/cpu/model_kernels_cpu.h"
 #include "adamant/kernels/elementwise.h"
 #include "adamant/kernels/reduce.h"
 #include "kernels/cuda_test_util.h"

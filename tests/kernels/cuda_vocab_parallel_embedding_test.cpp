@@ -17,7 +17,6 @@
 
 #include "adamant/core/half.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
-#include "adamant/kernels/cuda/model_kernels_cuda.h"
 #include "kernels/cuda_test_util.h"
 
 namespace adamant::kernels {
@@ -116,8 +115,8 @@ TEST(CudaVocabParallelEmbedding, ForwardSlicesMatchTheCpuBitForBit) {
 
       auto slice_gpu = bf16_array(slice);
       MirroredArray<std::uint16_t> out_gpu(out.size(), DType::bf16);
-      cuda::embedding_forward(tokens.device_view(), slice_gpu.device_view(),
-                              s == 0 ? position_gpu.device_view() : Tensor{}, out_gpu.device_view(), shape, stream);
+      embedding_forward(tokens.device_view(), slice_gpu.device_view(), s == 0 ? position_gpu.device_view() : Tensor{},
+                        out_gpu.device_view(), shape, stream);
       stream.synchronize();
       testing::expect_bitwise_equal(out_gpu.download(), bf16_bits(out), "embedding out of the slice");
     }
@@ -160,8 +159,8 @@ TEST(CudaVocabParallelEmbedding, BackwardSlicesMatchTheCpu) {
 
       auto d_word_gpu = f32_array(d_word_start);
       auto d_position_gpu = f32_array(d_position_initial);
-      cuda::embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
-                               s == 0 ? d_position_gpu.device_view() : Tensor{}, shape, stream);
+      embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
+                         s == 0 ? d_position_gpu.device_view() : Tensor{}, shape, stream);
       stream.synchronize();
       const std::vector<float> gpu_d_word = d_word_gpu.download();
       std::size_t mismatches = 0, first = 0;

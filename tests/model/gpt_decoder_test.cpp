@@ -212,10 +212,10 @@ TEST(DecodeAttention, EqualsLastRowOfCausalAttention) {
   std::vector<double> qkv(static_cast<std::size_t>(B * L * 3 * W));
   for (std::size_t i = 0; i < qkv.size(); ++i) qkv[i] = std::sin(0.37 * static_cast<double>(i) + 0.1);
   std::vector<double> probs(static_cast<std::size_t>(B * H * L * L)), full(static_cast<std::size_t>(B * L * W));
-  kernels::attention_forward(Tensor::flat(qkv.data(), DType::f64, Device::cpu(), qkv.size()),
-                             Tensor::flat(probs.data(), DType::f64, Device::cpu(), probs.size()),
-                             Tensor::flat(full.data(), DType::f64, Device::cpu(), full.size()), {B, L, H, D},
-                             kernels::DropoutArgs{}, Stream{});
+  kernels::cpu::attention_forward(Tensor::flat(qkv.data(), DType::f64, Device::cpu(), qkv.size()),
+                                  Tensor::flat(probs.data(), DType::f64, Device::cpu(), probs.size()),
+                                  Tensor::flat(full.data(), DType::f64, Device::cpu(), full.size()), {B, L, H, D},
+                                  kernels::DropoutArgs{});
   // The cache holds the first L - 1 rows of each sequence; the last row comes as the new token.
   std::vector<double> cache(static_cast<std::size_t>(B * capacity * 3 * W), 1e30),
       fresh(static_cast<std::size_t>(B * 3 * W));

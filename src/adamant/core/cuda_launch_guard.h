@@ -1,8 +1,7 @@
 #pragma once
-// Host-side helpers for the Tensor-level CUDA kernel wrappers (*_cuda.cpp only):
-// make the data's GPU current for a launch, get a Stream's cudaStream_t, check an
-// operand's dtype, device and size, and turn a launch status into an
-// adamant::Error that names the kernel.
+// Host-side helpers for the Tensor-level CUDA entry points (*_cuda.cpp only): make
+// the data's GPU current for a launch, get a Stream's cudaStream_t, and turn a launch
+// status into an adamant::Error that names the kernel.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -51,25 +50,6 @@ inline void check_cuda_launch(cudaError_t status, const char* kernel) {
     fail("CUDA kernel {} failed to launch: {} (error {})", kernel, cudaGetErrorString(status),
          static_cast<int>(status));
   }
-}
-
-// `name` of kernel `op` must hold exactly `numel` (or, with at_least, at least
-// `numel`) elements of `dtype` on `device`.
-inline void check_cuda_operand(const char* op, const char* name, const Tensor& t, DType dtype, Device device,
-                               std::int64_t numel, bool at_least = false) {
-  ADAMANT_CHECK(t.data != nullptr, "{}: operand {} is empty", op, name);
-  ADAMANT_CHECK(t.dtype == dtype, "{}: operand {} is {}; the CUDA kernel takes {} here", op, name, dtype_name(t.dtype),
-                dtype_name(dtype));
-  ADAMANT_CHECK(t.device == device, "{}: operand {} is on {}, the others on {}", op, name, t.device.str(),
-                device.str());
-  const auto have = static_cast<std::int64_t>(t.numel());
-  ADAMANT_CHECK(at_least ? have >= numel : have == numel, "{}: operand {} has {} elements, expected {}{}", op, name,
-                have, at_least ? "at least " : "", numel);
-}
-
-// True when the view's data allows `bytes`-wide vector accesses.
-inline bool aligned_to(const Tensor& t, std::uintptr_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(t.data) % bytes == 0;
 }
 
 }  // namespace adamant

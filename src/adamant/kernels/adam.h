@@ -5,6 +5,9 @@
 
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
+#include "adamant/kernels/dispatch.h"
+#include "adamant/kernels/elementwise.h"
+#include "adamant/kernels/reduce.h"
 
 namespace adamant::kernels {
 
@@ -32,14 +35,67 @@ struct AdamArgs {
 // The bf16 model copy is rounded half away from zero on the fp32 bit pattern
 // (bf16_round_for_remainder) so stored remainders reproduce p exactly; fp16 rounds to nearest even.
 
-// main_param, exp_avg, exp_avg_sq: fp32. grad: fp32 or bf16. model_param: bf16, fp16 or fp32 copy
-// to write, or an empty Tensor (data == nullptr) when main_param is the model weight itself.
+namespace cpu {
+void adam_step(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor main_param, Tensor exp_avg,
+               Tensor exp_avg_sq, Tensor model_param);
+void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor remainder,
+                         Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param);
+}  // namespace cpu
+
+namespace cuda {
 void adam_step(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor main_param, Tensor exp_avg,
                Tensor exp_avg_sq, Tensor model_param, const Stream& stream);
+void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor remainder,
+                         Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream);
+}  // namespace cuda
+
+namespace detail {
+
+inline void check_adam_operands(const KernelCall& call, const AdamArgs& args, const Tensor& segments,
+                                const Tensor& grad, const Tensor& state, const Tensor& exp_avg,
+                                const Tensor& exp_avg_sq, const Tensor& model_param) {
+  const auto n = static_cast<std::int64_t>(grad.numel());
+  check_segments(call, segments);
+  ADAMANT_CHECK(args.step >= 1, "adam: step {} (the bias corrections need a 1-based step count)", args.step);
+  ADAMANT_CHECK(grad.dtype == DType::f32 || grad.dtype == DType::bf16, "adam: gradient of {} (fp32 or bf16 expected)",
+                dtype_name(grad.dtype));
+  call.same_device("param", state);
+  ADAMANT_CHECK(static_cast<std::int64_t>(state.numel()) == n, "adam: param has {} elements, the gradient {}",
+                state.numel(), n);
+  call.exact("exp_avg", exp_avg, n, DType::f32);
+  call.exact("exp_avg_sq", exp_avg_sq, n, DType::f32);
+  if (model_param.data != nullptr) {
+    ADAMANT_CHECK(is_float(model_param.dtype), "adam: model weight copy of {} (fp32, bf16 or fp16 expected)",
+                  dtype_name(model_param.dtype));
+    call.exact("model_param", model_param, n, model_param.dtype);
+  }
+}
+
+}  // namespace detail
+
+// main_param, exp_avg, exp_avg_sq: fp32. grad: fp32 or bf16. model_param: bf16, fp16 or fp32 copy
+// to write, or an empty Tensor (data == nullptr) when main_param is the model weight itself.
+inline void adam_step(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor main_param,
+                      Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream) {
+  const KernelCall call("adam", grad, stream);
+  detail::check_adam_operands(call, args, segments, grad, main_param, exp_avg, exp_avg_sq, model_param);
+  ADAMANT_CHECK(main_param.dtype == DType::f32, "adam: main weights must be fp32");
+  call.run(
+      [&] { cpu::adam_step(args, segments, grad, main_param, exp_avg, exp_avg_sq, model_param); },
+      ADAMANT_CUDA_CALL(cuda::adam_step(args, segments, grad, main_param, exp_avg, exp_avg_sq, model_param, stream)));
+}
 
 // store_param_remainders: the fp32 main weight is (model_param bf16 high half, remainder low half).
 // remainder: u16 (a signed 16-bit offset); model_param: bf16, read and written.
-void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor remainder,
-                         Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream);
+inline void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor remainder,
+                                Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream) {
+  const KernelCall call("adam", grad, stream);
+  detail::check_adam_operands(call, args, segments, grad, remainder, exp_avg, exp_avg_sq, model_param);
+  ADAMANT_CHECK(remainder.dtype == DType::u16 && model_param.dtype == DType::bf16,
+                "adam: remainders need u16 remainders and bf16 weights");
+  call.run([&] { cpu::adam_step_remainder(args, segments, grad, remainder, exp_avg, exp_avg_sq, model_param); },
+           ADAMANT_CUDA_CALL(
+               cuda::adam_step_remainder(args, segments, grad, remainder, exp_avg, exp_avg_sq, model_param, stream)));
+}
 
 }  // namespace adamant::kernels

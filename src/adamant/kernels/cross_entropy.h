@@ -1,18 +1,14 @@
 #pragma once
 // Softmax cross-entropy, alone and fused with the (tied) output layer. The fused
 // form walks the rows in chunks so that [rows, vocab] logits never exist at once.
+#include <cstddef>
 #include <cstdint>
 
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
+#include "adamant/kernels/dispatch.h"
 
 namespace adamant::kernels {
-
-// In place on logits [rows, vocab]: losses[r] = logsumexp(logits[r]) - logits[r, targets[r]];
-// when with_grad, logits[r] is replaced by grad_scale * (softmax(logits[r]) - onehot(targets[r])).
-// targets: i32 in [0, vocab).
-void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, std::int64_t rows, std::int64_t vocab,
-                           bool with_grad, double grad_scale, const Stream& stream);
 
 struct ClassifierShape {
   std::int64_t rows = 0;
@@ -20,13 +16,116 @@ struct ClassifierShape {
   std::int64_t vocab = 0;
 };
 
+struct VocabParallelShape {
+  std::int64_t rows = 0;
+  std::int64_t channels = 0;
+  std::int64_t vocab = 0;  // rows of this rank's slice of the embedding
+  std::int64_t vocab_start = 0;
+};
+
+namespace cpu {
+void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, std::int64_t rows, std::int64_t vocab,
+                           bool with_grad, double grad_scale);
+void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
+                      Tensor logits_scratch, double grad_scale, Tensor d_x, Tensor d_embedding,
+                      bool accumulate_d_embedding, const ClassifierShape& shape);
+void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
+                                     Tensor logits_scratch, const VocabParallelShape& shape);
+void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse);
+void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
+                                        const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
+                                        Tensor d_embedding, bool accumulate_d_embedding,
+                                        const VocabParallelShape& shape);
+}  // namespace cpu
+
+namespace cuda {
+void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, std::int64_t rows, std::int64_t vocab,
+                           bool with_grad, double grad_scale, const Stream& stream);
+void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
+                      Tensor logits_scratch, double grad_scale, Tensor d_x, Tensor d_embedding,
+                      bool accumulate_d_embedding, const ClassifierShape& shape, const Stream& stream);
+void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
+                                     Tensor logits_scratch, const VocabParallelShape& shape, const Stream& stream);
+void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse,
+                            const Stream& stream);
+void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
+                                        const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
+                                        Tensor d_embedding, bool accumulate_d_embedding,
+                                        const VocabParallelShape& shape, const Stream& stream);
+}  // namespace cuda
+
+namespace detail {
+
+inline void check_targets(const KernelCall& call, const Tensor& targets, std::int64_t rows, std::int64_t vocab) {
+  call.exact("targets", targets, rows, DType::i32);
+  if (!targets.device.is_cpu()) return;
+  for (const std::int32_t id : targets.span<std::int32_t>()) {
+    ADAMANT_CHECK(id >= 0 && id < vocab, "{}: target id {} outside the vocabulary [0, {})", call.op(), id, vocab);
+  }
+}
+
+// Shapes and targets of the vocabulary-parallel classifier; targets index the whole
+// vocabulary, so a target beyond this slice is another rank's, and only a negative one is wrong.
+inline void check_vocab_parallel(const KernelCall& call, const Tensor& x, const Tensor& embedding,
+                                 const Tensor& targets, const Tensor& logits_scratch, const VocabParallelShape& shape) {
+  ADAMANT_CHECK(shape.rows >= 0, "{}: {} rows", call.op(), shape.rows);
+  call.positive("channels", shape.channels);
+  call.positive("vocab", shape.vocab);
+  ADAMANT_CHECK(shape.vocab_start >= 0, "{}: vocab_start {} is negative", call.op(), shape.vocab_start);
+  call.exact("x", x, shape.rows * shape.channels, Role::activation);
+  call.exact("embedding", embedding, shape.vocab * shape.channels, Role::weight);
+  call.exact("targets", targets, shape.rows, DType::i32);
+  call.at_least("logits_scratch", logits_scratch, shape.vocab, Role::statistic);  // at least one row per chunk
+  if (!targets.device.is_cpu()) return;
+  for (const std::int32_t id : targets.span<std::int32_t>()) {
+    ADAMANT_CHECK(id >= 0, "{}: target id {} is negative", call.op(), id);
+  }
+}
+
+}  // namespace detail
+
+// In place on logits [rows, vocab]: losses[r] = logsumexp(logits[r]) - logits[r, targets[r]];
+// when with_grad, logits[r] is replaced by grad_scale * (softmax(logits[r]) - onehot(targets[r])).
+// targets: i32 in [0, vocab).
+inline void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, std::int64_t rows,
+                                  std::int64_t vocab, bool with_grad, double grad_scale, const Stream& stream) {
+  const KernelCall call = KernelCall::model("softmax_cross_entropy", logits, stream);
+  call.positive("vocab", vocab);
+  call.exact("logits", logits, rows * vocab, Role::statistic);  // fp32 logits on a GPU, as the classifier's scratch
+  detail::check_targets(call, targets, rows, vocab);
+  call.exact("losses", losses, rows, Role::statistic);
+  call.run([&] { cpu::softmax_cross_entropy(logits, targets, losses, rows, vocab, with_grad, grad_scale); },
+           ADAMANT_CUDA_CALL(
+               cuda::softmax_cross_entropy(logits, targets, losses, rows, vocab, with_grad, grad_scale, stream)));
+}
+
 // logits = x[rows, channels] * embedding[vocab, channels]^T, losses [rows] as above, computed
 // chunk_rows = logits_scratch.numel() / vocab rows at a time. When d_x is non-empty, also
 // with g = grad_scale * dloss_r/dlogits: d_x = g * embedding (overwritten) and
 // d_embedding (+)= g^T * x (accumulated onto its old value when accumulate_d_embedding).
-void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
-                      Tensor logits_scratch, double grad_scale, Tensor d_x, Tensor d_embedding,
-                      bool accumulate_d_embedding, const ClassifierShape& shape, const Stream& stream);
+inline void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
+                             Tensor logits_scratch, double grad_scale, Tensor d_x, Tensor d_embedding,
+                             bool accumulate_d_embedding, const ClassifierShape& shape, const Stream& stream) {
+  const KernelCall call = KernelCall::model("fused_classifier", x, stream);
+  call.positive("channels", shape.channels);
+  call.positive("vocab", shape.vocab);
+  call.exact("x", x, shape.rows * shape.channels, Role::activation);
+  call.exact("embedding", embedding, shape.vocab * shape.channels, Role::weight);
+  detail::check_targets(call, targets, shape.rows, shape.vocab);
+  call.exact("losses", losses, shape.rows, Role::statistic);
+  call.at_least("logits_scratch", logits_scratch, shape.vocab, Role::statistic);  // at least one row per chunk
+  if (d_x.data != nullptr) {
+    call.exact("d_x", d_x, shape.rows * shape.channels, Role::activation);
+    call.exact("d_embedding", d_embedding, shape.vocab * shape.channels, Role::weight_grad);
+  }
+  call.run(
+      [&] {
+        cpu::fused_classifier(x, embedding, targets, losses, logits_scratch, grad_scale, d_x, d_embedding,
+                              accumulate_d_embedding, shape);
+      },
+      ADAMANT_CUDA_CALL(cuda::fused_classifier(x, embedding, targets, losses, logits_scratch, grad_scale, d_x,
+                                               d_embedding, accumulate_d_embedding, shape, stream)));
+}
 
 // ---- vocabulary-parallel classifier (Megatron's tensor parallelism of the output layer) ----
 // Each of tp_size ranks holds a slice of the tied embedding, [vocab_start, vocab_start +
@@ -36,31 +135,62 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
 // Dtypes as fused_classifier: on a GPU x, embedding and d_x bf16, d_embedding, stats,
 // gathered, losses, lse and logits_scratch fp32; on the CPU all in the compute dtype.
 
-struct VocabParallelShape {
-  std::int64_t rows = 0;
-  std::int64_t channels = 0;
-  std::int64_t vocab = 0;  // rows of this rank's slice of the embedding
-  std::int64_t vocab_start = 0;
-};
+// Logits per chunk of the classifiers' logits_scratch that suits `device`: about 8M on the
+// CPU (32 MiB in fp32), 32M on a GPU (128 MiB), where a longer inner dimension of the
+// embedding-gradient GEMM pays off.
+inline std::size_t classifier_chunk_elements(Device device) {
+  return device.is_cuda() ? std::size_t{1} << 25 : std::size_t{1} << 23;
+}
 
 // stats [2, rows]: stats[0, r] = logsumexp over the slice of x_r . e_v; stats[1, r] =
 // x_r . e_{targets[r]} when the target falls in the slice, else 0. targets: i32 ids of the
 // whole vocabulary (>= 0). Works in chunks of logits_scratch.numel() / vocab rows.
-void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
-                                     Tensor logits_scratch, const VocabParallelShape& shape, const Stream& stream);
+inline void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets,
+                                            Tensor stats, Tensor logits_scratch, const VocabParallelShape& shape,
+                                            const Stream& stream) {
+  const KernelCall call = KernelCall::model("vocab_parallel_classifier_stats", x, stream);
+  detail::check_vocab_parallel(call, x, embedding, targets, logits_scratch, shape);
+  call.exact("stats", stats, 2 * shape.rows, Role::statistic);
+  call.run([&] { cpu::vocab_parallel_classifier_stats(x, embedding, targets, stats, logits_scratch, shape); },
+           ADAMANT_CUDA_CALL(
+               cuda::vocab_parallel_classifier_stats(x, embedding, targets, stats, logits_scratch, shape, stream)));
+}
 
 // gathered [tp_size, 2, rows]: every rank's stats, in rank order. lse[r] =
 // logsumexp over t of gathered[t, 0, r]; losses[r] = lse[r] - sum over t of gathered[t, 1, r].
-void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse,
-                            const Stream& stream);
+inline void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse,
+                                   const Stream& stream) {
+  const KernelCall call = KernelCall::model("vocab_parallel_combine", losses, stream);
+  call.positive("tp_size", tp_size);
+  ADAMANT_CHECK(rows >= 0, "{}: {} rows", call.op(), rows);
+  call.exact("gathered", gathered, tp_size * 2 * rows, Role::statistic);
+  call.exact("losses", losses, rows, Role::statistic);
+  call.exact("lse", lse, rows, Role::statistic);
+  call.run([&] { cpu::vocab_parallel_combine(gathered, tp_size, rows, losses, lse); },
+           ADAMANT_CUDA_CALL(cuda::vocab_parallel_combine(gathered, tp_size, rows, losses, lse, stream)));
+}
 
 // Recomputes the slice's logits chunk by chunk: g = grad_scale * (exp(x_r . e_v - lse[r]) -
 // onehot), the one-hot only where the target is in the slice; d_x = g e (overwritten: this
 // slice's part, to be summed over the ranks) and d_embedding (+)= g^T x (accumulated onto
 // its old value when accumulate_d_embedding, else overwritten).
-void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
-                                        const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
-                                        Tensor d_embedding, bool accumulate_d_embedding,
-                                        const VocabParallelShape& shape, const Stream& stream);
+inline void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
+                                               const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
+                                               Tensor d_embedding, bool accumulate_d_embedding,
+                                               const VocabParallelShape& shape, const Stream& stream) {
+  const KernelCall call = KernelCall::model("vocab_parallel_classifier_backward", x, stream);
+  detail::check_vocab_parallel(call, x, embedding, targets, logits_scratch, shape);
+  call.exact("lse", lse, shape.rows, Role::statistic);
+  call.exact("d_x", d_x, shape.rows * shape.channels, Role::activation);
+  call.exact("d_embedding", d_embedding, shape.vocab * shape.channels, Role::weight_grad);
+  call.run(
+      [&] {
+        cpu::vocab_parallel_classifier_backward(x, embedding, targets, lse, grad_scale, logits_scratch, d_x,
+                                                d_embedding, accumulate_d_embedding, shape);
+      },
+      ADAMANT_CUDA_CALL(cuda::vocab_parallel_classifier_backward(x, embedding, targets, lse, grad_scale, logits_scratch,
+                                                                 d_x, d_embedding, accumulate_d_embedding, shape,
+                                                                 stream)));
+}
 
 }  // namespace adamant::kernels

@@ -8,6 +8,7 @@
 #include "adamant/core/rng.h"
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
+#include "adamant/kernels/dispatch.h"
 
 namespace adamant::kernels {
 
@@ -39,11 +40,67 @@ inline PhiloxCounter dropout_bits(const DropoutArgs& args, std::uint64_t sample_
 }
 constexpr bool dropout_keeps(std::uint32_t bits, float probability) { return uniform_float(bits) >= probability; }
 
+namespace cpu {
+void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args);
+}  // namespace cpu
+
+// Launcher in kernels/cuda/pointwise_model.cu (bf16 bit patterns); returns its cudaError_t.
+// Vectorized, it needs 8-byte aligned operands and whole groups of 4 per sample.
+namespace cuda {
+int dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
+            const DropoutParams& params, const CudaLaunch& launch);
+}  // namespace cuda
+
+namespace detail {
+
+inline DropoutParams dropout_params(const DropoutArgs& args) {
+  DropoutParams params;
+  params.probability = args.probability;
+  params.keep_scale = 1.0f / (1.0f - args.probability);  // the CPU kernel's T(1) / (T(1) - p) in fp32
+  params.seed = args.seed;
+  params.first_sample_index = args.first_sample_index;
+  params.site = args.site;
+  params.first_element = args.first_element;
+  return params;
+}
+
+// `batch`: how many samples from first_sample_index on the call touches.
+inline void check_dropout(const KernelCall& call, const DropoutArgs& args, std::int64_t batch) {
+  const char* op = call.op();
+  ADAMANT_CHECK(args.probability >= 0.0f && args.probability < 1.0f, "{}: dropout probability {} is outside [0, 1)", op,
+                args.probability);
+  ADAMANT_CHECK(args.site < (1u << kDropoutSiteBits), "{}: dropout site {} exceeds {} bits", op, args.site,
+                kDropoutSiteBits);
+  ADAMANT_CHECK(args.first_sample_index + static_cast<std::uint64_t>(batch) <= kMaxDropoutSample,
+                "{}: sample index {} is beyond the dropout generator's range", op, args.first_sample_index);
+}
+
+}  // namespace detail
+
 // out[i] = keep ? in[i] / (1 - p) : 0 for i in [0, numel), where element i is element
 // (first_element + i) % sample_numel of sample first_sample_index + (first_element + i) /
 // sample_numel. numel need not be a multiple of sample_numel. out may alias in. Linear
 // with a fixed mask, so the same call is its own backward.
-void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args,
-             const Stream& stream);
+inline void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel,
+                    const DropoutArgs& args, const Stream& stream) {
+  const KernelCall call = KernelCall::model("dropout", in, stream);
+  ADAMANT_CHECK(numel >= 0, "dropout: negative size {}", numel);
+  call.positive("sample_numel", sample_numel);
+  ADAMANT_CHECK(args.first_element % kDropoutGroup == 0,
+                "dropout: first_element {} is not a multiple of {}: one Philox draw decides {} consecutive elements, "
+                "so a shard must start at a multiple of {} elements of the flattened batch",
+                args.first_element, kDropoutGroup, kDropoutGroup, kDropoutGroup);
+  ADAMANT_CHECK(args.first_element <= static_cast<std::uint64_t>(INT64_MAX - numel),
+                "dropout: first_element {} + {} elements overflows", args.first_element, numel);
+  // The samples that [first_element, first_element + numel) touches, counted from first_sample_index.
+  const auto end = static_cast<std::int64_t>(args.first_element) + numel;
+  detail::check_dropout(call, args, (end + sample_numel - 1) / sample_numel);
+  call.exact("in", in, numel, Role::activation);
+  call.exact("out", out, numel, Role::activation);
+  call.run([&] { cpu::dropout(in, out, numel, sample_numel, args); },
+           ADAMANT_CUDA_CALL(
+               cuda::dropout(bits16_of(in), bits16_of(out), numel, sample_numel, detail::dropout_params(args),
+                             launch.vectorized_if(sample_numel % kDropoutGroup == 0 && aligned_to(8, {&in, &out})))));
+}
 
 }  // namespace adamant::kernels

@@ -3,10 +3,12 @@
 // vocabulary-parallel slice of the word table (Megatron's VocabParallelEmbedding:
 // each tensor-parallel rank looks up the tokens of its slice, the ranks' outputs
 // are summed).
+#include <climits>
 #include <cstdint>
 
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
+#include "adamant/kernels/dispatch.h"
 
 namespace adamant::kernels {
 
@@ -18,17 +20,83 @@ struct EmbeddingShape {
   std::int64_t vocab_start = 0;  // `word` holds rows [vocab_start, vocab_start + vocab) of the whole table
 };
 
+namespace cpu {
+void embedding_forward(const Tensor& tokens, const Tensor& word, const Tensor& position, Tensor out,
+                       const EmbeddingShape& shape);
+void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor d_word, Tensor d_position,
+                        const EmbeddingShape& shape);
+}  // namespace cpu
+
+// Launchers in kernels/cuda/embedding.cu (bf16 tables and activations, fp32 gradients);
+// each returns its cudaError_t. Token ids are not checked on the GPU: forward writes NaN
+// rows for negative ids and zero word rows for ids outside the slice, which backward
+// ignores. A null position / d_position is skipped.
+namespace cuda {
+int embedding_forward(const std::int32_t* tokens, const std::uint16_t* word, const std::uint16_t* position,
+                      std::uint16_t* out, std::int64_t batch, std::int64_t seq, std::int64_t channels,
+                      std::int64_t vocab, std::int64_t vocab_start, const CudaLaunch& launch);
+int embedding_backward(const std::uint16_t* d_out, const std::int32_t* tokens, float* d_word, float* d_position,
+                       std::int64_t batch, std::int64_t seq, std::int64_t channels, std::int64_t vocab,
+                       std::int64_t vocab_start, const CudaLaunch& launch);
+}  // namespace cuda
+
+namespace detail {
+
+inline void check_tokens(const KernelCall& call, const Tensor& tokens, const EmbeddingShape& shape) {
+  call.non_negative("batch", shape.batch);
+  call.positive("seq", shape.seq);
+  call.positive("channels", shape.channels);
+  call.positive("vocab", shape.vocab);
+  call.non_negative("vocab_start", shape.vocab_start);
+  ADAMANT_CHECK(!call.on_cuda() || shape.batch * shape.seq < INT32_MAX / 2,
+                "{}: {} tokens in one call; the CUDA kernel takes at most {}", call.op(), shape.batch * shape.seq,
+                INT32_MAX / 2);
+  call.exact("tokens", tokens, shape.batch * shape.seq, DType::i32);
+  if (!tokens.device.is_cpu()) return;  // device ids: the model checked them on the host before the copy
+  // An id outside [vocab_start, vocab_start + vocab) belongs to another rank's slice of the
+  // table, so only a negative id is wrong here.
+  for (const std::int32_t id : tokens.span<std::int32_t>()) {
+    ADAMANT_CHECK(id >= 0, "{}: token id {} is negative", call.op(), id);
+  }
+}
+
+}  // namespace detail
+
 // out[b, t] = word[tokens[b, t] - vocab_start] + position[t], with a zero word row for a
 // token outside [vocab_start, vocab_start + vocab). tokens: i32 [batch, seq], ids >= 0.
 // An empty position (data == nullptr) adds no position embedding (all but one
 // tensor-parallel rank, so that the sum over ranks adds it once).
-void embedding_forward(const Tensor& tokens, const Tensor& word, const Tensor& position, Tensor out,
-                       const EmbeddingShape& shape, const Stream& stream);
+inline void embedding_forward(const Tensor& tokens, const Tensor& word, const Tensor& position, Tensor out,
+                              const EmbeddingShape& shape, const Stream& stream) {
+  const KernelCall call = KernelCall::model("embedding_forward", word, stream);
+  detail::check_tokens(call, tokens, shape);
+  call.exact("word", word, shape.vocab * shape.channels, Role::weight);
+  if (position.data != nullptr) call.at_least("position", position, shape.seq * shape.channels, Role::weight);
+  call.exact("out", out, shape.batch * shape.seq * shape.channels, Role::activation);
+  call.run([&] { cpu::embedding_forward(tokens, word, position, out, shape); },
+           ADAMANT_CUDA_CALL(cuda::embedding_forward(static_cast<const std::int32_t*>(tokens.data), bits16_of(word),
+                                                     bits16_of(position), bits16_of(out), shape.batch, shape.seq,
+                                                     shape.channels, shape.vocab, shape.vocab_start,
+                                                     launch.vectorized_if(aligned_to(16, {&word, &position, &out})))));
+}
 
 // d_word[tokens[b, t] - vocab_start] += d_out[b, t] for the tokens of the slice, and
 // d_position[t] += sum over b of d_out[b, t] (both accumulate: the word table is shared
 // with the output layer). An empty d_position (data == nullptr) is skipped.
-void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor d_word, Tensor d_position,
-                        const EmbeddingShape& shape, const Stream& stream);
+inline void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor d_word, Tensor d_position,
+                               const EmbeddingShape& shape, const Stream& stream) {
+  const KernelCall call = KernelCall::model("embedding_backward", d_out, stream);
+  detail::check_tokens(call, tokens, shape);
+  call.exact("d_out", d_out, shape.batch * shape.seq * shape.channels, Role::activation);
+  call.exact("d_word", d_word, shape.vocab * shape.channels, Role::weight_grad);
+  if (d_position.data != nullptr) {
+    call.at_least("d_position", d_position, shape.seq * shape.channels, Role::weight_grad);
+  }
+  call.run([&] { cpu::embedding_backward(d_out, tokens, d_word, d_position, shape); },
+           ADAMANT_CUDA_CALL(cuda::embedding_backward(
+               bits16_of(d_out), static_cast<const std::int32_t*>(tokens.data), static_cast<float*>(d_word.data),
+               static_cast<float*>(d_position.data), shape.batch, shape.seq, shape.channels, shape.vocab,
+               shape.vocab_start, launch.vectorized_if(aligned_to(16, {&d_out, &d_position})))));
+}
 
 }  // namespace adamant::kernels

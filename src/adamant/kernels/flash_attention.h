@@ -1,42 +1,126 @@
 #pragma once
 // Causal multi-head self-attention that keeps no probabilities (FlashAttention-2):
 // forward stores the output and each row's logsumexp, backward recomputes the
-// probabilities from them tile by tile. Same layouts, scale and dropout mask as
-// kernels/attention.h, so it replaces attention_forward/backward on a GPU.
+// probabilities from them tile by tile. The model's attention on both backends: the
+// CPU runs the same blocked algorithm as the GPU (kernels/cpu/flash_attention_cpu.cpp),
+// so the activations kept for backward are the same. cpu::attention_forward/backward
+// (kernels/attention.h) materialise the softmax and are the reference both are tested
+// against.
 //
-// Dtypes: on a GPU qkv, out, d_out and d_qkv are bf16 and logsumexp fp32, head_dim
-// 64, 80, 96 or 128. On the CPU every operand has qkv's dtype (fp32 or fp64) and the work
-// goes through the probability-based CPU kernels, which need `probs_scratch`
-// (preallocated by the caller, so that nothing allocates per call); the GPU
-// ignores it (pass an empty Tensor).
+// Dtypes: on the CPU every operand has qkv's dtype (fp32 or fp64); on a GPU qkv, out,
+// d_out and d_qkv are bf16 (16-byte aligned) and logsumexp fp32, head_dim one of
+// kCudaFlashHeadDims.
+#include <algorithm>
+#include <array>
+#include <climits>
 #include <cstdint>
 
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
 #include "adamant/kernels/attention.h"
+#include "adamant/kernels/dispatch.h"
 #include "adamant/kernels/dropout.h"
 
 namespace adamant::kernels {
 
-// Elements of probs_scratch the CPU needs: probabilities for forward, probabilities
-// and their gradients for backward.
-constexpr std::int64_t flash_forward_cpu_scratch_numel(const AttentionShape& shape) {
-  return shape.batch * shape.heads * shape.seq * shape.seq;
+// The head sizes the CUDA kernels are instantiated for.
+inline constexpr std::array<std::int64_t, 4> kCudaFlashHeadDims{64, 80, 96, 128};
+
+namespace cpu {
+void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, const AttentionShape& shape,
+                             const DropoutArgs& dropout_args);
+void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
+                              Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args);
+}  // namespace cpu
+
+namespace cuda {
+void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, const AttentionShape& shape,
+                             const DropoutArgs& dropout_args, const Stream& stream);
+void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
+                              Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
+                              const Stream& stream);
+}  // namespace cuda
+
+namespace detail {
+
+inline void check_shape(const KernelCall& call, const AttentionShape& shape) {
+  call.non_negative("batch", shape.batch);
+  call.non_negative("seq", shape.seq);
+  call.positive("heads", shape.heads);
+  call.positive("head_dim", shape.head_dim);
+  if (!call.on_cuda()) return;
+  ADAMANT_CHECK(
+      std::find(kCudaFlashHeadDims.begin(), kCudaFlashHeadDims.end(), shape.head_dim) != kCudaFlashHeadDims.end(),
+      "{}: head_dim {} is not supported on CUDA; use 64, 80, 96 or 128 (hidden_size / num_attention_heads)", call.op(),
+      shape.head_dim);
+  ADAMANT_CHECK(shape.heads <= 65535 && shape.batch <= 65535,
+                "{}: batch {} and heads {} must each be at most 65535 (the kernel's grid); split the batch", call.op(),
+                shape.batch, shape.heads);
+  ADAMANT_CHECK(shape.seq <= INT_MAX / 2, "{}: seq {} is too long", call.op(), shape.seq);
 }
-constexpr std::int64_t flash_backward_cpu_scratch_numel(const AttentionShape& shape) {
-  return 2 * flash_forward_cpu_scratch_numel(shape);
+
+// [batch, seq, 3, heads, head_dim] and [batch, seq, heads, head_dim] activations, 16-byte aligned on a GPU.
+inline void check_activation(const KernelCall& call, const char* name, const Tensor& t, std::int64_t numel) {
+  call.exact(name, t, numel, Role::activation);
+  call.cuda_aligned(name, t, 16);
 }
+
+}  // namespace detail
 
 // qkv [batch, seq, 3, heads, head_dim]; out [batch, seq, heads, head_dim] =
 // dropout(softmax(q k^T / sqrt(head_dim), causal)) v; logsumexp [batch, heads, seq]
-// = log sum_{j <= i} exp(q_i . k_j / sqrt(head_dim)).
-void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, Tensor probs_scratch,
-                             const AttentionShape& shape, const DropoutArgs& dropout_args, const Stream& stream);
+// = log sum_{j <= i} exp(q_i . k_j / sqrt(head_dim)). Attention dropout draws as
+// kernels/attention_dropout_layout.h lays out.
+inline void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, const AttentionShape& shape,
+                                    const DropoutArgs& dropout_args, const Stream& stream) {
+  const KernelCall call = KernelCall::model("flash_attention_forward", qkv, stream);
+  detail::check_shape(call, shape);
+  detail::check_dropout(call, dropout_args, shape.batch);
+  const std::int64_t tokens = shape.batch * shape.seq, channels = shape.heads * shape.head_dim;
+  detail::check_activation(call, "qkv", qkv, tokens * 3 * channels);
+  detail::check_activation(call, "out", out, tokens * channels);
+  call.exact("logsumexp", logsumexp, tokens * shape.heads, Role::statistic);
+  if (tokens == 0) return;
+  call.run([&] { cpu::flash_attention_forward(qkv, out, logsumexp, shape, dropout_args); },
+           ADAMANT_CUDA_CALL(cuda::flash_attention_forward(qkv, out, logsumexp, shape, dropout_args, stream)));
+}
 
-// d_qkv (overwritten, must not alias the inputs) from d_out, given forward's out
+// d_qkv (overwritten, must not overlap the inputs) from d_out, given forward's out
 // and logsumexp and the same dropout arguments.
-void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
-                              Tensor d_qkv, Tensor probs_scratch, const AttentionShape& shape,
-                              const DropoutArgs& dropout_args, const Stream& stream);
+inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
+                                     Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
+                                     const Stream& stream) {
+  const KernelCall call = KernelCall::model("flash_attention_backward", qkv, stream);
+  detail::check_shape(call, shape);
+  detail::check_dropout(call, dropout_args, shape.batch);
+  const std::int64_t tokens = shape.batch * shape.seq, channels = shape.heads * shape.head_dim;
+  detail::check_activation(call, "d_out", d_out, tokens * channels);
+  detail::check_activation(call, "qkv", qkv, tokens * 3 * channels);
+  detail::check_activation(call, "out", out, tokens * channels);
+  call.exact("logsumexp", logsumexp, tokens * shape.heads, Role::statistic);
+  detail::check_activation(call, "d_qkv", d_qkv, tokens * 3 * channels);
+  // d_qkv is written while the inputs are still read (on a GPU it doubles as scratch).
+  const auto* d_qkv_begin = static_cast<const char*>(d_qkv.data);
+  const auto* d_qkv_end = d_qkv_begin + d_qkv.bytes();
+  for (const Tensor* input : {&d_out, &qkv, &out, &logsumexp}) {
+    const auto* begin = static_cast<const char*>(input->data);
+    ADAMANT_CHECK(begin + input->bytes() <= d_qkv_begin || begin >= d_qkv_end,
+                  "{}: d_qkv overlaps an input; give d_qkv its own memory", call.op());
+  }
+  if (tokens == 0) return;
+  call.run([&] { cpu::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args); },
+           ADAMANT_CUDA_CALL(
+               cuda::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args, stream)));
+}
+
+// The earlier forward form with a CPU probabilities scratch, which the blocked CPU
+// kernel does without: callers that still size and pass one get 0 elements here and
+// the scratch is not read.
+constexpr std::int64_t flash_forward_cpu_scratch_numel(const AttentionShape&) { return 0; }
+inline void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, const Tensor& /*unused scratch*/,
+                                    const AttentionShape& shape, const DropoutArgs& dropout_args,
+                                    const Stream& stream) {
+  flash_attention_forward(qkv, out, logsumexp, shape, dropout_args, stream);
+}
 
 }  // namespace adamant::kernels

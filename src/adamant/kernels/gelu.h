@@ -6,6 +6,7 @@
 
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
+#include "adamant/kernels/dispatch.h"
 
 namespace adamant::kernels {
 
@@ -14,10 +15,40 @@ enum class GeluForm {
   tanh,   // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
 };
 
+namespace cpu {
+void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form);
+void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form);
+}  // namespace cpu
+
+// Launchers in kernels/cuda/pointwise_model.cu: bf16 bit patterns, the exact form or
+// (tanh_form) the tanh one; each returns its cudaError_t.
+namespace cuda {
+int gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, bool tanh_form, const CudaLaunch& launch);
+int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::int64_t n,
+                  bool tanh_form, const CudaLaunch& launch);
+}  // namespace cuda
+
 // out = gelu(x) over n elements.
-void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form, const Stream& stream);
+inline void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form, const Stream& stream) {
+  const KernelCall call = KernelCall::model("gelu_forward", x, stream);
+  call.exact("x", x, n, Role::activation);
+  call.exact("out", out, n, Role::activation);
+  call.run([&] { cpu::gelu_forward(x, out, n, form); },
+           ADAMANT_CUDA_CALL(cuda::gelu_forward(bits16_of(x), bits16_of(out), n, form == GeluForm::tanh,
+                                                launch.vectorized_if(aligned_to(16, {&x, &out})))));
+}
+
 // d_x = d_out * gelu'(x); d_x may alias d_out.
-void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form,
-                   const Stream& stream);
+inline void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form,
+                          const Stream& stream) {
+  const KernelCall call = KernelCall::model("gelu_backward", x, stream);
+  call.exact("d_out", d_out, n, Role::activation);
+  call.exact("x", x, n, Role::activation);
+  call.exact("d_x", d_x, n, Role::activation);
+  call.run(
+      [&] { cpu::gelu_backward(d_out, x, d_x, n, form); },
+      ADAMANT_CUDA_CALL(cuda::gelu_backward(bits16_of(d_out), bits16_of(x), bits16_of(d_x), n, form == GeluForm::tanh,
+                                            launch.vectorized_if(aligned_to(16, {&d_out, &x, &d_x})))));
+}
 
 }  // namespace adamant::kernels

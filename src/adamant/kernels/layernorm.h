@@ -4,6 +4,7 @@
 
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
+#include "adamant/kernels/dispatch.h"
 
 namespace adamant::kernels {
 
@@ -12,15 +13,56 @@ struct RowsShape {
   std::int64_t cols = 0;
 };
 
-// Per row of x [rows, cols]: mean, rstd = 1 / sqrt(biased variance + epsilon),
-// out = (x - mean) * rstd * weight + bias. mean and rstd [rows] are kept for backward.
+namespace cpu {
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double epsilon, Tensor out,
+                       Tensor mean, Tensor rstd, const RowsShape& shape);
+void layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, Tensor d_x, Tensor d_weight, Tensor d_bias, const RowsShape& shape);
+}  // namespace cpu
+
+namespace cuda {
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double epsilon, Tensor out,
                        Tensor mean, Tensor rstd, const RowsShape& shape, const Stream& stream);
-
-// d_x += dL/dx (accumulates: in a pre-LN block it is the residual stream's gradient);
-// d_weight and d_bias are overwritten.
 void layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, Tensor d_x, Tensor d_weight, Tensor d_bias, const RowsShape& shape,
                         const Stream& stream);
+}  // namespace cuda
+
+// Per row of x [rows, cols]: mean, rstd = 1 / sqrt(biased variance + epsilon),
+// out = (x - mean) * rstd * weight + bias. mean and rstd [rows] are kept for backward.
+inline void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double epsilon, Tensor out,
+                              Tensor mean, Tensor rstd, const RowsShape& shape, const Stream& stream) {
+  const KernelCall call = KernelCall::model("layernorm_forward", x, stream);
+  call.positive("cols", shape.cols);
+  ADAMANT_CHECK(epsilon > 0.0, "layernorm_forward: epsilon {} must be positive", epsilon);
+  call.exact("x", x, shape.rows * shape.cols, Role::activation);
+  call.exact("weight", weight, shape.cols, Role::weight);
+  call.exact("bias", bias, shape.cols, Role::weight);
+  call.exact("out", out, shape.rows * shape.cols, Role::activation);
+  call.exact("mean", mean, shape.rows, Role::statistic);
+  call.exact("rstd", rstd, shape.rows, Role::statistic);
+  call.run([&] { cpu::layernorm_forward(x, weight, bias, epsilon, out, mean, rstd, shape); },
+           ADAMANT_CUDA_CALL(cuda::layernorm_forward(x, weight, bias, epsilon, out, mean, rstd, shape, stream)));
+}
+
+// d_x += dL/dx (accumulates: in a pre-LN block it is the residual stream's gradient);
+// d_weight and d_bias are overwritten.
+inline void layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                               const Tensor& rstd, Tensor d_x, Tensor d_weight, Tensor d_bias, const RowsShape& shape,
+                               const Stream& stream) {
+  const KernelCall call = KernelCall::model("layernorm_backward", x, stream);
+  call.positive("cols", shape.cols);
+  call.exact("d_out", d_out, shape.rows * shape.cols, Role::activation);
+  call.exact("x", x, shape.rows * shape.cols, Role::activation);
+  call.exact("weight", weight, shape.cols, Role::weight);
+  call.exact("mean", mean, shape.rows, Role::statistic);
+  call.exact("rstd", rstd, shape.rows, Role::statistic);
+  call.exact("d_x", d_x, shape.rows * shape.cols, Role::activation);
+  call.exact("d_weight", d_weight, shape.cols, Role::weight_grad);
+  call.exact("d_bias", d_bias, shape.cols, Role::weight_grad);
+  call.run(
+      [&] { cpu::layernorm_backward(d_out, x, weight, mean, rstd, d_x, d_weight, d_bias, shape); },
+      ADAMANT_CUDA_CALL(cuda::layernorm_backward(d_out, x, weight, mean, rstd, d_x, d_weight, d_bias, shape, stream)));
+}
 
 }  // namespace adamant::kernels

@@ -4,6 +4,7 @@
 
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
+#include "adamant/kernels/dispatch.h"
 
 namespace adamant::kernels {
 
@@ -13,22 +14,58 @@ struct LinearShape {
   std::int64_t out_features = 0;
 };
 
-// out[rows, out] = in[rows, in] * weight^T + bias. An empty bias (data == nullptr) adds
-// none (a row-parallel layer whose bias only one tensor-parallel rank adds).
-void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
-                    const Stream& stream);
-
-// What the weight gradient does with d_weight's old contents.
 enum class WeightGrad : std::uint8_t {
   overwrite,
   accumulate,  // d_weight += d_out^T * in, by the GEMM itself (beta = 1): no separate pass
 };
 
+namespace cpu {
+void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape);
+void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
+                     Tensor d_bias, const LinearShape& shape, WeightGrad weight_grad);
+}  // namespace cpu
+
+namespace cuda {
+void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
+                    const Stream& stream);
+void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
+                     Tensor d_bias, const LinearShape& shape, const Stream& stream, WeightGrad weight_grad);
+}  // namespace cuda
+
+// out[rows, out] = in[rows, in] * weight^T + bias. An empty bias (data == nullptr) adds
+// none (a row-parallel layer whose bias only one tensor-parallel rank adds).
+inline void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out,
+                           const LinearShape& shape, const Stream& stream) {
+  const KernelCall call = KernelCall::model("linear_forward", out, stream);
+  call.positive("in_features", shape.in_features);
+  call.positive("out_features", shape.out_features);
+  call.exact("in", in, shape.rows * shape.in_features, Role::activation);
+  call.exact("weight", weight, shape.out_features * shape.in_features, Role::weight);
+  if (bias.data != nullptr) call.exact("bias", bias, shape.out_features, Role::weight);
+  call.exact("out", out, shape.rows * shape.out_features, Role::activation);
+  call.run([&] { cpu::linear_forward(in, weight, bias, out, shape); },
+           ADAMANT_CUDA_CALL(cuda::linear_forward(in, weight, bias, out, shape, stream)));
+}
+
+// What the weight gradient does with d_weight's old contents.
 // d_in = d_out * weight, d_weight = d_out^T * in (or += with WeightGrad::accumulate), d_bias
 // = column sums of d_out; d_in and d_bias overwritten. An empty d_in or d_bias (data ==
 // nullptr) skips that result.
-void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
-                     Tensor d_bias, const LinearShape& shape, const Stream& stream,
-                     WeightGrad weight_grad = WeightGrad::overwrite);
+inline void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
+                            Tensor d_bias, const LinearShape& shape, const Stream& stream,
+                            WeightGrad weight_grad = WeightGrad::overwrite) {
+  const KernelCall call = KernelCall::model("linear_backward", d_out, stream);
+  call.positive("in_features", shape.in_features);
+  call.positive("out_features", shape.out_features);
+  call.exact("d_out", d_out, shape.rows * shape.out_features, Role::activation);
+  call.exact("in", in, shape.rows * shape.in_features, Role::activation);
+  call.exact("weight", weight, shape.out_features * shape.in_features, Role::weight);
+  if (d_in.data != nullptr) call.exact("d_in", d_in, shape.rows * shape.in_features, Role::activation);
+  call.exact("d_weight", d_weight, shape.out_features * shape.in_features, Role::weight_grad);
+  if (d_bias.data != nullptr) call.exact("d_bias", d_bias, shape.out_features, Role::weight_grad);
+  call.run(
+      [&] { cpu::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, weight_grad); },
+      ADAMANT_CUDA_CALL(cuda::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, stream, weight_grad)));
+}
 
 }  // namespace adamant::kernels

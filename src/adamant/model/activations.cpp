@@ -35,14 +35,12 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   const std::size_t width = heads * static_cast<std::size_t>(config.head_dim());  // this rank's attention width
   const std::size_t ffn = static_cast<std::size_t>(config.local_ffn());
   const std::size_t vocab = static_cast<std::size_t>(config.local_vocab());
-  const std::size_t probs = batch * heads * seq * seq;
 
   // The chunk depends on the vocabulary only (never on micro_batch_size), so a micro-batch's
   // embedding gradient, summed chunk by chunk, is the same in every model built for it.
   const std::size_t budget_rows = std::max<std::size_t>(1, dtypes.classifier_chunk_elements / vocab);
   const std::size_t chunk_rows = budget_rows >= 16 ? budget_rows / 16 * 16 : budget_rows;
   ActivationLayout layout;
-  layout.flash_attention = dtypes.flash_attention;
   layout.classifier_chunk_rows = std::min(chunk_rows, tokens);
 
   Planner planner;
@@ -60,11 +58,7 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
     layer.ln1_mean = stat(rows);
     layer.ln1_rstd = stat(rows);
     layer.qkv = act(tokens * 3 * width);
-    if (dtypes.flash_attention) {
-      layer.logsumexp = planner.take(batch * heads * seq, DType::f32);
-    } else {
-      layer.probs = act(probs);
-    }
+    layer.logsumexp = stat(batch * heads * seq);  // flash attention keeps O(seq) per head, no probabilities
     layer.attention = act(tokens * width);
     layer.residual_attention = act(rows * hidden);
     layer.ln2 = act(tokens * hidden);
@@ -92,7 +86,6 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   layout.d_attention = act(tokens * width);
   layout.d_qkv = act(tokens * 3 * width);
   layout.d_fc = act(tokens * ffn);
-  if (!dtypes.flash_attention) layout.d_probs = act(probs);
   layout.total_bytes = planner.total();
   return layout;
 }

@@ -28,8 +28,7 @@ struct Region {
 struct LayerActivations {
   Region ln1, ln1_mean, ln1_rstd;  // input layernorm output and statistics
   Region qkv;                      // fused projection [tokens, 3 * hidden]
-  Region probs;                    // attention probabilities [batch, heads, seq, seq]; empty with flash attention
-  Region logsumexp;                // flash attention only: fp32 softmax logsumexp per row [batch, heads, seq]
+  Region logsumexp;                // flash attention's softmax logsumexp per row [batch, heads, seq]
   Region attention;                // attention output before its projection [tokens, hidden]
   Region residual_attention;       // stream after the attention block
   Region ln2, ln2_mean, ln2_rstd;  // post-attention layernorm
@@ -42,9 +41,6 @@ struct ActivationDtypes {
   DType statistic = DType::f32;   // layernorm mean/rstd, per-token losses, the classifier's logits chunk
   // Logits per classifier chunk: a larger chunk gives the embedding-gradient GEMM a longer inner dimension.
   std::size_t classifier_chunk_elements = std::size_t{1} << 23;
-  // Flash attention (the GPU) keeps each row's logsumexp instead of the probabilities,
-  // and its backward needs no d_probs scratch: O(seq) instead of O(seq^2) per head.
-  bool flash_attention = false;
 };
 
 struct ActivationLayout {
@@ -58,8 +54,7 @@ struct ActivationLayout {
   Region classifier_stats, classifier_gathered, classifier_lse;
   Region branch;  // a block's output before the residual add
   // Backward scratch, reused by every layer.
-  Region d_residual, d_branch, d_ln, d_attention, d_qkv, d_fc, d_probs;  // d_probs empty with flash attention
-  bool flash_attention = false;  // layers keep logsumexp, not probs (ActivationDtypes::flash_attention)
+  Region d_residual, d_branch, d_ln, d_attention, d_qkv, d_fc;
   std::size_t classifier_chunk_rows = 0;
   std::size_t total_bytes = 0;
 

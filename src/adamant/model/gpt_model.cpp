@@ -10,6 +10,8 @@
 #include "adamant/core/error.h"
 #include "adamant/core/half.h"
 #include "adamant/core/rng.h"
+#include "adamant/kernels/cross_entropy.h"
+#include "adamant/kernels/dispatch.h"
 #include "adamant/kernels/elementwise.h"
 #include "adamant/kernels/gemm.h"
 
@@ -20,18 +22,15 @@ namespace {
 // Smaller loops stay on one thread: waking the team costs more than it saves.
 constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 15;
 
-// About 8M logits per chunk on the CPU (32 MiB in fp32); 32M on a GPU (128 MiB), where
-// a longer inner dimension of the embedding-gradient GEMM pays off.
-constexpr std::size_t kCpuClassifierChunkElements = std::size_t{1} << 23;
-constexpr std::size_t kGpuClassifierChunkElements = std::size_t{1} << 25;
-
-template <typename Fn>
-void with_compute_type(DType dtype, Fn&& fn) {
+// Sum of the first n values of a host buffer of fp32 or fp64 statistics, in order, in fp64.
+double host_sum(const Buffer& values, DType dtype, std::size_t n) {
+  double sum = 0.0;
   if (dtype == DType::f64) {
-    fn.template operator()<double>();
+    for (std::size_t i = 0; i < n; ++i) sum += static_cast<const double*>(values.data())[i];
   } else {
-    fn.template operator()<float>();
+    for (std::size_t i = 0; i < n; ++i) sum += static_cast<const float*>(values.data())[i];
   }
+  return sum;
 }
 
 // Philox stream of one parameter's initial values: a hash of its name (so a layer's
@@ -63,18 +62,21 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       index_(index_params(config, params_)),
       weight_dtype_(weight_dtype),
       grad_dtype_(weight_dtype == DType::f64 ? DType::f64 : DType::f32),
-      activation_dtype_(device.is_cuda() ? DType::bf16 : grad_dtype_),
+      activation_dtype_(kernels::model_dtype(device, kernels::Role::activation, grad_dtype_)),
       micro_batch_size_(micro_batch_size),
       device_(device),
       seed_(seed),
       buffer_numel_(std::max(params_.total_numel, padded_numel)),
-      own_stream_(device.is_cpu() ? Stream() : Stream(device)) {
+      own_stream_(device) {
   ADAMANT_CHECK(weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16 ||
                     weight_dtype == DType::f64,
                 "GptModel: weights of {}; use fp32, bf16, fp16 (or fp64 for reference checks)",
                 dtype_name(weight_dtype));
   ADAMANT_CHECK(micro_batch_size >= 1, "model.micro_batch_size is {}; use 1 or more", micro_batch_size);
-  ADAMANT_CHECK(device.is_cpu() || weight_dtype == DType::bf16,
+  // The kernels take their own weight dtype, or on the CPU an fp32 working copy of 16-bit weights.
+  const DType compute_weight_dtype = kernels::model_dtype(device, kernels::Role::weight, grad_dtype_);
+  ADAMANT_CHECK(weight_dtype == compute_weight_dtype ||
+                    (compute_weight_dtype == DType::f32 && (weight_dtype == DType::bf16 || weight_dtype == DType::f16)),
                 "GptModel on {} with {} weights: the GPU path computes with bf16 weights and activations; set "
                 "model.megatron_amp_O2=true and trainer.precision=bf16 (or trainer.accelerator=cpu)",
                 device.str(), dtype_name(weight_dtype));
@@ -93,13 +95,12 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   ActivationDtypes dtypes;
   dtypes.activation = activation_dtype_;
   dtypes.statistic = grad_dtype_;
-  dtypes.classifier_chunk_elements = device.is_cpu() ? kCpuClassifierChunkElements : kGpuClassifierChunkElements;
-  dtypes.flash_attention = device.is_cuda();  // the CPU keeps the probability-based reference kernels
+  dtypes.classifier_chunk_elements = kernels::classifier_chunk_elements(device);
   layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes);
   const std::size_t grad_size = dtype_size(grad_dtype_);
   weights_ = Buffer(buffer_numel_ * dtype_size(weight_dtype_), device_);
-  if (device_.is_cpu() && (weight_dtype_ == DType::bf16 || weight_dtype_ == DType::f16)) {
-    working_weights_ = Buffer(params_.total_numel * grad_size, device_);
+  if (weight_dtype_ != compute_weight_dtype) {
+    working_weights_ = Buffer(params_.total_numel * dtype_size(compute_weight_dtype), device_);
   }
   grads_ = Buffer(buffer_numel_ * grad_size, device_);
   // The linear layers' weight gradients (most of the elements) are accumulated into grads_ by
@@ -119,12 +120,11 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   }
   micro_grads_ = Buffer(scratch_numel * grad_size, device_);
   activations_ = Buffer(layout_.total_bytes, device_);
-  if (device_.is_cuda()) {
-    const std::size_t tokens = static_cast<std::size_t>(micro_batch_size_) * config_.seq_length;
-    device_tokens_ = Buffer(tokens * sizeof(std::int32_t), device_);
-    device_targets_ = Buffer(tokens * sizeof(std::int32_t), device_);
-    host_losses_.resize(tokens);
-  }
+  const std::size_t tokens = static_cast<std::size_t>(micro_batch_size_) * config_.seq_length;
+  device_tokens_ = Buffer(tokens * sizeof(std::int32_t), device_);
+  device_targets_ = Buffer(tokens * sizeof(std::int32_t), device_);
+  const std::size_t statistics = std::max(tokens, static_cast<std::size_t>(config_.padded_vocab_size()));
+  host_statistics_ = Buffer(statistics * dtype_size(grad_dtype_), Device::cpu());
   init_weights();
 }
 
@@ -141,22 +141,12 @@ Tensor GptModel::grads() { return Tensor::flat(grads_.data(), grad_dtype_, devic
 
 void GptModel::zero_grads() { zero(grads()); }
 
-void GptModel::zero(Tensor t) {
-  if (device_.is_cpu()) {
-    std::memset(t.data, 0, t.bytes());
-  } else {
-    kernels::fill_zero(t, *stream_);
-  }
-}
+void GptModel::zero(Tensor t) { kernels::fill_zero(t, *stream_); }
 
 void GptModel::init_weights() {
-  // A GPU model fills a host copy and uploads it once (init is not part of a step).
-  Buffer staging;
-  void* host_weights = weights_.data();
-  if (device_.is_cuda()) {
-    staging = Buffer(weights_.bytes(), Device::cpu());
-    host_weights = staging.data();
-  }
+  // Filled in a host copy and copied to the model's device once (init is not part of a step).
+  Buffer staging(weights_.bytes(), Device::cpu());
+  void* host_weights = staging.data();
   const double base_std = config_.init_method_std;
   const double output_std = base_std / std::sqrt(2.0 * config_.num_layers);
   for (const ParamSpec& spec : params_.params) {
@@ -211,24 +201,14 @@ void GptModel::init_weights() {
       }
     }
   }
-  if (device_.is_cuda()) {
-    stream_->synchronize();  // no kernel of an earlier pass still reads the weights
-    copy_bytes(weights_.data(), device_, host_weights, Device::cpu(), weights_.bytes());
-  }
+  stream_->synchronize();  // no kernel of an earlier pass still reads the weights
+  copy_bytes(weights_.data(), device_, host_weights, Device::cpu(), weights_.bytes());
 }
 
 void GptModel::refresh_working_weights() {
   if (working_weights_.empty()) return;
-  const auto* src = static_cast<const std::uint16_t*>(weights_.data());
-  auto* dst = static_cast<float*>(working_weights_.data());
-  const auto numel = static_cast<std::int64_t>(params_.total_numel);
-  if (weight_dtype_ == DType::bf16) {
-#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
-    for (std::int64_t i = 0; i < numel; ++i) dst[i] = bf16_to_f32(src[i]);
-  } else {
-#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
-    for (std::int64_t i = 0; i < numel; ++i) dst[i] = f16_to_f32(src[i]);
-  }
+  kernels::cast(weights().slice(0, params_.total_numel),
+                Tensor::flat(working_weights_.data(), grad_dtype_, device_, params_.total_numel), *stream_);
 }
 
 Tensor GptModel::act(const Region& region, std::size_t count) {
@@ -239,7 +219,7 @@ Tensor GptModel::act(const Region& region, std::size_t count) {
 
 Tensor GptModel::weight(std::size_t param) {
   const ParamSpec& spec = params_[param];
-  if (working_weights_.empty()) {  // fp32/fp64 weights on the CPU, bf16 weights on a GPU: used as they are
+  if (working_weights_.empty()) {  // weights of the kernels' own dtype: used as they are
     return Tensor::flat(static_cast<char*>(weights_.data()) + spec.offset * dtype_size(weight_dtype_), weight_dtype_,
                         device_, spec.numel);
   }
@@ -261,19 +241,8 @@ void GptModel::finish_grad(std::size_t param, const GradReadyFn& on_grad_ready) 
     return;
   }
   if (grad_reduced_over_tp_[param]) tp_all_reduce(micro_grad(param));  // each rank saw only its rows
-  if (device_.is_cuda()) {
-    kernels::accumulate(micro_grad(param), grads().slice(spec.offset, spec.numel), *stream_);
-    if (on_grad_ready) on_grad_ready(param);  // final in stream order: the optimizer orders its collective after it
-    return;
-  }
-  with_compute_type(grad_dtype_, [&]<typename T>() {
-    const T* micro = micro_grad(param).ptr<T>();
-    T* total = static_cast<T*>(grads_.data()) + spec.offset;
-    const auto numel = static_cast<std::int64_t>(spec.numel);
-#pragma omp parallel for schedule(static) if (numel >= kParallelMinElements)
-    for (std::int64_t i = 0; i < numel; ++i) total[i] += micro[i];
-  });
-  if (on_grad_ready) on_grad_ready(param);
+  kernels::accumulate(micro_grad(param), grads().slice(spec.offset, spec.numel), *stream_);
+  if (on_grad_ready) on_grad_ready(param);  // final in stream order: the optimizer orders its collective after it
 }
 
 kernels::DropoutArgs GptModel::dropout_at(const Pass& pass, float probability, std::uint32_t site,
@@ -325,10 +294,6 @@ void GptModel::check_batch(const MicroBatch& batch, const char* what) const {
 }
 
 Tensor GptModel::stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids) {
-  if (device_.is_cpu()) {
-    // Kernels only read the ids; the view type has no const flavour.
-    return Tensor::flat(const_cast<std::int32_t*>(ids.data()), DType::i32, device_, ids.size());
-  }
   ADAMANT_CHECK(ids.size_bytes() <= device_ids.bytes(), "GptModel: {} token ids for a device buffer of {}", ids.size(),
                 device_ids.bytes() / sizeof(std::int32_t));
   copy_bytes(device_ids.data(), device_, ids.data(), Device::cpu(), ids.size_bytes());
@@ -338,17 +303,10 @@ Tensor GptModel::stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids
 double GptModel::mean_loss(const Pass& pass) {
   const std::size_t n = static_cast<std::size_t>(pass.batch) * pass.seq;
   const Tensor losses = act(layout_.losses, n);
-  double sum = 0.0;  // in order, in fp64: the reported loss does not depend on threads
-  if (device_.is_cuda()) {
-    stream_->synchronize();
-    copy_bytes(host_losses_.data(), Device::cpu(), losses.data, device_, losses.bytes());
-    for (std::size_t i = 0; i < n; ++i) sum += host_losses_[i];
-  } else if (grad_dtype_ == DType::f64) {
-    for (const double v : losses.span<double>()) sum += v;
-  } else {
-    for (const float v : losses.span<float>()) sum += v;
-  }
-  return sum / static_cast<double>(n);
+  stream_->synchronize();
+  copy_bytes(host_statistics_.data(), Device::cpu(), losses.data, device_, losses.bytes());
+  // In order, in fp64: the reported loss does not depend on threads.
+  return host_sum(host_statistics_, grad_dtype_, n) / static_cast<double>(n);
 }
 
 double GptModel::forward_backward(const MicroBatch& batch, float loss_scale, const GradReadyFn& on_grad_ready) {
@@ -399,15 +357,12 @@ void GptModel::next_token_logits(std::span<const std::int32_t> tokens, std::span
   Tensor out = act(layout_.logits_chunk, static_cast<std::size_t>(vocab));  // fp32 on a GPU (statistic dtype)
   kernels::gemm(kernels::Transpose::no, kernels::Transpose::yes, 1, vocab, config_.hidden_size, 1.0, last,
                 weight(index_.word_embedding), 0.0, out, *stream_);
-  if (device_.is_cuda()) {
-    stream_->synchronize();
-    copy_bytes(logits.data(), Device::cpu(), out.data, device_, logits.size_bytes());
-    return;
+  stream_->synchronize();
+  copy_bytes(host_statistics_.data(), Device::cpu(), out.data, device_, out.bytes());
+  for (int v = 0; v < vocab; ++v) {
+    logits[v] = grad_dtype_ == DType::f64 ? static_cast<float>(static_cast<const double*>(host_statistics_.data())[v])
+                                          : static_cast<const float*>(host_statistics_.data())[v];
   }
-  with_compute_type(grad_dtype_, [&]<typename T>() {
-    const T* values = out.ptr<T>();
-    for (int v = 0; v < vocab; ++v) logits[v] = static_cast<float>(values[v]);
-  });
 }
 
 }  // namespace adamant::model

@@ -12,7 +12,7 @@
 // computed in fp32 (fp64 when the weights are fp64).
 // On a CUDA device (O2): bf16 weights used as they are, bf16 activations, fp32
 // layernorm statistics, losses and logits, fp32 gradients (the GPU dtype convention
-// of kernels/cuda/model_kernels_cuda.h). Every kernel runs on the compute stream;
+// of kernels/dispatch.h). Every kernel runs on the compute stream;
 // tokens and targets are copied once per micro-batch into preallocated device
 // buffers, and the per-token losses come back in one small copy per call, which is
 // the only host synchronisation (the loss is returned).
@@ -126,9 +126,8 @@ class GptModel {
 
   void check_batch(const MicroBatch& batch, const char* what) const;
   void refresh_working_weights();
-  // ids as an i32 tensor on the model's device: the host span itself on the CPU, else a copy
-  // into `device_ids`. The previous call ended with a stream synchronisation (the loss
-  // read-back), so no kernel still reads the buffer.
+  // ids as an i32 tensor on the model's device: a copy into `device_ids`. The previous call ended with a stream
+  // synchronisation (the loss read-back), so no kernel still reads the buffer.
   Tensor stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids);
   // Rows of the residual stream this rank holds, and the first of them (sequence parallelism: 1/tp).
   std::size_t local_rows(const Pass& pass) const;
@@ -182,7 +181,8 @@ class GptModel {
   const Stream* stream_ = &own_stream_;
 
   Buffer weights_;
-  Buffer working_weights_;  // compute-dtype copy of 16-bit weights; empty when weights are f32/f64
+  Buffer
+      working_weights_;  // fp32 copy of 16-bit weights on the CPU; empty when the kernels take the weights as they are
   Buffer grads_;
   Buffer micro_grads_;  // this micro-batch's gradient of the parameters not accumulated in place
   // Each parameter's offset in micro_grads_, or kAccumulatedInPlace for the linear weights.
@@ -190,9 +190,9 @@ class GptModel {
   static constexpr std::size_t kAccumulatedInPlace = ~std::size_t{0};
   static constexpr std::size_t kMicroAlignment = 64;  // elements: 256-byte aligned fp32 views
   Buffer activations_;
-  Buffer device_tokens_;            // i32 [micro_batch_size, seq_length]; GPU only
-  Buffer device_targets_;           // same
-  std::vector<float> host_losses_;  // per-token losses copied back from a GPU
+  Buffer device_tokens_;    // i32 [micro_batch_size, seq_length] on the model's device
+  Buffer device_targets_;   // same
+  Buffer host_statistics_;  // per-token losses or one row of logits copied back to the host (grad_dtype_)
 };
 
 }  // namespace adamant::model

@@ -9,7 +9,6 @@
 // row-parallel (partial sums over the group, reduced by reduce_rows). The residual stream x, h
 // and the layernorms hold local_rows() rows: all of them, or 1/tp with sequence parallelism, where
 // layernorm_rows gathers the rows that the next GEMM needs and reduce_rows scatters the sums.
-#include "adamant/kernels/attention.h"
 #include "adamant/kernels/cross_entropy.h"
 #include "adamant/kernels/embedding.h"
 #include "adamant/kernels/flash_attention.h"
@@ -115,13 +114,8 @@ void GptModel::forward(const Pass& pass) {
     Tensor attention = act(a.attention, NW);
     const kernels::DropoutArgs attention_dropout =
         dropout_at(pass, config_.attention_dropout, attention_site(l, tp_rank_));
-    if (layout_.flash_attention) {
-      kernels::flash_attention_forward(qkv, attention, act(a.logsumexp, static_cast<std::size_t>(B * H * L)), Tensor{},
-                                       {B, L, H, D}, attention_dropout, *stream_);
-    } else {
-      kernels::attention_forward(qkv, act(a.probs, B * H * L * L), attention, {B, L, H, D}, attention_dropout,
-                                 *stream_);
-    }
+    kernels::flash_attention_forward(qkv, attention, act(a.logsumexp, static_cast<std::size_t>(B * H * L)),
+                                     {B, L, H, D}, attention_dropout, *stream_);
     kernels::linear_forward(attention, weight(w.proj_weight), row_parallel_bias(w.proj_bias), branch_sums,
                             {B * L, W, C}, *stream_);
     Tensor branch = reduce_rows(pass, branch_sums);
@@ -228,15 +222,9 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     Tensor d_qkv = act(layout_.d_qkv, 3 * NW);
     const kernels::DropoutArgs attention_dropout =
         dropout_at(pass, config_.attention_dropout, attention_site(l, tp_rank_));
-    if (layout_.flash_attention) {
-      kernels::flash_attention_backward(d_attention, act(a.qkv, 3 * NW), act(a.attention, NW),
-                                        act(a.logsumexp, static_cast<std::size_t>(B * H * L)), d_qkv, Tensor{},
-                                        {B, L, H, D}, attention_dropout, *stream_);
-    } else {
-      const std::size_t probs = static_cast<std::size_t>(B * H * L * L);
-      kernels::attention_backward(d_attention, act(a.qkv, 3 * NW), act(a.probs, probs), act(layout_.d_probs, probs),
-                                  d_qkv, {B, L, H, D}, attention_dropout, *stream_);
-    }
+    kernels::flash_attention_backward(d_attention, act(a.qkv, 3 * NW), act(a.attention, NW),
+                                      act(a.logsumexp, static_cast<std::size_t>(B * H * L)), d_qkv, {B, L, H, D},
+                                      attention_dropout, *stream_);
     kernels::linear_backward(d_qkv, act(a.ln1, NC), weight(w.qkv_weight), d_ln_sums, micro_grad(w.qkv_weight),
                              micro_grad(w.qkv_bias), {B * L, C, 3 * W}, *stream_, kernels::WeightGrad::accumulate);
     finish(w.qkv_bias, w.qkv_weight);

@@ -1,68 +1,13 @@
+// The materialised-softmax attention: the readable reference the flash attention
+// kernels (CPU and CUDA) are tested against. Not used by the model.
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 
-#include "adamant/kernels/attention_dropout_layout.h"
+#include "adamant/kernels/cpu/attention_dropout_cpu.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
 
 namespace adamant::kernels::cpu {
-
-namespace {
-
-// Dropout factors (0 or 1/(1-p)) along one query row of one sample's attention, in the
-// draw layout of kernels/attention_dropout_layout.h: the eight draws of a 16-key block
-// serve its 16 keys, so they are made together when the row enters the block.
-template <typename T>
-class DropoutRow {
- public:
-  DropoutRow(const DropoutArgs& args, std::int64_t sample, std::int64_t head, std::int64_t query, std::int64_t seq)
-      : args_(args),
-        sample_(static_cast<std::uint64_t>(sample)),
-        head_(static_cast<std::uint64_t>(head)),
-        query_(static_cast<std::uint64_t>(query)),
-        blocks_(attention_dropout_layout::blocks_per_row(static_cast<std::uint64_t>(seq))),
-        keep_scale_(T(1) / (T(1) - static_cast<T>(args.probability))) {}
-
-  T factor(std::int64_t key) {
-    namespace layout = attention_dropout_layout;
-    const auto column = static_cast<std::uint64_t>(key);
-    const std::uint64_t block = column / layout::kBlock;
-    if (block != cached_block_) {
-      for (std::uint64_t lane = 0; lane < 8; ++lane) {
-        draws_[lane] = dropout_bits(
-            args_, sample_, layout::draw_index(head_, query_ / layout::kBlock, block, query_ % 8, lane, blocks_));
-      }
-      cached_block_ = block;
-    }
-    const std::uint32_t bits = draws_[column % 8][layout::element_word(query_, column)];
-    return dropout_keeps(bits, args_.probability) ? keep_scale_ : T(0);
-  }
-
- private:
-  const DropoutArgs& args_;
-  std::uint64_t sample_;
-  std::uint64_t head_;
-  std::uint64_t query_;
-  std::uint64_t blocks_;
-  T keep_scale_;
-  std::uint64_t cached_block_ = std::numeric_limits<std::uint64_t>::max();
-  std::array<PhiloxCounter, 8> draws_{};
-};
-
-template <typename T>
-T dot(const T* a, const T* b, std::int64_t n) {
-  T sum = 0;
-  for (std::int64_t d = 0; d < n; ++d) sum += a[d] * b[d];
-  return sum;
-}
-
-template <typename T>
-void axpy(T alpha, const T* x, T* y, std::int64_t n) {
-  for (std::int64_t d = 0; d < n; ++d) y[d] += alpha * x[d];
-}
-
-}  // namespace
 
 void attention_forward(const Tensor& qkv, Tensor probs, Tensor out, const AttentionShape& shape,
                        const DropoutArgs& dropout_args) {

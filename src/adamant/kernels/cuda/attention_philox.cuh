@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "adamant/kernels/attention_dropout_layout.h"
-#include "adamant/kernels/cuda/attention_launchers.h"
+#include "adamant/kernels/cuda/flash_attention_launchers.h"
 
 namespace adamant::kernels::cuda::attention_detail {
 
@@ -56,7 +56,7 @@ __device__ __forceinline__ std::uint32_t philox_word(const uint4& words, unsigne
 // accumulator tile holds in either orientation.
 class DropoutMask {
  public:
-  __device__ DropoutMask(const attention_launchers::Dropout& dropout, int sample, int head, int seq)
+  __device__ DropoutMask(const flash_attention_launchers::Dropout& dropout, int sample, int head, int seq)
       : seed_(dropout.seed),
         stream_(dropout.stream_base + static_cast<std::uint64_t>(sample) * dropout.stream_per_sample),
         head_(static_cast<std::uint64_t>(head)),

@@ -1,5 +1,5 @@
 // The CUDA softmax cross-entropy, the fused (tied) classifier and its vocabulary-parallel form of
-// model_kernels_cuda.h.
+// kernels/cross_entropy.h.
 //
 // fused_classifier walks the rows in chunks of logits_scratch.numel() / vocab:
 //   logits (fp32, the scratch) = x_chunk embedding^T          cuBLASLt, bf16 in
@@ -13,29 +13,19 @@
 // target logit, and the backward pass recomputes them and writes g from the whole
 // vocabulary's log-sum-exp (the same row kernel without its reduction), then the same
 // two gradient GEMMs.
-// Every step is enqueued on the caller's stream: nothing waits on the host.
+// Every step is enqueued on the caller's stream: nothing waits on the host. The
+// dispatchers (kernels/cross_entropy.h) have checked the operands.
 #include <algorithm>
 #include <cstdint>
 
 #include "adamant/core/error.h"
+#include "adamant/kernels/cross_entropy.h"
 #include "adamant/kernels/cuda/classifier_launchers.h"
 #include "adamant/kernels/cuda/cublaslt_matmul.h"
-#include "adamant/kernels/cuda/model_kernels_cuda.h"
 
 namespace adamant::kernels::cuda {
 
 namespace {
-
-void check_tensor(const char* op, const char* name, const Tensor& t, DType expected, std::int64_t numel,
-                  Device device) {
-  ADAMANT_CHECK(t.data != nullptr, "{}: operand {} is empty", op, name);
-  ADAMANT_CHECK(t.dtype == expected, "{}: operand {} is {}, expected {}", op, name, dtype_name(t.dtype),
-                dtype_name(expected));
-  ADAMANT_CHECK(t.device == device, "{}: operand {} is on {}, the others on {}", op, name, t.device.str(),
-                device.str());
-  ADAMANT_CHECK(static_cast<std::int64_t>(t.numel()) >= numel, "{}: operand {} has {} elements, needs {}", op, name,
-                t.numel(), numel);
-}
 
 void launch_cross_entropy(const char* op, float* logits, const std::int32_t* targets, float* losses, std::int64_t rows,
                           std::int64_t vocab, launchers::CrossEntropyGradient gradient, double grad_scale,
@@ -54,12 +44,6 @@ void run_matmul(const MatmulProblem& problem, Device device, const Stream& strea
 void check_launch(const char* op, const char* kernel, cudaError_t status) {
   ADAMANT_CHECK(status == cudaSuccess, "{}: the {} kernel failed to launch: {} ({})", op, kernel,
                 cudaGetErrorString(status), static_cast<int>(status));
-}
-
-// x and the embedding: bf16 (mixed precision) or fp32 throughout.
-void check_activation_dtype(const char* op, DType dtype) {
-  ADAMANT_CHECK(dtype == DType::bf16 || dtype == DType::f32,
-                "{}: activations of {}; the GPU kernels take bf16 (or fp32 throughout)", op, dtype_name(dtype));
 }
 
 // One chunk of rows of the (slice of the) classifier: x_chunk [rows, C] against the
@@ -127,19 +111,6 @@ launchers::CrossEntropyGradient gradient_mode(DType dtype) {
                               : launchers::CrossEntropyGradient::f32_in_place;
 }
 
-// The operands common to both vocabulary-parallel passes.
-void check_vocab_parallel(const char* op, const Tensor& x, const Tensor& embedding, const Tensor& targets,
-                          const Tensor& logits_scratch, const VocabParallelShape& shape) {
-  ADAMANT_CHECK(shape.rows >= 0 && shape.channels > 0 && shape.vocab > 0 && shape.vocab_start >= 0,
-                "{}: shape {} rows x {} channels, vocabulary slice of {} from {}", op, shape.rows, shape.channels,
-                shape.vocab, shape.vocab_start);
-  check_activation_dtype(op, x.dtype);
-  check_tensor(op, "x", x, x.dtype, shape.rows * shape.channels, x.device);
-  check_tensor(op, "embedding", embedding, x.dtype, shape.vocab * shape.channels, x.device);
-  check_tensor(op, "targets", targets, DType::i32, shape.rows, x.device);
-  check_tensor(op, "logits_scratch", logits_scratch, DType::f32, shape.vocab, x.device);
-}
-
 ClassifierChunk chunk_of(const Tensor& x, const Tensor& embedding, const Tensor& logits_scratch, std::int64_t r0,
                          std::int64_t rows, std::int64_t channels, std::int64_t vocab) {
   const std::size_t element = dtype_size(x.dtype);
@@ -156,11 +127,6 @@ ClassifierChunk chunk_of(const Tensor& x, const Tensor& embedding, const Tensor&
 void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, std::int64_t rows, std::int64_t vocab,
                            bool with_grad, double grad_scale, const Stream& stream) {
   const char* op = "softmax_cross_entropy";
-  ADAMANT_CHECK(rows >= 0 && vocab > 0, "{}: {} rows of vocabulary {}", op, rows, vocab);
-  check_tensor(op, "logits", logits, DType::f32, rows * vocab, logits.device);
-  check_tensor(op, "targets", targets, DType::i32, rows, logits.device);
-  check_tensor(op, "losses", losses, DType::f32, rows, logits.device);
-  const ScopedCurrentDevice current(logits.device);
   launch_cross_entropy(
       op, static_cast<float*>(logits.data), static_cast<const std::int32_t*>(targets.data),
       static_cast<float*>(losses.data), rows, vocab,
@@ -175,20 +141,7 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
   const std::int64_t rows = shape.rows, channels = shape.channels, vocab = shape.vocab;
   const DType dtype = x.dtype;
   const Device device = x.device;
-  ADAMANT_CHECK(rows >= 0 && channels > 0 && vocab > 0, "{}: shape {} rows x {} channels, vocabulary {}", op, rows,
-                channels, vocab);
-  check_activation_dtype(op, dtype);
-  check_tensor(op, "x", x, dtype, rows * channels, device);
-  check_tensor(op, "embedding", embedding, dtype, vocab * channels, device);
-  check_tensor(op, "targets", targets, DType::i32, rows, device);
-  check_tensor(op, "losses", losses, DType::f32, rows, device);
-  check_tensor(op, "logits_scratch", logits_scratch, DType::f32, vocab, device);
   const bool with_grad = d_x.data != nullptr;
-  if (with_grad) {
-    check_tensor(op, "d_x", d_x, dtype, rows * channels, device);
-    check_tensor(op, "d_embedding", d_embedding, DType::f32, vocab * channels, device);
-  }
-  const ScopedCurrentDevice current(device);
   const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / vocab;
   const auto mode = with_grad ? gradient_mode(dtype) : launchers::CrossEntropyGradient::none;
   const std::size_t element = dtype_size(dtype);
@@ -209,9 +162,6 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
 void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
                                      Tensor logits_scratch, const VocabParallelShape& shape, const Stream& stream) {
   const char* op = "vocab_parallel_classifier_stats";
-  check_vocab_parallel(op, x, embedding, targets, logits_scratch, shape);
-  check_tensor(op, "stats", stats, DType::f32, 2 * shape.rows, x.device);
-  const ScopedCurrentDevice current(x.device);
   const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / shape.vocab;
   auto* slice_lse = static_cast<float*>(stats.data);
   float* target_logit = slice_lse + shape.rows;
@@ -229,12 +179,6 @@ void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, c
 void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse,
                             const Stream& stream) {
   const char* op = "vocab_parallel_combine";
-  ADAMANT_CHECK(tp_size > 0 && rows >= 0, "{}: {} ranks, {} rows", op, tp_size, rows);
-  const Device device = losses.device;
-  check_tensor(op, "gathered", gathered, DType::f32, tp_size * 2 * rows, device);
-  check_tensor(op, "losses", losses, DType::f32, rows, device);
-  check_tensor(op, "lse", lse, DType::f32, rows, device);
-  const ScopedCurrentDevice current(device);
   check_launch(op, "combine",
                launchers::vocab_parallel_combine(static_cast<const float*>(gathered.data), tp_size, rows,
                                                  static_cast<float*>(losses.data), static_cast<float*>(lse.data),
@@ -246,12 +190,7 @@ void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding
                                         Tensor d_embedding, bool accumulate_d_embedding,
                                         const VocabParallelShape& shape, const Stream& stream) {
   const char* op = "vocab_parallel_classifier_backward";
-  check_vocab_parallel(op, x, embedding, targets, logits_scratch, shape);
   const Device device = x.device;
-  check_tensor(op, "lse", lse, DType::f32, shape.rows, device);
-  check_tensor(op, "d_x", d_x, x.dtype, shape.rows * shape.channels, device);
-  check_tensor(op, "d_embedding", d_embedding, DType::f32, shape.vocab * shape.channels, device);
-  const ScopedCurrentDevice current(device);
   if (shape.rows == 0 && !accumulate_d_embedding) {  // no chunk overwrites it
     check_launch(
         op, "zero fill",

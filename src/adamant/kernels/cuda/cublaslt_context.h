@@ -18,19 +18,6 @@
 
 namespace adamant::kernels::cuda {
 
-// Makes a device current for a scope and restores the caller's device afterwards.
-class ScopedCurrentDevice {
- public:
-  explicit ScopedCurrentDevice(Device device);
-  ~ScopedCurrentDevice();
-  ScopedCurrentDevice(const ScopedCurrentDevice&) = delete;
-  ScopedCurrentDevice& operator=(const ScopedCurrentDevice&) = delete;
-
- private:
-  int previous_ = 0;
-  int current_ = 0;
-};
-
 // Throws adamant::Error naming `what` and the cuBLAS status when status is not success.
 void check_cublas(cublasStatus_t status, const char* what);
 

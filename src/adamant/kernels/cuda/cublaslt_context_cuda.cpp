@@ -8,17 +8,6 @@
 
 namespace adamant::kernels::cuda {
 
-ScopedCurrentDevice::ScopedCurrentDevice(Device device) {
-  ADAMANT_CHECK(device.is_cuda(), "CUDA kernel called on {} data; move the operands to a GPU", device.str());
-  ADAMANT_CUDA_CHECK(cudaGetDevice(&previous_));
-  if (previous_ != device.index) ADAMANT_CUDA_CHECK(cudaSetDevice(device.index));
-  current_ = device.index;
-}
-
-ScopedCurrentDevice::~ScopedCurrentDevice() {
-  if (previous_ != current_) cudaSetDevice(previous_);
-}
-
 void check_cublas(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS) {
     fail("{} failed: cuBLAS status {} ({})", what, cublasLtGetStatusName(status), static_cast<int>(status));

@@ -13,6 +13,7 @@
 #include "adamant/core/error.h"
 #include "adamant/kernels/cuda/cublaslt_matmul.h"
 #include "adamant/kernels/cuda/launchers.h"
+#include "adamant/kernels/dispatch.h"
 
 namespace adamant::kernels::cuda {
 
@@ -115,7 +116,7 @@ MatmulPlanKey key_of(const MatmulProblem& p) {
 bool matmul(const MatmulProblem& problem, Device device, const Stream& stream) {
   check_operands(problem);
   if (problem.m == 0) return true;
-  const ScopedCurrentDevice current(device);
+  const CurrentDevice current(device);
   const cudaStream_t cuda_stream = stream_handle(stream);
   if (problem.n == 0) return problem.epilogue != MatmulEpilogue::bias_grad;  // the sums are the caller's then
   if (problem.k == 0) {

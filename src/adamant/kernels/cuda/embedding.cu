@@ -21,7 +21,9 @@
 #include "adamant/kernels/cuda/model_launchers_pointwise.h"
 #include "adamant/kernels/cuda/pointwise_model_device.cuh"
 
-namespace adamant::kernels::cuda::launchers {
+namespace adamant::kernels::cuda {
+
+using launchers::stream_of;
 
 namespace {
 
@@ -185,15 +187,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool use_vectors(std::int64_t channels, const PointwiseLaunch& launch) {
+bool use_vectors(std::int64_t channels, const CudaLaunch& launch) {
   return launch.vectorized && channels % kVectorWidth == 0;
 }
 
 }  // namespace
 
-cudaError_t embedding_forward(const std::int32_t* tokens, const std::uint16_t* word, const std::uint16_t* position,
-                              std::uint16_t* out, std::int64_t batch, std::int64_t seq, std::int64_t channels,
-                              std::int64_t vocab, std::int64_t vocab_start, const PointwiseLaunch& launch) {
+int embedding_forward(const std::int32_t* tokens, const std::uint16_t* word, const std::uint16_t* position,
+                      std::uint16_t* out, std::int64_t batch, std::int64_t seq, std::int64_t channels,
+                      std::int64_t vocab, std::int64_t vocab_start, const CudaLaunch& launch) {
   if (channels <= 0 || seq <= 0 || vocab_start < 0) return cudaErrorInvalidValue;
   const std::int64_t rows = batch * seq;
   if (rows <= 0) return cudaSuccess;
@@ -201,13 +203,14 @@ cudaError_t embedding_forward(const std::int32_t* tokens, const std::uint16_t* w
   const std::int64_t groups = rows * (vectors ? channels / kVectorWidth : channels);
   const int grid = pointwise_detail::capped_grid(groups, kThreads, launch.multiprocessors, kBlocksPerMultiprocessor);
   auto* kernel = vectors ? embedding_forward_kernel<kVectorWidth> : embedding_forward_kernel<1>;
-  kernel<<<grid, kThreads, 0, launch.stream>>>(tokens, word, position, out, rows, seq, channels, vocab, vocab_start);
+  kernel<<<grid, kThreads, 0, stream_of(launch)>>>(tokens, word, position, out, rows, seq, channels, vocab,
+                                                   vocab_start);
   return cudaGetLastError();
 }
 
-cudaError_t embedding_backward(const std::uint16_t* d_out, const std::int32_t* tokens, float* d_word, float* d_position,
-                               std::int64_t batch, std::int64_t seq, std::int64_t channels, std::int64_t vocab,
-                               std::int64_t vocab_start, const PointwiseLaunch& launch) {
+int embedding_backward(const std::uint16_t* d_out, const std::int32_t* tokens, float* d_word, float* d_position,
+                       std::int64_t batch, std::int64_t seq, std::int64_t channels, std::int64_t vocab,
+                       std::int64_t vocab_start, const CudaLaunch& launch) {
   if (channels <= 0 || seq <= 0 || vocab <= 0 || vocab_start < 0) return cudaErrorInvalidValue;
   const std::int64_t rows = batch * seq;
   if (rows <= 0) return cudaSuccess;
@@ -220,7 +223,7 @@ cudaError_t embedding_backward(const std::uint16_t* d_out, const std::int32_t* t
         pointwise_detail::capped_grid(groups, kThreads, launch.multiprocessors, kBlocksPerMultiprocessor);
     auto* position_kernel =
         vectors ? embedding_position_backward_kernel<kVectorWidth> : embedding_position_backward_kernel<1>;
-    position_kernel<<<position_grid, kThreads, 0, launch.stream>>>(d_out, d_position, batch, seq, channels);
+    position_kernel<<<position_grid, kThreads, 0, stream_of(launch)>>>(d_out, d_position, batch, seq, channels);
     const cudaError_t status = cudaGetLastError();
     if (status != cudaSuccess) return status;
   }
@@ -229,9 +232,9 @@ cudaError_t embedding_backward(const std::uint16_t* d_out, const std::int32_t* t
   const std::int64_t channel_tiles = (channels + kThreads - 1) / kThreads;
   if (vocab_tiles > INT32_MAX || channel_tiles > 65535) return cudaErrorInvalidValue;
   const dim3 word_grid(static_cast<unsigned>(vocab_tiles), static_cast<unsigned>(channel_tiles));
-  embedding_word_backward_kernel<<<word_grid, kThreads, 0, launch.stream>>>(d_out, tokens, d_word, rows, channels,
-                                                                            vocab, vocab_start);
+  embedding_word_backward_kernel<<<word_grid, kThreads, 0, stream_of(launch)>>>(d_out, tokens, d_word, rows, channels,
+                                                                                vocab, vocab_start);
   return cudaGetLastError();
 }
 
-}  // namespace adamant::kernels::cuda::launchers
+}  // namespace adamant::kernels::cuda

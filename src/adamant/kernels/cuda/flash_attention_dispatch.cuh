@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "adamant/kernels/cuda/attention_launchers.h"
+#include "adamant/kernels/cuda/flash_attention_launchers.h"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 
 namespace adamant::kernels::cuda::flash_detail {
@@ -37,8 +37,9 @@ cudaError_t with_head_dim_and_dropout(int head_dim, bool dropout, Launch&& launc
 // kernel<<<(batch * heads, blocks of kBlockRows rows), kThreads, shared_bytes, stream>>>(args...),
 // after raising the kernel's dynamic shared memory limit to shared_bytes.
 template <typename Kernel, typename... Args>
-cudaError_t launch_over_row_blocks(Kernel kernel, std::size_t shared_bytes, const attention_launchers::Problem& problem,
-                                   cudaStream_t stream, const Args&... args) {
+cudaError_t launch_over_row_blocks(Kernel kernel, std::size_t shared_bytes,
+                                   const flash_attention_launchers::Problem& problem, cudaStream_t stream,
+                                   const Args&... args) {
   const cudaError_t status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
   if (status != cudaSuccess) return status;

@@ -1,25 +1,37 @@
 #pragma once
 // Plain launch functions behind the CUDA flash attention kernels (raw pointers,
 // sizes, a stream; no Tensor or fmt, so that nvcc compiles the *.cu files).
-// flash_attention_cuda.cpp checks the Tensors and calls these; each returns the
-// launch status. Problem and Dropout are the ones of the probability-based
-// kernels (attention_launchers.h), so both families drop the same elements.
+// flash_attention_cuda.cpp calls these with operands the dispatcher
+// (kernels/flash_attention.cpp) has checked; each returns the launch status.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 
-#include "adamant/kernels/cuda/attention_launchers.h"
-
 namespace adamant::kernels::cuda::flash_attention_launchers {
 
-using attention_launchers::Dropout;
-using attention_launchers::Problem;
+struct Problem {
+  int batch;
+  int seq;
+  int heads;
+  int head_dim;
+};
 
-// head_dim must be one of these. Beyond the probability kernels' 64 and 128, flash
-// attention is instantiated for 80 (GPT-3 2.7B: 2560 / 32 heads) and 96; its tiles
-// take any multiple of 16 (flash_detail::supported_tiles).
+// Attention dropout as kernels/dropout.h defines it: the Philox stream of sample b is
+// stream_base + b * stream_per_sample, draws laid out as kernels/attention_dropout_layout.h says.
+struct Dropout {
+  bool enabled;
+  float probability;
+  float keep_scale;  // 1 / (1 - probability), rounded to fp32 as the CPU kernels do
+  std::uint64_t seed;
+  std::uint64_t stream_base;
+  std::uint64_t stream_per_sample;
+};
+
+// head_dim must be one of these (kernels/flash_attention.h's kCudaFlashHeadDims): 64, 128,
+// 80 (GPT-3 2.7B: 2560 / 32 heads) and 96; the tiles take any multiple of 16
+// (flash_detail::supported_tiles).
 inline constexpr std::array<std::int64_t, 4> kSupportedHeadDims{64, 80, 96, 128};
 constexpr bool supported_head_dim(std::int64_t head_dim) {
   return std::find(kSupportedHeadDims.begin(), kSupportedHeadDims.end(), head_dim) != kSupportedHeadDims.end();

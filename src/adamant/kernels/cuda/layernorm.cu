@@ -272,7 +272,8 @@ cudaError_t layernorm_forward(const std::uint16_t* x, const std::uint16_t* weigh
   if (rows <= 0) return cudaSuccess;
   if (cols <= 0) return cudaErrorInvalidValue;
   auto* kernel = use_vectors(cols, launch) ? layernorm_forward_kernel<kVectorWidth> : layernorm_forward_kernel<1>;
-  kernel<<<row_grid(rows, launch), kThreads, 0, launch.stream>>>(x, weight, bias, epsilon, out, mean, rstd, rows, cols);
+  kernel<<<row_grid(rows, launch), kThreads, 0, stream_of(launch)>>>(x, weight, bias, epsilon, out, mean, rstd, rows,
+                                                                     cols);
   return cudaGetLastError();
 }
 
@@ -285,24 +286,26 @@ cudaError_t layernorm_backward(const std::uint16_t* d_out, const std::uint16_t* 
                                float* workspace, std::int64_t rows, std::int64_t cols, const PointwiseLaunch& launch) {
   if (cols <= 0) return cudaErrorInvalidValue;
   if (rows <= 0) {  // no rows: the parameter gradients are zero
-    cudaError_t status = cudaMemsetAsync(d_weight, 0, static_cast<std::size_t>(cols) * sizeof(float), launch.stream);
+    cudaError_t status =
+        cudaMemsetAsync(d_weight, 0, static_cast<std::size_t>(cols) * sizeof(float), stream_of(launch));
     if (status != cudaSuccess) return status;
-    return cudaMemsetAsync(d_bias, 0, static_cast<std::size_t>(cols) * sizeof(float), launch.stream);
+    return cudaMemsetAsync(d_bias, 0, static_cast<std::size_t>(cols) * sizeof(float), stream_of(launch));
   }
   const bool vectors = use_vectors(cols, launch);
   auto* input_kernel = vectors ? layernorm_backward_input_kernel<kVectorWidth> : layernorm_backward_input_kernel<1>;
-  input_kernel<<<row_grid(rows, launch), kThreads, 0, launch.stream>>>(d_out, x, weight, mean, rstd, d_x, rows, cols);
+  input_kernel<<<row_grid(rows, launch), kThreads, 0, stream_of(launch)>>>(d_out, x, weight, mean, rstd, d_x, rows,
+                                                                           cols);
   cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) return status;
 
   const Chunking chunking = chunking_for(rows);
   status = vectors ? launch_param_partials<kVectorWidth>(d_out, x, mean, rstd, workspace, rows, cols, chunking,
-                                                         launch.stream)
-                   : launch_param_partials<1>(d_out, x, mean, rstd, workspace, rows, cols, chunking, launch.stream);
+                                                         stream_of(launch))
+                   : launch_param_partials<1>(d_out, x, mean, rstd, workspace, rows, cols, chunking, stream_of(launch));
   if (status != cudaSuccess) return status;
   const auto finish_grid = static_cast<unsigned>((cols + kWarp - 1) / kWarp);
-  layernorm_param_finish_kernel<<<finish_grid, kThreads, 0, launch.stream>>>(workspace, d_weight, d_bias, cols,
-                                                                             chunking.chunks);
+  layernorm_param_finish_kernel<<<finish_grid, kThreads, 0, stream_of(launch)>>>(workspace, d_weight, d_bias, cols,
+                                                                                 chunking.chunks);
   return cudaGetLastError();
 }
 

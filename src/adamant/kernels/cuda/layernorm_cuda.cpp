@@ -1,6 +1,6 @@
-// The CUDA entry points for layernorm (model_kernels_cuda.h): check the operands
-// (bf16 activations and weights, fp32 mean/rstd and weight gradients, one GPU),
-// make that GPU current, launch, and turn a failure into adamant::Error. Backward
+// The CUDA entry points for layernorm (kernels/layernorm.h), called by their
+// dispatchers with checked operands (bf16 activations and weights, fp32 mean/rstd
+// and weight gradients, one GPU): make that GPU current, launch, and turn a failure into adamant::Error. Backward
 // needs an fp32 workspace for its column sums; it is kept per (GPU, stream) and only
 // grows, so after the first step of a shape no call allocates.
 #include <cuda_runtime.h>
@@ -13,8 +13,8 @@
 
 #include "adamant/core/cuda_launch_guard.h"
 #include "adamant/core/memory_stats.h"
-#include "adamant/kernels/cuda/model_kernels_cuda.h"
 #include "adamant/kernels/cuda/model_launchers_pointwise.h"
+#include "adamant/kernels/layernorm.h"
 
 namespace adamant::kernels::cuda {
 
@@ -71,32 +71,23 @@ ColumnSumWorkspaces& column_sum_workspaces() {
   return workspaces;
 }
 
-void check_shape(const char* op, const RowsShape& shape) {
-  ADAMANT_CHECK(shape.rows >= 0 && shape.cols > 0, "{}: shape {} x {}; rows must be >= 0 and cols positive", op,
-                shape.rows, shape.cols);
-}
-
 const std::uint16_t* bits_of(const Tensor& t) { return static_cast<const std::uint16_t*>(t.data); }
+
+CudaLaunch launch_for(const CudaLaunchGuard& guard, const Stream& stream, bool vectorized) {
+  CudaLaunch launch;
+  launch.stream = stream.handle();
+  launch.multiprocessors = cuda_multiprocessor_count(guard.device_index());
+  launch.vectorized = vectorized;
+  return launch;
+}
 
 }  // namespace
 
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double epsilon, Tensor out,
                        Tensor mean, Tensor rstd, const RowsShape& shape, const Stream& stream) {
   constexpr const char* kOp = "layernorm_forward";
-  check_shape(kOp, shape);
-  ADAMANT_CHECK(epsilon > 0.0, "{}: epsilon {} must be positive", kOp, epsilon);
-  const Device device = x.device;
-  check_cuda_operand(kOp, "x", x, DType::bf16, device, shape.rows * shape.cols);
-  check_cuda_operand(kOp, "weight", weight, DType::bf16, device, shape.cols);
-  check_cuda_operand(kOp, "bias", bias, DType::bf16, device, shape.cols);
-  check_cuda_operand(kOp, "out", out, DType::bf16, device, shape.rows * shape.cols);
-  check_cuda_operand(kOp, "mean", mean, DType::f32, device, shape.rows);
-  check_cuda_operand(kOp, "rstd", rstd, DType::f32, device, shape.rows);
-  const CudaLaunchGuard guard(device, kOp);
-  launchers::PointwiseLaunch launch;
-  launch.multiprocessors = cuda_multiprocessor_count(guard.device_index());
-  launch.vectorized = aligned_to(x, 16) && aligned_to(weight, 16) && aligned_to(bias, 16) && aligned_to(out, 16);
-  launch.stream = cuda_stream_of(stream);
+  const CudaLaunchGuard guard(x.device, kOp);
+  const CudaLaunch launch = launch_for(guard, stream, aligned_to(16, {&x, &weight, &bias, &out}));
   check_cuda_launch(
       launchers::layernorm_forward(bits_of(x), bits_of(weight), bits_of(bias), static_cast<float>(epsilon),
                                    static_cast<std::uint16_t*>(out.data), static_cast<float*>(mean.data),
@@ -108,23 +99,11 @@ void layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weig
                         const Tensor& rstd, Tensor d_x, Tensor d_weight, Tensor d_bias, const RowsShape& shape,
                         const Stream& stream) {
   constexpr const char* kOp = "layernorm_backward";
-  check_shape(kOp, shape);
-  const Device device = x.device;
-  check_cuda_operand(kOp, "d_out", d_out, DType::bf16, device, shape.rows * shape.cols);
-  check_cuda_operand(kOp, "x", x, DType::bf16, device, shape.rows * shape.cols);
-  check_cuda_operand(kOp, "weight", weight, DType::bf16, device, shape.cols);
-  check_cuda_operand(kOp, "mean", mean, DType::f32, device, shape.rows);
-  check_cuda_operand(kOp, "rstd", rstd, DType::f32, device, shape.rows);
-  check_cuda_operand(kOp, "d_x", d_x, DType::bf16, device, shape.rows * shape.cols);
-  check_cuda_operand(kOp, "d_weight", d_weight, DType::f32, device, shape.cols);
-  check_cuda_operand(kOp, "d_bias", d_bias, DType::f32, device, shape.cols);
-  const CudaLaunchGuard guard(device, kOp);
-  launchers::PointwiseLaunch launch;
-  launch.multiprocessors = cuda_multiprocessor_count(guard.device_index());
-  launch.vectorized = aligned_to(d_out, 16) && aligned_to(x, 16) && aligned_to(weight, 16) && aligned_to(d_x, 16);
-  launch.stream = cuda_stream_of(stream);
-  float* workspace = column_sum_workspaces().for_stream(
-      guard.device_index(), launch.stream, launchers::layernorm_backward_workspace_floats(shape.rows, shape.cols));
+  const CudaLaunchGuard guard(x.device, kOp);
+  const CudaLaunch launch = launch_for(guard, stream, aligned_to(16, {&d_out, &x, &weight, &d_x}));
+  float* workspace =
+      column_sum_workspaces().for_stream(guard.device_index(), cuda_stream_of(stream),
+                                         launchers::layernorm_backward_workspace_floats(shape.rows, shape.cols));
   check_cuda_launch(
       launchers::layernorm_backward(bits_of(d_out), bits_of(x), bits_of(weight), static_cast<const float*>(mean.data),
                                     static_cast<const float*>(rstd.data), static_cast<std::uint16_t*>(d_x.data),

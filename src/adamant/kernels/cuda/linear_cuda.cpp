@@ -1,4 +1,5 @@
-// The CUDA GEMM and linear layer (model_kernels_cuda.h) on cuBLASLt: the bias (if any) is
+// The CUDA GEMM and linear layer (kernels/gemm.h, linear.h) on cuBLASLt, called by their
+// dispatchers with checked operands: the bias (if any) is
 // added in the forward GEMM's epilogue, and the bias gradient (if asked for) comes from the
 // weight-gradient GEMM's BGRADB epilogue where cuBLASLt supports it for the
 // problem (else from a column-sum kernel on the same stream).
@@ -7,38 +8,13 @@
 #include "adamant/core/error.h"
 #include "adamant/kernels/cuda/classifier_launchers.h"
 #include "adamant/kernels/cuda/cublaslt_matmul.h"
-#include "adamant/kernels/cuda/model_kernels_cuda.h"
+#include "adamant/kernels/gemm.h"
+#include "adamant/kernels/linear.h"
 
 namespace adamant::kernels::cuda {
 
-namespace {
-
-void check_tensor(const char* op, const char* name, const Tensor& t, DType expected, std::int64_t numel,
-                  Device device) {
-  ADAMANT_CHECK(t.data != nullptr || numel == 0, "{}: operand {} is empty", op, name);
-  ADAMANT_CHECK(t.dtype == expected, "{}: operand {} is {}, expected {}", op, name, dtype_name(t.dtype),
-                dtype_name(expected));
-  ADAMANT_CHECK(t.device == device, "{}: operand {} is on {}, the others on {}", op, name, t.device.str(),
-                device.str());
-  ADAMANT_CHECK(static_cast<std::int64_t>(t.numel()) == numel, "{}: operand {} has {} elements, expected {}", op, name,
-                t.numel(), numel);
-}
-
-// Activations and weights share one dtype: bf16 (mixed precision) or fp32.
-void check_activation_dtype(const char* op, DType dtype) {
-  ADAMANT_CHECK(dtype == DType::bf16 || dtype == DType::f32,
-                "{}: activations of {}; the GPU kernels take bf16 (or fp32 throughout)", op, dtype_name(dtype));
-}
-
-}  // namespace
-
 void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
           const Tensor& a, const Tensor& b, double beta, Tensor c, const Stream& stream) {
-  ADAMANT_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: negative size {}x{}x{}", m, n, k);
-  check_activation_dtype("gemm", a.dtype);
-  check_tensor("gemm", "a", a, a.dtype, m * k, c.device);
-  check_tensor("gemm", "b", b, a.dtype, k * n, c.device);
-  check_tensor("gemm", "c", c, c.dtype, m * n, c.device);
   MatmulProblem problem;
   problem.transpose_a = transpose_a;
   problem.transpose_b = transpose_b;
@@ -58,14 +34,8 @@ void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int
 
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
                     const Stream& stream) {
-  const char* op = "linear_forward";
   const DType dtype = in.dtype;
-  check_activation_dtype(op, dtype);
-  check_tensor(op, "in", in, dtype, shape.rows * shape.in_features, out.device);
-  check_tensor(op, "weight", weight, dtype, shape.out_features * shape.in_features, out.device);
   const bool with_bias = bias.data != nullptr;
-  if (with_bias) check_tensor(op, "bias", bias, dtype, shape.out_features, out.device);
-  check_tensor(op, "out", out, dtype, shape.rows * shape.out_features, out.device);
   // out[rows, out] = in[rows, in] weight[out, in]^T + bias: the bias epilogue adds
   // bias[j] to every row, reading out only once. Without a bias, the default epilogue.
   MatmulProblem problem;
@@ -89,17 +59,9 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
 
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
                      Tensor d_bias, const LinearShape& shape, const Stream& stream, WeightGrad weight_grad) {
-  const char* op = "linear_backward";
   const DType dtype = d_out.dtype;
   const Device device = d_out.device;
-  check_activation_dtype(op, dtype);
-  check_tensor(op, "d_out", d_out, dtype, shape.rows * shape.out_features, device);
-  check_tensor(op, "in", in, dtype, shape.rows * shape.in_features, device);
-  check_tensor(op, "weight", weight, dtype, shape.out_features * shape.in_features, device);
-  if (d_in.data != nullptr) check_tensor(op, "d_in", d_in, dtype, shape.rows * shape.in_features, device);
-  check_tensor(op, "d_weight", d_weight, DType::f32, shape.out_features * shape.in_features, device);
   const bool with_bias = d_bias.data != nullptr;
-  if (with_bias) check_tensor(op, "d_bias", d_bias, DType::f32, shape.out_features, device);
 
   if (d_in.data != nullptr) {
     // d_in[rows, in] = d_out[rows, out] weight[out, in].
@@ -137,7 +99,6 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
   // matmul declines only a fused bias gradient; d_weight is computed regardless.
   ADAMANT_CHECK(with_bias, "linear_backward: d_weight was not computed");
 
-  const ScopedCurrentDevice current(device);
   const cudaStream_t cuda_stream = stream_handle(stream);
   // The scratch is cuBLASLt's workspace of this stream: the GEMM above is ordered before.
   const DeviceScratch scratch = CublasLtContext::of(device).scratch(cuda_stream);

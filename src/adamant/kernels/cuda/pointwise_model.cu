@@ -7,7 +7,9 @@
 #include "adamant/kernels/cuda/pointwise_model_device.cuh"
 #include "adamant/kernels/cuda/pointwise_model_philox.cuh"
 
-namespace adamant::kernels::cuda::launchers {
+namespace adamant::kernels::cuda {
+
+using launchers::stream_of;
 
 namespace {
 
@@ -149,48 +151,47 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-int elementwise_grid(std::int64_t n, const PointwiseLaunch& launch) {
+int elementwise_grid(std::int64_t n, const CudaLaunch& launch) {
   return pointwise_detail::capped_grid((n + kVectorWidth - 1) / kVectorWidth, kThreads, launch.multiprocessors,
                                        kBlocksPerMultiprocessor);
 }
 
 }  // namespace
 
-cudaError_t gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, bool tanh_form,
-                         const PointwiseLaunch& launch) {
+int gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, bool tanh_form, const CudaLaunch& launch) {
   if (n <= 0) return cudaSuccess;
   auto* kernel = tanh_form ? (launch.vectorized ? gelu_forward_kernel<true, true> : gelu_forward_kernel<false, true>)
                            : (launch.vectorized ? gelu_forward_kernel<true, false> : gelu_forward_kernel<false, false>);
-  kernel<<<elementwise_grid(n, launch), kThreads, 0, launch.stream>>>(x, out, n);
+  kernel<<<elementwise_grid(n, launch), kThreads, 0, stream_of(launch)>>>(x, out, n);
   return cudaGetLastError();
 }
 
-cudaError_t gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::int64_t n,
-                          bool tanh_form, const PointwiseLaunch& launch) {
+int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::int64_t n,
+                  bool tanh_form, const CudaLaunch& launch) {
   if (n <= 0) return cudaSuccess;
   auto* kernel = tanh_form
                      ? (launch.vectorized ? gelu_backward_kernel<true, true> : gelu_backward_kernel<false, true>)
                      : (launch.vectorized ? gelu_backward_kernel<true, false> : gelu_backward_kernel<false, false>);
-  kernel<<<elementwise_grid(n, launch), kThreads, 0, launch.stream>>>(d_out, x, d_x, n);
+  kernel<<<elementwise_grid(n, launch), kThreads, 0, stream_of(launch)>>>(d_out, x, d_x, n);
   return cudaGetLastError();
 }
 
-cudaError_t residual_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::int64_t n,
-                         const PointwiseLaunch& launch) {
+int residual_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::int64_t n,
+                 const CudaLaunch& launch) {
   if (n <= 0) return cudaSuccess;
   auto* kernel = launch.vectorized ? residual_add_kernel<true> : residual_add_kernel<false>;
-  kernel<<<elementwise_grid(n, launch), kThreads, 0, launch.stream>>>(a, b, out, n);
+  kernel<<<elementwise_grid(n, launch), kThreads, 0, stream_of(launch)>>>(a, b, out, n);
   return cudaGetLastError();
 }
 
-cudaError_t dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
-                    const DropoutParams& params, const PointwiseLaunch& launch) {
+int dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
+            const DropoutParams& params, const CudaLaunch& launch) {
   if (numel <= 0) return cudaSuccess;
   if (sample_numel <= 0 || params.first_element % 4 != 0) return cudaErrorInvalidValue;
   if (params.probability <= 0.0f) {  // identity, as the CPU kernel
     if (in == out) return cudaSuccess;
     return cudaMemcpyAsync(out, in, static_cast<std::size_t>(numel) * sizeof(std::uint16_t), cudaMemcpyDeviceToDevice,
-                           launch.stream);
+                           stream_of(launch));
   }
   // The global Philox groups that overlap [first_element, first_element + numel).
   const std::int64_t groups_per_sample = (sample_numel + 3) / 4;
@@ -203,8 +204,8 @@ cudaError_t dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t nu
   const int grid =
       pointwise_detail::capped_grid(group_count, kThreads, launch.multiprocessors, kBlocksPerMultiprocessor);
   auto* kernel = launch.vectorized ? dropout_kernel<true> : dropout_kernel<false>;
-  kernel<<<grid, kThreads, 0, launch.stream>>>(in, out, numel, sample_numel, group_begin, group_count, params);
+  kernel<<<grid, kThreads, 0, stream_of(launch)>>>(in, out, numel, sample_numel, group_begin, group_count, params);
   return cudaGetLastError();
 }
 
-}  // namespace adamant::kernels::cuda::launchers
+}  // namespace adamant::kernels::cuda

@@ -1,0 +1,159 @@
+// The CPU flash attention (kernels/flash_attention.h) against the materialised-softmax
+// reference (cpu::attention_forward/backward), an independent logsumexp, and finite
+// differences; through the public dispatcher, as the model calls it.
+#include "adamant/kernels/flash_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include "model_kernels_test_util.h"
+
+namespace adamant::kernels {
+namespace {
+
+using testing::random_normal;
+using testing::view;
+
+std::size_t numel_qkv(const AttentionShape& s) {
+  return static_cast<std::size_t>(s.batch * s.seq * 3 * s.heads * s.head_dim);
+}
+std::size_t numel_out(const AttentionShape& s) {
+  return static_cast<std::size_t>(s.batch * s.seq * s.heads * s.head_dim);
+}
+std::size_t numel_rows(const AttentionShape& s) { return static_cast<std::size_t>(s.batch * s.heads * s.seq); }
+std::size_t numel_probs(const AttentionShape& s) { return numel_rows(s) * static_cast<std::size_t>(s.seq); }
+
+// log sum_{j <= i} exp(q_i . k_j / sqrt(d)) in fp64 with a max shift, [batch, heads, seq].
+std::vector<double> logsumexp_of(const std::vector<double>& qkv, const AttentionShape& s) {
+  const std::int64_t C = s.heads * s.head_dim;
+  std::vector<double> lse(numel_rows(s));
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    for (std::int64_t h = 0; h < s.heads; ++h) {
+      for (std::int64_t i = 0; i < s.seq; ++i) {
+        std::vector<double> scores;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          double score = 0;
+          for (std::int64_t d = 0; d < s.head_dim; ++d) {
+            score += qkv[(b * s.seq + i) * 3 * C + h * s.head_dim + d] *
+                     qkv[(b * s.seq + j) * 3 * C + C + h * s.head_dim + d];
+          }
+          scores.push_back(score / std::sqrt(static_cast<double>(s.head_dim)));
+        }
+        double largest = scores[0];
+        for (const double v : scores) largest = std::max(largest, v);
+        double sum = 0;
+        for (const double v : scores) sum += std::exp(v - largest);
+        lse[(b * s.heads + h) * s.seq + i] = largest + std::log(sum);
+      }
+    }
+  }
+  return lse;
+}
+
+struct FlashCase {
+  std::int64_t head_dim;
+  float dropout;
+};
+
+class CpuFlashAttention : public ::testing::TestWithParam<FlashCase> {};
+
+// 130 queries: two full 64-row blocks and a partial one, and a partial 16 x 16 dropout block.
+TEST_P(CpuFlashAttention, MatchesReferenceForwardAndBackward) {
+  const FlashCase c = GetParam();
+  const AttentionShape shape{2, 130, 2, c.head_dim};
+  const DropoutArgs drop{c.dropout, 4242, 9, 13};
+  Stream stream;
+  auto qkv = random_normal(numel_qkv(shape), 11, 0.5);
+  const auto d_out = random_normal(numel_out(shape), 12);
+
+  std::vector<double> out(numel_out(shape), 7.0), lse(numel_rows(shape), 7.0);
+  flash_attention_forward(view(qkv), view(out), view(lse), shape, drop, stream);
+  std::vector<double> probs(numel_probs(shape)), expected_out(numel_out(shape));
+  cpu::attention_forward(view(qkv), view(probs), view(expected_out), shape, drop);
+  for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], expected_out[i], 1e-12) << i;
+  const auto expected_lse = logsumexp_of(qkv, shape);
+  for (std::size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse[i], expected_lse[i], 1e-12) << i;
+
+  auto d_out_copy = d_out;
+  std::vector<double> d_qkv(qkv.size(), 7.0), d_probs(probs.size()), expected_d_qkv(qkv.size());
+  flash_attention_backward(view(d_out_copy), view(qkv), view(out), view(lse), view(d_qkv), shape, drop, stream);
+  cpu::attention_backward(view(d_out_copy), view(qkv), view(probs), view(d_probs), view(expected_d_qkv), shape, drop);
+  for (std::size_t i = 0; i < d_qkv.size(); ++i) ASSERT_NEAR(d_qkv[i], expected_d_qkv[i], 1e-11) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadSizes, CpuFlashAttention,
+                         ::testing::Values(FlashCase{64, 0.0f}, FlashCase{80, 0.0f}, FlashCase{96, 0.0f},
+                                           FlashCase{128, 0.0f}, FlashCase{64, 0.1f}, FlashCase{80, 0.2f},
+                                           FlashCase{96, 0.1f}, FlashCase{128, 0.3f}),
+                         [](const ::testing::TestParamInfo<FlashCase>& info) {
+                           std::ostringstream name;
+                           name << "d" << info.param.head_dim << (info.param.dropout > 0 ? "_dropout" : "");
+                           return name.str();
+                         });
+
+// The dropout mask acts, and is the reference's: dropping changes the output.
+TEST(CpuFlashAttention, DropoutChangesTheOutput) {
+  const AttentionShape shape{1, 40, 2, 8};
+  Stream stream;
+  auto qkv = random_normal(numel_qkv(shape), 5);
+  std::vector<double> kept(numel_out(shape)), dropped(numel_out(shape)), lse(numel_rows(shape));
+  flash_attention_forward(view(qkv), view(kept), view(lse), shape, {}, stream);
+  flash_attention_forward(view(qkv), view(dropped), view(lse), shape, {0.4f, 1, 0, 3}, stream);
+  double changed = 0;
+  for (std::size_t i = 0; i < kept.size(); ++i) changed += std::abs(kept[i] - dropped[i]);
+  EXPECT_GT(changed, 1.0);
+}
+
+TEST(CpuFlashAttention, BackwardMatchesFiniteDifferences) {
+  const AttentionShape shape{2, 19, 2, 4};
+  Stream stream;
+  for (const float p : {0.0f, 0.3f}) {
+    const DropoutArgs drop{p, 77, 2, 6};
+    auto qkv = random_normal(numel_qkv(shape), 3);
+    const auto probe = random_normal(numel_out(shape), 4);
+    std::vector<double> out(numel_out(shape)), lse(numel_rows(shape));
+    auto loss = [&] {
+      flash_attention_forward(view(qkv), view(out), view(lse), shape, drop, stream);
+      return testing::dot(out, probe);
+    };
+    loss();
+    auto d_out = probe;
+    std::vector<double> d_qkv(qkv.size(), 99.0);
+    flash_attention_backward(view(d_out), view(qkv), view(out), view(lse), view(d_qkv), shape, drop, stream);
+    testing::expect_gradient(qkv, d_qkv, loss, p > 0 ? "d_qkv with dropout" : "d_qkv");
+  }
+}
+
+TEST(CpuFlashAttention, FloatMatchesDouble) {
+  const AttentionShape shape{1, 70, 2, 16};
+  Stream stream;
+  const auto qkv = random_normal(numel_qkv(shape), 8);
+  auto qkv64 = qkv;
+  auto qkv32 = testing::to_float(qkv);
+  std::vector<double> out(numel_out(shape)), lse(numel_rows(shape));
+  std::vector<float> out32(numel_out(shape)), lse32(numel_rows(shape));
+  flash_attention_forward(view(qkv64), view(out), view(lse), shape, {0.1f, 3, 0, 1}, stream);
+  flash_attention_forward(view(qkv32), view(out32), view(lse32), shape, {0.1f, 3, 0, 1}, stream);
+  for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out32[i], out[i], 1e-5) << i;
+  for (std::size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse32[i], lse[i], 1e-5) << i;
+}
+
+TEST(CpuFlashAttention, DispatcherRejectsBadOperands) {
+  const AttentionShape shape{1, 4, 1, 2};
+  Stream stream;
+  std::vector<double> qkv(numel_qkv(shape), 0.1), out(numel_out(shape)), lse(numel_rows(shape));
+  std::vector<float> lse32(numel_rows(shape));
+  EXPECT_THROW(flash_attention_forward(view(qkv), view(out), view(lse32), shape, {}, stream), Error);
+  std::vector<double> short_out(numel_out(shape) - 1);
+  EXPECT_THROW(flash_attention_forward(view(qkv), view(short_out), view(lse), shape, {}, stream), Error);
+  flash_attention_forward(view(qkv), view(out), view(lse), shape, {}, stream);
+  // d_qkv over the inputs: backward writes it while it still reads them.
+  EXPECT_THROW(flash_attention_backward(view(out), view(qkv), view(out), view(lse), view(qkv), shape, {}, stream),
+               Error);
+}
+
+}  // namespace
+}  // namespace adamant::kernels
