@@ -9,7 +9,6 @@
 
 #include "adamant/core/error.h"
 #include "adamant/core/half.h"
-#include "adamant/kernels/cpu/decode_cpu.h"
 #include "adamant/kernels/decode.h"
 
 namespace adamant::kernels {

@@ -52,6 +52,8 @@ class SecondTensorParallelRank final : public comm::Communicator {
   }
   comm::CommHandle all_gather_async(Tensor, Tensor) override { throw std::logic_error("all_gather"); }
   comm::CommHandle broadcast_async(Tensor, int) override { throw std::logic_error("broadcast"); }
+  comm::CommHandle send_async(Tensor, int) override { throw std::logic_error("send"); }
+  comm::CommHandle recv_async(Tensor, int) override { throw std::logic_error("recv"); }
   void barrier() override { throw std::logic_error("barrier"); }
 };
 

@@ -113,14 +113,4 @@ inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, con
                cuda::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args, stream)));
 }
 
-// The earlier forward form with a CPU probabilities scratch, which the blocked CPU
-// kernel does without: callers that still size and pass one get 0 elements here and
-// the scratch is not read.
-constexpr std::int64_t flash_forward_cpu_scratch_numel(const AttentionShape&) { return 0; }
-inline void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, const Tensor& /*unused scratch*/,
-                                    const AttentionShape& shape, const DropoutArgs& dropout_args,
-                                    const Stream& stream) {
-  flash_attention_forward(qkv, out, logsumexp, shape, dropout_args, stream);
-}
-
 }  // namespace adamant::kernels

@@ -72,11 +72,6 @@ GptDecoder::GptDecoder(GptModel& model, int batch, int max_prompt_tokens, int ca
   mean_ = place(total, rows_, statistic);
   rstd_ = place(total, rows_, statistic);
   logsumexp_ = place(total, H * P, statistic);
-  // The CPU's flash attention goes through the probabilities; the GPU's keeps none.
-  probs_numel_ = device_.is_cpu() ? static_cast<std::size_t>(kernels::flash_forward_cpu_scratch_numel(
-                                        {1, max_prompt_, config_.num_attention_heads, config_.head_dim()}))
-                                  : 0;
-  probs_ = place(total, probs_numel_, activation_dtype_);
   logits_ = place(total, static_cast<std::size_t>(batch_) * vocab_, statistic);
   top_logits_ = place(total, static_cast<std::size_t>(batch_) * kernels::kMaxDecodeTopK, DType::f32);
   top_ids_ = place(total, static_cast<std::size_t>(batch_) * kernels::kMaxDecodeTopK, DType::i32);
@@ -193,15 +188,11 @@ void GptDecoder::prefill(int row, std::span<const std::int32_t> prompt) {
                              {1, n, C, vocab_, 0}, stream);
   const Tensor logsumexp =
       Tensor::flat(static_cast<char*>(work_.data()) + logsumexp_, model_.grad_dtype(), device_, H * n);
-  const Tensor probs =
-      probs_numel_ == 0
-          ? Tensor{}
-          : activation(probs_, static_cast<std::size_t>(kernels::flash_forward_cpu_scratch_numel({1, n, H, D})));
   run_layers(static_cast<std::size_t>(n), [&](int layer, const Tensor& ln, const Tensor& attention) {
     const LayerParamIndex& w = index_.layers[static_cast<std::size_t>(layer)];
     const Tensor qkv = cache_of(layer, row, n);  // the projection lands in the cache itself
     kernels::decode_linear(ln, matrix(w.qkv_weight), weight(w.qkv_bias), Tensor{}, qkv, {n, C, 3 * C}, {}, stream);
-    kernels::flash_attention_forward(qkv, attention, logsumexp, probs, {1, n, H, D}, kernels::DropoutArgs{}, stream);
+    kernels::flash_attention_forward(qkv, attention, logsumexp, {1, n, H, D}, kernels::DropoutArgs{}, stream);
   });
   final_logits(x.slice(static_cast<std::size_t>(n - 1) * C, static_cast<std::size_t>(C)), row, 1);
   lengths_[static_cast<std::size_t>(row)] = n;

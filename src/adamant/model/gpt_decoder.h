@@ -94,8 +94,7 @@ class GptDecoder {
 
   // Offsets (bytes) of the work regions in work_.
   std::size_t x_ = 0, ln_ = 0, qkv_ = 0, attention_ = 0, residual_ = 0, fc_gelu_ = 0;
-  std::size_t mean_ = 0, rstd_ = 0, logsumexp_ = 0, probs_ = 0, logits_ = 0, top_logits_ = 0, top_ids_ = 0;
-  std::size_t probs_numel_ = 0;
+  std::size_t mean_ = 0, rstd_ = 0, logsumexp_ = 0, logits_ = 0, top_logits_ = 0, top_ids_ = 0;
 
   Buffer matrices_;  // the weights in matrix_dtype where the model's are another dtype; else empty
   Buffer cache_;     // [layers, batch, capacity, 3, heads, head_dim]

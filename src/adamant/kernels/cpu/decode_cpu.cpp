@@ -1,13 +1,12 @@
 // Readable decoding-step kernels: fp64 sums for the attention, one (sequence, head)
 // at a time.
-#include "adamant/kernels/cpu/decode_cpu.h"
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <vector>
 
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
+#include "adamant/kernels/decode.h"
 
 namespace adamant::kernels::cpu {
 

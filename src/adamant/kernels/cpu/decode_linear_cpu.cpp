@@ -9,8 +9,8 @@
 #include <cstdint>
 
 #include "adamant/core/half.h"
-#include "adamant/kernels/cpu/decode_cpu.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
+#include "adamant/kernels/decode.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

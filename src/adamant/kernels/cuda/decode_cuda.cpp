@@ -1,11 +1,11 @@
-// Tensor-level entry points of the CUDA decoding-step kernels: make the data's GPU
-// current, launch, and turn a failure into adamant::Error naming the kernel.
-#include "adamant/kernels/cuda/decode_cuda.h"
-
+// Tensor-level entry points of the CUDA decoding-step kernels (kernels/decode.h): the
+// dispatcher has checked the operands and made their GPU current; these launch and turn a
+// failure into adamant::Error naming the kernel.
 #include <climits>
 
 #include "adamant/core/cuda_launch_guard.h"
 #include "adamant/kernels/cuda/decode_launchers.h"
+#include "adamant/kernels/decode.h"
 
 namespace adamant::kernels::cuda {
 
@@ -16,12 +16,10 @@ static_assert(launchers::kMaxTopK == kMaxDecodeTopK);
 void decode_embedding(const Tensor& tokens, const Tensor& positions, const Tensor& word, const Tensor& position,
                       Tensor out, std::int64_t batch, std::int64_t channels, std::int64_t vocab, std::int64_t places,
                       const Stream& stream) {
-  constexpr const char* kOp = "decode_embedding";
-  const CudaLaunchGuard guard(word.device, kOp);
   check_cuda_launch(launchers::decode_embedding(
                         static_cast<const std::int32_t*>(tokens.data), static_cast<const std::int32_t*>(positions.data),
                         word.data, position.data, out.data, batch, channels, vocab, places, cuda_stream_of(stream)),
-                    kOp);
+                    "decode_embedding");
 }
 
 void decode_attention(const Tensor& qkv, Tensor cache, const Tensor& positions, Tensor out, const DecodeShape& shape,
@@ -32,10 +30,6 @@ void decode_attention(const Tensor& qkv, Tensor cache, const Tensor& positions, 
                 kOp, shape.capacity, launchers::kMaxDecodeCapacity);
   ADAMANT_CHECK(shape.batch * shape.heads < INT_MAX, "{}: {} sequences x heads in one launch", kOp,
                 shape.batch * shape.heads);
-  const std::int64_t D = shape.head_dim;
-  ADAMANT_CHECK(D == 32 || D == 64 || D == 80 || D == 96 || D == 128,
-                "{}: heads of {} dimensions; the GPU kernel takes 32, 64, 80, 96 or 128", kOp, D);
-  const CudaLaunchGuard guard(qkv.device, kOp);
   check_cuda_launch(launchers::decode_attention(qkv.data, cache.data, static_cast<const std::int32_t*>(positions.data),
                                                 out.data, static_cast<int>(shape.batch),
                                                 static_cast<int>(shape.capacity), static_cast<int>(shape.heads),
@@ -62,7 +56,6 @@ void decode_linear(const Tensor& in, const Tensor& weight, const Tensor& bias, c
                      : args.epilogue == DecodeEpilogue::residual ? launchers::DecodeLinearEpilogue::residual
                                                                  : launchers::DecodeLinearEpilogue::none;
   problem.tanh_gelu = args.gelu == GeluForm::tanh;
-  const CudaLaunchGuard guard(in.device, kOp);
   check_cuda_launch(launchers::decode_linear(problem, cuda_stream_of(stream)), kOp);
 }
 
@@ -70,7 +63,6 @@ void decode_top_k(const Tensor& logits, Tensor values, Tensor ids, std::int64_t 
                   std::int64_t vocab, std::int64_t k, std::int32_t masked, const Stream& stream) {
   constexpr const char* kOp = "decode_top_k";
   ADAMANT_CHECK(rows <= INT_MAX && vocab <= INT_MAX, "{}: {} rows of {} logits in one launch", kOp, rows, vocab);
-  const CudaLaunchGuard guard(logits.device, kOp);
   check_cuda_launch(
       launchers::decode_top_k(static_cast<const float*>(logits.data), static_cast<float*>(values.data),
                               static_cast<std::int32_t*>(ids.data), static_cast<int>(rows), row_stride,
