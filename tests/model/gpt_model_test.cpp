@@ -20,6 +20,7 @@ TEST(GptModel, LossAtInitIsLogOfPaddedVocabulary) {
   config.ffn_hidden_size = 256;
   config.seq_length = 32;
   config.vocab_size = 50257;
+  config.hidden_dropout = config.attention_dropout = 0.0f;  // GptConfig defaults to NeMo's 0.1
   GptModel model(config, DType::f32, 2, Device::cpu(), 1234);
   ASSERT_EQ(config.padded_vocab_size(), 50304);
   const auto batch = random_batch(config, 2, 1);

@@ -50,6 +50,7 @@ GptConfig small_config() {
   config.seq_length = 64;
   config.vocab_size = 50257;
   config.init_method_std = 0.1f;
+  config.hidden_dropout = config.attention_dropout = 0.0f;  // GptConfig defaults to NeMo's 0.1
   return config;
 }
 

@@ -28,6 +28,7 @@ GptConfig split_config(int tp, bool sequence_parallel) {
   config.vocab_size = 50257;
   config.init_method_std = 0.1f;  // the loss well away from ln(vocab)
   config.hidden_dropout = 0.1f;
+  config.attention_dropout = 0.0f;
   config.tensor_parallel_size = tp;
   config.sequence_parallel = sequence_parallel;
   // The same padded vocabulary (50432) whole and split: 128 x tp for tp 2.

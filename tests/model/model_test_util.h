@@ -18,6 +18,7 @@ inline GptConfig tiny_config() {
   config.seq_length = 8;
   config.vocab_size = 60;
   config.make_vocab_size_divisible_by = 8;
+  config.hidden_dropout = config.attention_dropout = 0.0f;  // GptConfig defaults to NeMo's 0.1
   return config;
 }
 

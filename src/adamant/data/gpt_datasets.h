@@ -16,6 +16,8 @@ namespace adamant::data {
 struct WeightedPrefix {
   double weight = 1.0;
   std::filesystem::path prefix;  // <prefix>.bin / <prefix>.idx
+
+  bool operator==(const WeightedPrefix&) const = default;
 };
 
 struct GptDatasetsOptions {
