@@ -172,7 +172,9 @@ std::vector<NemoKeySpec> make_nemo_keys() {
                         "unscaled output-projection init (Adamant scales by 1/sqrt(2*num_layers))"));
   k.push_back(only_number("model.ffn_dropout", 0.0, "Adamant has no dropout inside the MLP"));
   k.push_back(only_string("model.normalization", {"layernorm"}, "normalization"));
-  k.push_back(only_number("model.layernorm_epsilon", 1e-5, "Adamant's layernorm epsilon is fixed at 1e-5"));
+  const std::string epsilon = format_number(model::GptConfig{}.layernorm_epsilon);
+  k.push_back(only_number("model.layernorm_epsilon", std::stod(epsilon),
+                          fmt::format("Adamant's layernorm epsilon is fixed at {}", epsilon)));
   k.push_back(only_bool("model.do_layer_norm_weight_decay", false, "weight decay on layernorm weights"));
   k.push_back(only_bool("model.pre_process", true, "a model without the embedding stage"));
   k.push_back(only_bool("model.post_process", true, "a model without the output stage"));
