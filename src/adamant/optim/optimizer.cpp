@@ -26,12 +26,6 @@ void OptimizerOptions::validate(const KeyOrigin& origin) const {
   if (model_dtype != DType::f32 && model_dtype != DType::bf16 && model_dtype != DType::f16) {
     fail("model weights of {} are not supported; set trainer.precision to 32, bf16 or 16", dtype_name(model_dtype));
   }
-  if (megatron_amp_O2 && model_dtype == DType::f32) {
-    fail(
-        "model.megatron_amp_O2=true needs half-precision weights, but trainer.precision is 32{}; set "
-        "trainer.precision: bf16 (or 16), or model.megatron_amp_O2: false",
-        check.where("model.megatron_amp_O2"));
-  }
   if (store_param_remainders && (!distributed || model_dtype != DType::bf16)) {
     fail(
         "model.optim.store_param_remainders=true needs bf16 weights (the fp32 main weight is the bf16 weight plus "

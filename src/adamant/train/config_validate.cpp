@@ -19,6 +19,12 @@ void validate_train_config(const TrainConfig& config, const ConfigDocument& docu
   config.exp_manager.validate(origin);
 
   // Across layers.
+  if (config.optim.megatron_amp_O2 && config.trainer.precision == DType::f32) {
+    fail(
+        "model.megatron_amp_O2=true needs half-precision weights, but trainer.precision is 32{}; set "
+        "trainer.precision: bf16 (or 16), or model.megatron_amp_O2: false",
+        origin("model.megatron_amp_O2"));
+  }
   const std::string& optimizer = config.optim.name;
   if (config.exp_manager.checkpoint_callback_params.node_local && optimizer != "distributed_fused_adam") {
     fail(
