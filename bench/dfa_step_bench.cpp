@@ -145,6 +145,7 @@ Row measure(const BenchOptions& bench, const ParamList& params, double cap_mb, D
   optim::OptimizerOptions options;
   options.name = "distributed_fused_adam";
   options.model_dtype = DType::bf16;
+  options.megatron_amp_O2 = true;
   options.bucket_cap_mb = cap_mb;
   options.grad_sync_dtype = grad_sync;
   options.overlap_grad_sync = true;

@@ -96,7 +96,7 @@ void run(const BenchArgs& args) {
                         : args.device == "cpu" ? Device::cpu()
                                                : Device::cuda(0);
   const train::TrainConfig config = train::load_train_config(args.config, {});
-  const model::GptConfig gpt = train::gpt_config_of(config.model, kGpt2Vocab).whole_model();
+  const model::GptConfig gpt = train::gpt_config_of(config, kGpt2Vocab).whole_model();
   model::GptModel model(gpt, device.is_cpu() ? DType::f32 : DType::bf16, 1, device, 1234);
   std::vector<std::vector<std::int32_t>> prompts(static_cast<std::size_t>(args.batch));
   for (int b = 0; b < args.batch; ++b) {

@@ -8,9 +8,10 @@
 
 namespace adamant::model::testing {
 
-// 2 layers of `hidden` width (ffn 4 x hidden), `heads` heads, `seq_length` positions.
+// 2 layers of `hidden` width (ffn 4 x hidden), `heads` heads, `seq_length` positions, no dropout.
 inline GptConfig two_layer_config(int hidden, int heads, int seq_length, int vocab_size) {
   GptConfig config;
+  config.hidden_dropout = config.attention_dropout = 0.0f;  // GptConfig defaults to NeMo's 0.1
   config.num_layers = 2;
   config.hidden_size = hidden;
   config.num_attention_heads = heads;

@@ -48,12 +48,13 @@ train_args() {  # <run dir> [overrides...]
     "model.tokenizer.vocab_file=$data/gpt2/encoder.json model.tokenizer.merge_file=$data/gpt2/vocab.bpe $*"
 }
 
-# Runs mpirun on host 0 of the cluster: <log> <seconds> <mpirun arguments...>
+# Runs mpirun on host 0 of the cluster: <log> <seconds> <mpirun arguments...>. The job spans
+# both hosts, which the training config states (num_nodes_override="" leaves it out).
 cluster_mpirun() {
   local log=$1 seconds=$2
   shift 2
   timeout "$seconds" "$here/netns_agent.sh" "${NETNS_CLUSTER_NAME}-h0" \
-    "cd $work && mpirun $cluster_options $*" >"$log" 2>&1
+    "cd $work && mpirun $cluster_options $* ${num_nodes_override-trainer.num_nodes=2}" >"$log" 2>&1
 }
 
 local_mpirun() {
@@ -72,6 +73,14 @@ data_parallel)
     { cat "$work/two_hosts.log"; fail "two-host run"; }
   grep -q "hosts: 2 host(s)" "$work/two_hosts.log" || { cat "$work/two_hosts.log"; fail "the run does not report 2 hosts"; }
   expect_same_losses "$work/one_host" "$work/two_hosts" "2 hosts x 2 ranks train as 1 host x 4"
+  # A config that does not say the job spans 2 hosts is refused, naming the key and the layout.
+  if num_nodes_override="" cluster_mpirun "$work/one_node.log" 60 -np 4 --map-by ppr:2:node "$adamant" train \
+    $(train_args "$work/one_node"); then
+    fail "a 2-host job with trainer.num_nodes=1 was accepted"
+  fi
+  grep -q "trainer.num_nodes is 1, but the launcher started 4 MPI rank(s) on 2 host(s) (2, 2 per host)" \
+    "$work/one_node.log" || { cat "$work/one_node.log"; fail "no error naming trainer.num_nodes and the hosts"; }
+  echo "ok: a 2-host job whose config says trainer.num_nodes=1 is refused"
   # Checkpoint on the shared filesystem: one model file, one optimizer shard per rank.
   ckpt="$work/two_hosts/multinode/checkpoints/step_00000006"
   for f in model.adm optim_rank_0.adm optim_rank_1.adm optim_rank_2.adm optim_rank_3.adm; do

@@ -37,6 +37,8 @@ OptimizerOptions test_options(const char* name, DType dtype) {
   OptimizerOptions o;
   o.name = name;
   o.model_dtype = dtype;
+  o.megatron_amp_O2 = true;
+  o.gradient_clip_val = 0.0;
   o.bucket_cap_mb = 0.002;  // 524 fp32 gradients: 5 to 6 buckets on the 3129-weight test model
   o.weight_decay = 0.1;
   o.beta2 = 0.95;

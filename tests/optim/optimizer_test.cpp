@@ -22,6 +22,8 @@ OptimizerOptions options_for(const char* name, DType dtype) {
   OptimizerOptions o;
   o.name = name;
   o.model_dtype = dtype;
+  o.megatron_amp_O2 = true;
+  o.gradient_clip_val = 0.0;
   o.bucket_cap_mb = 0.002;  // 524 fp32 gradients: several buckets on the test model
   o.weight_decay = 0.1;
   return o;

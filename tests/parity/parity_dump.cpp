@@ -82,6 +82,7 @@ model::GptConfig small_gpt(kernels::GeluForm gelu, int heads) {
   c.seq_length = 16;
   c.vocab_size = 50257;  // GPT-2's, padded to 50304
   c.gelu = gelu;
+  c.hidden_dropout = c.attention_dropout = 0.0f;  // GptConfig defaults to NeMo's 0.1
   return c;
 }
 
@@ -132,14 +133,14 @@ void export_start(model::GptModel& model, const Args& args, DType dtype) {
   config.model.hidden_size = g.hidden_size;
   config.model.num_attention_heads = g.num_attention_heads;
   config.model.ffn_hidden_size = g.ffn_hidden_size;
-  config.model.encoder_seq_length = g.seq_length;
+  config.model.seq_length = g.seq_length;
   config.model.max_position_embeddings = g.seq_length;
-  config.model.openai_gelu = g.gelu == kernels::GeluForm::tanh;
+  config.model.gelu = g.gelu;
   config.model.hidden_dropout = 0.0;
   config.model.attention_dropout = 0.0;
-  config.model.tokenizer.vocab_file = args.vocab_dir / "encoder.json";
-  config.model.tokenizer.merge_file = args.vocab_dir / "vocab.bpe";
-  config.model.megatron_amp_O2 = false;
+  config.data.tokenizer.vocab_file = args.vocab_dir / "encoder.json";
+  config.data.tokenizer.merge_file = args.vocab_dir / "vocab.bpe";
+  config.optim.megatron_amp_O2 = false;
   const auto checkpoint = args.out / "checkpoint";
   train::write_weights_checkpoint(checkpoint, g, model.weights().data, DType::f32, train::to_yaml(config));
   train::export_hf_gpt2(checkpoint, args.out / "hf", dtype);

@@ -19,7 +19,7 @@ TEST(Benchmark, TimesTheStepsAfterTheWarmUp) {
   const auto dir = shared_temp_dir("bench");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig config = tiny_config(prefix, dir / "ignored");
-  config.model.global_batch_size = 2 * ranks;
+  config.data.global_batch_size = 2 * ranks;
   config.exp_manager.create_checkpoint_callback = true;  // the benchmark turns these off
   config.exp_manager.checkpoint_callback_params.every_n_train_steps = 1;
   train::BenchmarkOptions options;

@@ -199,19 +199,18 @@ TEST(ConfigNemo, MegatronGptConfigCarriesOverWithOneWarningLine) {
   EXPECT_EQ(config.trainer.accelerator, "gpu");
   EXPECT_EQ(config.trainer.precision, DType::bf16);
   EXPECT_EQ(config.trainer.max_steps, 100000);
-  EXPECT_EQ(config.model.encoder_seq_length, 512);
+  EXPECT_EQ(config.model.seq_length, 512);
   EXPECT_EQ(config.model.max_position_embeddings, 512);
-  EXPECT_DOUBLE_EQ(config.model.optim.beta2, 0.98);
-  EXPECT_DOUBLE_EQ(config.model.optim.sched.min_lr, 2e-5);
-  EXPECT_EQ(config.model.optim.sched.constant_steps, 50000);
-  EXPECT_EQ(config.model.data.splits_string, "900,50,50");
-  EXPECT_EQ(config.model.data.data_prefix,
-            (std::vector<std::pair<double, std::string>>{{1.0, "/data/pile/pile_text_document"}}));
+  EXPECT_DOUBLE_EQ(config.optim.beta2, 0.98);
+  EXPECT_DOUBLE_EQ(config.sched.min_lr, 2e-5);
+  EXPECT_EQ(config.sched.constant_steps, 50000);
+  EXPECT_EQ(config.data.splits_string, "900,50,50");
+  EXPECT_EQ(config.data.data_prefix, (std::vector<data::WeightedPrefix>{{1.0, "/data/pile/pile_text_document"}}));
   EXPECT_EQ(config.exp_manager.name, "megatron_gpt");
   EXPECT_EQ(config.exp_manager.exp_dir, "runs");  // null: Adamant's default folder
   EXPECT_EQ(config.exp_manager.checkpoint_callback_params.save_top_k, 10);
-  EXPECT_DOUBLE_EQ(config.model.native_amp_init_scale, 4294967296.0);
-  EXPECT_EQ(config.model.tokenizer.vocab_file, ".cache/data/gpt2/encoder.json");
+  EXPECT_DOUBLE_EQ(config.optim.initial_loss_scale, 4294967296.0);
+  EXPECT_EQ(config.data.tokenizer.vocab_file, ".cache/data/gpt2/encoder.json");
 
   for (const char* key :
        {"defaults", "name", "trainer.logger", "trainer.max_epochs", "trainer.accumulate_grad_batches",
@@ -235,9 +234,9 @@ TEST(ConfigNemo, DistributedFusedAdamOverrideOnANemoConfig) {
                           "+model.optim.bucket_cap_mb=200", "+model.optim.overlap_param_sync=true",
                           "+model.optim.grad_sync_dtype=bf16", "+model.optim.contiguous_param_buffer=true"},
                          "megatron_gpt_config.yaml");
-  EXPECT_EQ(config.model.optim.name, "distributed_fused_adam");
-  EXPECT_DOUBLE_EQ(config.model.optim.bucket_cap_mb, 200.0);
-  EXPECT_EQ(config.model.optim.grad_sync_dtype, DType::bf16);
+  EXPECT_EQ(config.optim.name, "distributed_fused_adam");
+  EXPECT_DOUBLE_EQ(config.optim.bucket_cap_mb, 200.0);
+  EXPECT_EQ(config.optim.grad_sync_dtype, DType::bf16);
   EXPECT_THAT(config.ignored_keys, ::testing::Contains("model.optim.contiguous_param_buffer"));
 }
 
@@ -254,7 +253,7 @@ TEST(ConfigNemo, UnsupportedModelVariantsAreErrorsNamingTheKey) {
       {"trainer.accumulate_grad_batches=4", "trainer.accumulate_grad_batches: Lightning gradient accumulation"},
       {"trainer.max_epochs=3", "trainer.max_epochs: Adamant stops only at trainer.max_steps"},
       {"model.pipeline_model_parallel_size=2", "model.pipeline_model_parallel_size: pipeline parallelism"},
-      {"model.layernorm_epsilon=1e-6", "model.layernorm_epsilon: Adamant's layernorm epsilon is fixed at 1e-5"},
+      {"model.layernorm_epsilon=1e-6", "model.layernorm_epsilon: Adamant's layernorm epsilon is fixed at 1e-05"},
       {"model.data.seq_length=1024", "model.data.seq_length (1024) differs from model.encoder_seq_length (512)"},
       {"model.num_query_groups=4", "model.num_query_groups: grouped-query attention is not supported"},
       {"model.data.reset_position_ids=true", "model.data.reset_position_ids: restarting position ids"},
@@ -299,10 +298,10 @@ TEST(ConfigNemo, Gpt3SizesMatchTheDesign) {
   const TrainConfig small = load_train_config(dir / "gpt3-126m.yaml", {});
   const TrainConfig xl = load_train_config(dir / "gpt3-1.3b.yaml", {});
   for (const TrainConfig* config : {&small, &xl}) {
-    EXPECT_EQ(config->model.encoder_seq_length, 2048);
+    EXPECT_EQ(config->model.seq_length, 2048);
     EXPECT_EQ(config->model.max_position_embeddings, 2048);
-    EXPECT_EQ(config->model.optim.name, "distributed_fused_adam");
-    EXPECT_TRUE(config->model.megatron_amp_O2);
+    EXPECT_EQ(config->optim.name, "distributed_fused_adam");
+    EXPECT_TRUE(config->optim.megatron_amp_O2);
     EXPECT_EQ(config->trainer.precision, DType::bf16);
     EXPECT_EQ(config->trainer.accelerator, "gpu");
     EXPECT_EQ(config->model.ffn_hidden_size, 4 * config->model.hidden_size);
@@ -318,16 +317,17 @@ TEST(ConfigRoundTrip, ToYamlThenParseGivesTheSameConfig) {
   TrainConfig config = parse_train_config(kNemoConfig, {"model.megatron_amp_O2=true", "trainer.precision=16"});
   // Values that stress the writer: awkward strings, a blend, non-default numbers everywhere.
   config.trainer.accelerator = "cpu";
-  config.trainer.gradient_clip_val = 0.0;
-  config.model.data.data_prefix = {{0.25, "data/a b: c"}, {1e-3, "data/\"quoted\"#x"}, {3.0, "null"}};
-  config.model.data.index_mapping_dir = "/tmp/index maps";
-  config.model.optim.lr = 1.0 / 3.0;
-  config.model.optim.eps = 1e-15;
-  config.model.optim.grad_sync_dtype = DType::bf16;
-  config.model.optim.adam_w_mode = false;
-  config.model.optim.average_grad_sync = false;
-  config.model.optim.sched = {"constant", 7, 3, 1e-7, 123};
-  config.model.seed = config.model.data.seed = 987654321012LL;
+  config.optim.gradient_clip_val = 0.0;
+  config.data.data_prefix = {{0.25, "data/a b: c"}, {1e-3, "data/\"quoted\"#x"}, {3.0, "null"}};
+  config.data.index_mapping_dir = "/tmp/index maps";
+  config.sched.lr = 1.0 / 3.0;
+  config.optim.eps = 1e-15;
+  config.optim.name = "distributed_fused_adam";
+  config.optim.grad_sync_dtype = DType::bf16;
+  config.optim.adam_w_mode = false;
+  config.optim.average_grad_sync = false;
+  config.sched = {"constant", 1.0 / 3.0, 7, 3, 1e-7, 123};
+  config.trainer.seed = 4294967295LL;
   config.exp_manager.name = "true";
   config.exp_manager.checkpoint_callback_params = {25, -1};
   const std::string yaml = to_yaml(config);
@@ -337,7 +337,7 @@ TEST(ConfigRoundTrip, ToYamlThenParseGivesTheSameConfig) {
   EXPECT_EQ(to_yaml(again), yaml);
   // Every field is written, at its NeMo path.
   EXPECT_THAT(yaml, HasSubstr("model:\n  micro_batch_size: 4\n"));
-  EXPECT_THAT(yaml, HasSubstr("  optim:\n    name: \"fused_adam\"\n"));
+  EXPECT_THAT(yaml, HasSubstr("  optim:\n    name: \"distributed_fused_adam\"\n"));
   EXPECT_THAT(yaml, HasSubstr("    betas: [0.9, 0.98]\n"));
   EXPECT_THAT(yaml, HasSubstr("\n    sched:\n      name: \"constant\"\n"));
   EXPECT_THAT(yaml, HasSubstr("\n  checkpoint_callback_params:\n    every_n_train_steps: 25\n    save_top_k: -1\n"));
@@ -346,7 +346,7 @@ TEST(ConfigRoundTrip, ToYamlThenParseGivesTheSameConfig) {
 
 TEST(ConfigRoundTrip, DefaultScheduleLengthStaysNull) {
   const TrainConfig config = parse_train_config("", {});
-  EXPECT_FALSE(config.model.optim.sched.max_steps.has_value());
+  EXPECT_EQ(config.sched.max_steps, 0);  // null: trainer.max_steps
   EXPECT_THAT(to_yaml(config), HasSubstr("      max_steps: null\n"));
   EXPECT_EQ(parse_train_config(to_yaml(config), {}), config);
 }

@@ -32,25 +32,25 @@ std::string error_of(const std::string& yaml, const std::vector<std::string>& ov
 TEST(ConfigKeys, EmptyFileGivesDefaultsWithDerivedValues) {
   const TrainConfig config = parse("");
   EXPECT_EQ(config.model.num_layers, 12);
-  EXPECT_EQ(config.model.optim.name, "fused_adam");
+  EXPECT_EQ(config.optim.name, "fused_adam");
   // Derived as NeMo's file derives them: positions = sequence, MLP = 4 x hidden.
-  EXPECT_EQ(config.model.max_position_embeddings, config.model.encoder_seq_length);
+  EXPECT_EQ(config.model.max_position_embeddings, config.model.seq_length);
   EXPECT_EQ(config.model.ffn_hidden_size, 4 * config.model.hidden_size);
-  EXPECT_EQ(config.model.tokenizer.vocab_file, ".cache/data/gpt2/encoder.json");
-  EXPECT_EQ(config.model.tokenizer.merge_file, ".cache/data/gpt2/vocab.bpe");
+  EXPECT_EQ(config.data.tokenizer.vocab_file, ".cache/data/gpt2/encoder.json");
+  EXPECT_EQ(config.data.tokenizer.merge_file, ".cache/data/gpt2/vocab.bpe");
   EXPECT_TRUE(config.ignored_keys.empty());
   EXPECT_EQ(ignored_keys_warning(config), "");
 }
 
 TEST(ConfigKeys, GeluFormAndRestoreFromPath) {
   const TrainConfig config = parse("model:\n  openai_gelu: true\n  restore_from_path: gpt2-folder\n");
-  EXPECT_TRUE(config.model.openai_gelu);
-  EXPECT_EQ(config.model.restore_from_path, "gpt2-folder");
-  EXPECT_EQ(gpt_config_of(config.model, 50257).gelu, kernels::GeluForm::tanh);
+  EXPECT_EQ(config.model.gelu, kernels::GeluForm::tanh);
+  EXPECT_EQ(config.trainer.restore_from_path, "gpt2-folder");
+  EXPECT_EQ(gpt_config_of(config, 50257).gelu, kernels::GeluForm::tanh);
   EXPECT_EQ(parse(to_yaml(config)), config);
   const TrainConfig defaults = parse("model:\n  restore_from_path: null\n  openai_gelu: False\n");
-  EXPECT_TRUE(defaults.model.restore_from_path.empty());
-  EXPECT_EQ(gpt_config_of(defaults.model, 50257).gelu, kernels::GeluForm::exact);
+  EXPECT_TRUE(defaults.trainer.restore_from_path.empty());
+  EXPECT_EQ(gpt_config_of(defaults, 50257).gelu, kernels::GeluForm::exact);
   EXPECT_THAT(error_of("model:\n  openai_gelu: 2\n"), HasSubstr("model.openai_gelu"));
 }
 
@@ -60,8 +60,8 @@ TEST(ConfigKeys, DerivedDefaultsFollowOtherKeysAndNullTokenizerFiles) {
       "  tokenizer:\n    vocab_file: null\n    merge_file: my/merges.txt\n");
   EXPECT_EQ(config.model.ffn_hidden_size, 2048);
   EXPECT_EQ(config.model.max_position_embeddings, 1024);
-  EXPECT_EQ(config.model.tokenizer.vocab_file, ".cache/data/gpt2/encoder.json");
-  EXPECT_EQ(config.model.tokenizer.merge_file, "my/merges.txt");
+  EXPECT_EQ(config.data.tokenizer.vocab_file, ".cache/data/gpt2/encoder.json");
+  EXPECT_EQ(config.data.tokenizer.merge_file, "my/merges.txt");
 }
 
 TEST(ConfigKeys, UnknownKeySuggestsClosestKnownKey) {
@@ -131,9 +131,9 @@ TEST(ConfigTypes, WrongTypesNameKeyValueAndExpectedType) {
 
 TEST(ConfigTypes, NumbersAcceptIntegersAndExponents) {
   const TrainConfig config = parse("model:\n  optim:\n    lr: 3e-4\n    weight_decay: 0\n    eps: 1.0E-6\n");
-  EXPECT_DOUBLE_EQ(config.model.optim.lr, 3e-4);
-  EXPECT_DOUBLE_EQ(config.model.optim.weight_decay, 0.0);
-  EXPECT_DOUBLE_EQ(config.model.optim.eps, 1e-6);
+  EXPECT_DOUBLE_EQ(config.sched.lr, 3e-4);
+  EXPECT_DOUBLE_EQ(config.optim.weight_decay, 0.0);
+  EXPECT_DOUBLE_EQ(config.optim.eps, 1e-6);
 }
 
 TEST(ConfigTypes, PrecisionSpellings) {
@@ -150,8 +150,13 @@ TEST(ConfigTypes, PrecisionSpellings) {
 TEST(ConfigTypes, GradSyncDtypeSpellings) {
   for (const auto& [text, expected] : std::vector<std::pair<std::string, DType>>{
            {"fp32", DType::f32}, {"float32", DType::f32}, {"bf16", DType::bf16}, {"bfloat16", DType::bf16}}) {
-    EXPECT_EQ(parse("model:\n  optim:\n    grad_sync_dtype: " + text + "\n").model.optim.grad_sync_dtype, expected);
+    const std::string dfa = "model:\n  megatron_amp_O2: true\n  optim:\n    name: distributed_fused_adam\n";
+    EXPECT_EQ(parse(dfa + "    grad_sync_dtype: " + text + "\n").optim.grad_sync_dtype, expected);
   }
+  // A bf16 gradient sync is distributed_fused_adam's.
+  EXPECT_THAT(error_of("model:\n  optim:\n    grad_sync_dtype: bf16\n"),
+              HasSubstr("model.optim.grad_sync_dtype=bf16 is supported by distributed_fused_adam only (in test.yaml, "
+                        "line 3)"));
   EXPECT_THAT(error_of("model:\n  optim:\n    grad_sync_dtype: fp16\n"),
               HasSubstr("model.optim.grad_sync_dtype: unsupported value 'fp16'"));
 }
@@ -179,10 +184,9 @@ TEST(ConfigRanges, OutOfRangeValuesNameKeyAndMeaning) {
 }
 
 TEST(ConfigRanges, ActivationsCheckpointGranularityIsNullOrSelective) {
-  EXPECT_EQ(parse("").model.activations_checkpoint_granularity, "");
-  EXPECT_EQ(parse("model:\n  activations_checkpoint_granularity: null\n").model.activations_checkpoint_granularity, "");
-  EXPECT_EQ(parse("", {"model.activations_checkpoint_granularity=selective"}).model.activations_checkpoint_granularity,
-            "selective");
+  EXPECT_FALSE(parse("").model.recompute_activation);
+  EXPECT_FALSE(parse("model:\n  activations_checkpoint_granularity: null\n").model.recompute_activation);
+  EXPECT_TRUE(parse("", {"model.activations_checkpoint_granularity=selective"}).model.recompute_activation);
   const std::string message = error_of("model:\n  activations_checkpoint_granularity: full\n");
   EXPECT_THAT(message, HasSubstr("model.activations_checkpoint_granularity is 'full' (in test.yaml, line 2)"));
   EXPECT_THAT(message, HasSubstr("use selective"));
@@ -193,7 +197,7 @@ TEST(ConfigCombinations, DistributedFusedAdamRequiresO2) {
   EXPECT_THAT(message, HasSubstr("model.optim.name=distributed_fused_adam requires model.megatron_amp_O2=true"));
   EXPECT_THAT(message, HasSubstr("set model.megatron_amp_O2: true"));
   const TrainConfig config = parse("model:\n  megatron_amp_O2: true\n  optim:\n    name: distributed_fused_adam\n");
-  EXPECT_EQ(config.model.optim.name, "distributed_fused_adam");
+  EXPECT_EQ(config.optim.name, "distributed_fused_adam");
 }
 
 TEST(ConfigCombinations, PrecisionConflicts) {
@@ -212,28 +216,27 @@ TEST(ConfigCombinations, OptimizerAndScheduleNames) {
               HasSubstr("unknown schedule 'WarmupAnnealing' (in test.yaml, line 4); use CosineAnnealing or constant"));
   // torch.optim.Adam puts the decay into the gradient; AdamW decouples it.
   const TrainConfig adam = parse("model:\n  optim:\n    name: adam\n");
-  EXPECT_EQ(adam.model.optim.name, "fused_adam");
-  EXPECT_FALSE(adam.model.optim.adam_w_mode);
+  EXPECT_EQ(adam.optim.name, "fused_adam");
+  EXPECT_FALSE(adam.optim.adam_w_mode);
   const TrainConfig adamw = parse("model:\n  optim:\n    name: adamw\n");
-  EXPECT_EQ(adamw.model.optim.name, "fused_adam");
-  EXPECT_TRUE(adamw.model.optim.adam_w_mode);
+  EXPECT_EQ(adamw.optim.name, "fused_adam");
+  EXPECT_TRUE(adamw.optim.adam_w_mode);
   // Apex options for the other optimizer are accepted (NeMo configs carry them).
-  EXPECT_DOUBLE_EQ(parse("model:\n  optim:\n    bucket_cap_mb: 50\n").model.optim.bucket_cap_mb, 50.0);
+  EXPECT_DOUBLE_EQ(parse("model:\n  optim:\n    bucket_cap_mb: 50\n").optim.bucket_cap_mb, 50.0);
 }
 
 TEST(ConfigOverrides, AppliedAfterTheFileWithYamlValues) {
   const TrainConfig config = parse("model:\n  optim:\n    lr: 1e-3\n",
                                    {"model.optim.lr=3e-4", "model.optim.betas=[0.8,0.95]", "trainer.precision=16",
                                     "+model.seed=7", "++trainer.max_steps=12", "model.data.data_prefix=[0.5,a,1.5,b]"});
-  EXPECT_DOUBLE_EQ(config.model.optim.lr, 3e-4);
-  EXPECT_DOUBLE_EQ(config.model.optim.beta1, 0.8);
-  EXPECT_DOUBLE_EQ(config.model.optim.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(config.sched.lr, 3e-4);
+  EXPECT_DOUBLE_EQ(config.optim.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(config.optim.beta2, 0.95);
   EXPECT_EQ(config.trainer.precision, DType::f16);
-  EXPECT_EQ(config.model.seed, 7);
-  EXPECT_EQ(config.model.data.seed, 7);
+  EXPECT_EQ(config.trainer.seed, 7);
   EXPECT_EQ(config.trainer.max_steps, 12);
-  ASSERT_EQ(config.model.data.data_prefix.size(), 2U);
-  EXPECT_EQ(config.model.data.data_prefix[1], (std::pair<double, std::string>{1.5, "b"}));
+  ASSERT_EQ(config.data.data_prefix.size(), 2U);
+  EXPECT_EQ(config.data.data_prefix[1], (data::WeightedPrefix{1.5, "b"}));
 }
 
 TEST(ConfigOverrides, MalformedAndUnknownOverrides) {
@@ -266,10 +269,10 @@ TEST(ConfigInterpolation, ReferencesResolveWithTypesAndAfterOverrides) {
   const TrainConfig config = parse(good, {"trainer.max_steps=77", "model.optim.bucket_cap_mb=25"});
   EXPECT_EQ(config.exp_manager.name, "my_run_v2");
   EXPECT_EQ(config.model.max_position_embeddings, 1024);
-  EXPECT_EQ(config.model.optim.sched.max_steps, 77);  // sees the override, as in Hydra
-  EXPECT_EQ(config.model.optim.sched.warmup_steps, 25);
+  EXPECT_EQ(config.sched.max_steps, 77);  // sees the override, as in Hydra
+  EXPECT_EQ(config.sched.warmup_steps, 25);
   // A reference to a known key left out of the file gives Adamant's default.
-  EXPECT_EQ(parse("model:\n  optim:\n    sched:\n      max_steps: ${trainer.max_steps}\n").model.optim.sched.max_steps,
+  EXPECT_EQ(parse("model:\n  optim:\n    sched:\n      max_steps: ${trainer.max_steps}\n").sched.max_steps,
             TrainConfig{}.trainer.max_steps);
 }
 
@@ -286,14 +289,13 @@ TEST(ConfigInterpolation, UnsupportedFormsAreErrorsNamingTheKey) {
 }
 
 TEST(ConfigDataPrefix, BlendSyntaxForms) {
-  using Blend = std::vector<std::pair<double, std::string>>;
-  EXPECT_EQ(parse("model:\n  data:\n    data_prefix: corpus/a_text_document\n").model.data.data_prefix,
+  using Blend = std::vector<data::WeightedPrefix>;
+  EXPECT_EQ(parse("model:\n  data:\n    data_prefix: corpus/a_text_document\n").data.data_prefix,
             (Blend{{1.0, "corpus/a_text_document"}}));
-  EXPECT_EQ(parse("model:\n  data:\n    data_prefix: [corpus/a]\n").model.data.data_prefix, (Blend{{1.0, "corpus/a"}}));
-  EXPECT_EQ(
-      parse("model:\n  data:\n    data_prefix:\n    - 0.7\n    - web\n    - 0.3\n    - books\n").model.data.data_prefix,
-      (Blend{{0.7, "web"}, {0.3, "books"}}));
-  EXPECT_TRUE(parse("model:\n  data:\n    data_prefix: null\n").model.data.data_prefix.empty());
+  EXPECT_EQ(parse("model:\n  data:\n    data_prefix: [corpus/a]\n").data.data_prefix, (Blend{{1.0, "corpus/a"}}));
+  EXPECT_EQ(parse("model:\n  data:\n    data_prefix:\n    - 0.7\n    - web\n    - 0.3\n    - books\n").data.data_prefix,
+            (Blend{{0.7, "web"}, {0.3, "books"}}));
+  EXPECT_TRUE(parse("model:\n  data:\n    data_prefix: null\n").data.data_prefix.empty());
   EXPECT_THAT(error_of("model:\n  data:\n    data_prefix: [0.5, a, b]\n"),
               HasSubstr("model.data.data_prefix: a blend needs weight/prefix pairs, got 3 entries"));
   EXPECT_THAT(error_of("model:\n  data:\n    data_prefix: [0, a, 1, b]\n"),
@@ -306,8 +308,8 @@ TEST(ConfigDataPrefix, BlendSyntaxForms) {
 
 TEST(ConfigBetas, ListOfTwoNumbers) {
   const TrainConfig config = parse("model:\n  optim:\n    betas:\n    - 0.9\n    - 0.95\n");
-  EXPECT_DOUBLE_EQ(config.model.optim.beta1, 0.9);
-  EXPECT_DOUBLE_EQ(config.model.optim.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(config.optim.beta1, 0.9);
+  EXPECT_DOUBLE_EQ(config.optim.beta2, 0.95);
   EXPECT_THAT(error_of("model:\n  optim:\n    betas: [0.9]\n"),
               HasSubstr("model.optim.betas: expected a list of two numbers [beta1, beta2]"));
   EXPECT_THAT(error_of("model:\n  optim:\n    betas: 0.9\n"), HasSubstr("got '0.9'"));

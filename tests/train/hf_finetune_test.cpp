@@ -18,7 +18,7 @@ TEST(FineTune, RestoreFromPathStartsEveryLayoutAtTheExportedModel) {
   const auto dir = shared_temp_dir("hf-finetune");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig source = tiny_config(prefix, dir / "source");
-  source.model.openai_gelu = true;
+  source.model.gelu = kernels::GeluForm::tanh;
   source.trainer.val_check_interval = 4;  // validates at step 0 and at the end
   const train::TrainSummary trained = train_on_ranks(source, ranks);
   const auto folder = dir / "hf";
@@ -30,9 +30,9 @@ TEST(FineTune, RestoreFromPathStartsEveryLayoutAtTheExportedModel) {
   auto finetune = [&](const std::string& name, const std::string& optimizer, int tp) {
     train::TrainConfig c = source;
     c.exp_manager.exp_dir = dir / name;
-    c.model.restore_from_path = folder;
-    c.model.optim.name = optimizer;
-    c.model.tensor_model_parallel_size = tp;
+    c.trainer.restore_from_path = folder;
+    c.optim.name = optimizer;
+    c.model.tensor_parallel_size = tp;
     c.model.make_vocab_size_divisible_by = 128 / tp;  // the same padded vocabulary at every tp
     c.model.sequence_parallel = tp > 1;
     c.trainer.max_steps = 2;
@@ -69,7 +69,7 @@ TEST(FineTune, RestoreFromPathStartsEveryLayoutAtTheExportedModel) {
   // A folder of another model is refused naming the key to change.
   train::TrainConfig wider = source;
   wider.exp_manager.exp_dir = dir / "wider";
-  wider.model.restore_from_path = folder;
+  wider.trainer.restore_from_path = folder;
   wider.model.hidden_size = 64;
   try {
     train_on_ranks(wider, ranks);

@@ -34,18 +34,18 @@ TrainConfig small_config(bool openai_gelu) {
   c.model.hidden_size = 32;
   c.model.ffn_hidden_size = 96;  // not 4 x hidden: n_inner must carry it
   c.model.num_attention_heads = 4;
-  c.model.encoder_seq_length = 8;
+  c.model.seq_length = 8;
   c.model.max_position_embeddings = 8;
-  c.model.openai_gelu = openai_gelu;
-  c.model.megatron_amp_O2 = false;
-  c.model.tokenizer.vocab_file = testing::data_dir() / "gpt2" / "encoder.json";
-  c.model.tokenizer.merge_file = testing::data_dir() / "gpt2" / "vocab.bpe";
+  c.model.gelu = openai_gelu ? kernels::GeluForm::tanh : kernels::GeluForm::exact;
+  c.optim.megatron_amp_O2 = false;
+  c.data.tokenizer.vocab_file = testing::data_dir() / "gpt2" / "encoder.json";
+  c.data.tokenizer.merge_file = testing::data_dir() / "gpt2" / "vocab.bpe";
   return c;
 }
 
 // A checkpoint of random weights (biases and layernorms included) for `config`.
 std::vector<float> write_random_checkpoint(const fs::path& folder, const TrainConfig& config) {
-  const model::GptConfig gpt = gpt_config_of(config.model, 50257);
+  const model::GptConfig gpt = gpt_config_of(config, 50257);
   std::vector<float> weights(model::build_param_list(gpt).total_numel);
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 0.5f);
@@ -75,7 +75,7 @@ TEST(HfGpt2Export, WritesHuggingFaceNamesAndLayouts) {
   const TrainConfig config = small_config(true);
   const std::vector<float> w = write_random_checkpoint(dir / "ckpt", config);
   export_hf_gpt2(dir / "ckpt", dir / "hf", std::nullopt);
-  const model::GptConfig gpt = gpt_config_of(config.model, 50257);
+  const model::GptConfig gpt = gpt_config_of(config, 50257);
   const ParamList params = model::build_param_list(gpt);
   const SafetensorsReader hf(dir / "hf" / kHfWeightsFile);
   EXPECT_EQ(hf.entries().size(), 2u + 12u * 2u + 2u);
@@ -125,7 +125,7 @@ TEST(HfGpt2Export, ExportImportExportIsByteIdenticalInFp32AndBf16) {
     expect_same_folders(dir / ("first_" + tag), dir / ("second_" + tag));
   }
   // The imported fp32 checkpoint holds the weights themselves; its padded rows are the mean row.
-  const model::GptConfig gpt = gpt_config_of(config.model, 50257);
+  const model::GptConfig gpt = gpt_config_of(config, 50257);
   model::GptModel imported(gpt, DType::f32, 1, Device::cpu(), 99);
   load_checkpoint(dir / "imported_fp32", imported, nullptr);
   const ParamList& params = imported.params();
@@ -148,11 +148,11 @@ TEST(HfGpt2Restore, LoadsIntoShorterSequencesAndRefusesAnotherModel) {
   TrainConfig config = small_config(true);
   const std::vector<float> w = write_random_checkpoint(dir / "ckpt", config);
   export_hf_gpt2(dir / "ckpt", dir / "hf", std::nullopt);
-  const ParamList whole = model::build_param_list(gpt_config_of(config.model, 50257));
+  const ParamList whole = model::build_param_list(gpt_config_of(config, 50257));
 
-  config.model.encoder_seq_length = 4;  // of the folder's 8 positions
+  config.model.seq_length = 4;  // of the folder's 8 positions
   config.model.max_position_embeddings = 4;
-  model::GptModel model(gpt_config_of(config.model, 50257), DType::f32, 1, Device::cpu(), 5);
+  model::GptModel model(gpt_config_of(config, 50257), DType::f32, 1, Device::cpu(), 5);
   load_pretrained_weights(dir / "hf", model);
   const auto* got = static_cast<const float*>(model.weights().data);
   for (const char* name : {"embedding.position_embeddings.weight", "decoder.layers.1.self_attention.dense.weight",
@@ -162,8 +162,8 @@ TEST(HfGpt2Restore, LoadsIntoShorterSequencesAndRefusesAnotherModel) {
     for (std::size_t i = 0; i < mine.numel; ++i) ASSERT_EQ(got[mine.offset + i], w[theirs.offset + i]) << name;
   }
 
-  config.model.openai_gelu = false;
-  model::GptModel exact(gpt_config_of(config.model, 50257), DType::f32, 1, Device::cpu(), 5);
+  config.model.gelu = kernels::GeluForm::exact;
+  model::GptModel exact(gpt_config_of(config, 50257), DType::f32, 1, Device::cpu(), 5);
   try {
     load_pretrained_weights(dir / "hf", exact);
     ADD_FAILURE() << "loaded into another GELU";

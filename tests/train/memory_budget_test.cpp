@@ -22,12 +22,12 @@ TrainConfig small_config() {
   c.model.hidden_size = 64;
   c.model.ffn_hidden_size = 192;
   c.model.num_attention_heads = 4;
-  c.model.encoder_seq_length = 32;
+  c.model.seq_length = 32;
   return c;
 }
 
 std::string refusal(const TrainConfig& config, double host, double device, bool on_gpu) {
-  const model::GptConfig gpt = gpt_config_of(config.model, 50257);
+  const model::GptConfig gpt = gpt_config_of(config, 50257);
   try {
     check_memory_budget(config, estimate_memory(config, gpt, 1, on_gpu), host, device, on_gpu);
   } catch (const Error& e) {
@@ -39,22 +39,22 @@ std::string refusal(const TrainConfig& config, double host, double device, bool 
 TEST(MemoryBudget, ClosedFormParameterCountMatchesTheParameterList) {
   TrainConfig config = small_config();
   for (const int tp : {1, 2, 4}) {
-    config.model.tensor_model_parallel_size = tp;
-    const model::GptConfig gpt = gpt_config_of(config.model, 50257);
+    config.model.tensor_parallel_size = tp;
+    const model::GptConfig gpt = gpt_config_of(config, 50257);
     EXPECT_EQ(parameters_per_rank(gpt), static_cast<double>(model::build_param_list(gpt).total_numel)) << tp;
   }
 }
 
 TEST(MemoryBudget, ModelStateFollowsTheOptimizerAndPrecision) {
   TrainConfig config = small_config();
-  const model::GptConfig gpt = gpt_config_of(config.model, 50257);
+  const model::GptConfig gpt = gpt_config_of(config, 50257);
   const double n = parameters_per_rank(gpt);
-  config.model.optim.name = "fused_adam";
-  config.model.megatron_amp_O2 = false;  // fp32 weights and grads, m and v: 16 bytes
+  config.optim.name = "fused_adam";
+  config.optim.megatron_amp_O2 = false;  // fp32 weights and grads, m and v: 16 bytes
   EXPECT_EQ(estimate_memory(config, gpt, 4, false).model_state, 16 * n);
-  config.model.megatron_amp_O2 = true;  // bf16 weights, fp32 grads, main, m, v over 4 ranks: 2 + 4 + 12 / 4
+  config.optim.megatron_amp_O2 = true;  // bf16 weights, fp32 grads, main, m, v over 4 ranks: 2 + 4 + 12 / 4
   config.trainer.precision = DType::bf16;
-  config.model.optim.name = "distributed_fused_adam";
+  config.optim.name = "distributed_fused_adam";
   EXPECT_EQ(estimate_memory(config, gpt, 4, false).model_state, 9 * n);
 }
 

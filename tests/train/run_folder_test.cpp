@@ -72,7 +72,7 @@ TEST(RunFolder, SecondFreshRunRefusesAnotherRunsCheckpointsUnlessToldAndRotatesO
   // Run B in the same folder (another learning rate): refused, naming the folder and the ways out.
   train::TrainConfig b = a;
   b.trainer.max_steps = 4;
-  b.model.optim.lr = 1e-3;
+  b.sched.lr = 1e-3;
   const std::string refusal = error_of(b);
   EXPECT_NE(refusal.find(a.run_dir().string()), std::string::npos) << refusal;
   EXPECT_NE(refusal.find("exp_manager.overwrite_existing_run=true"), std::string::npos) << refusal;
@@ -194,7 +194,7 @@ TEST(RunFolder, ResumeFromCheckpointContinuesANamedCheckpointAndAChangedBatchIsN
 
   train::TrainConfig bigger = named;
   bigger.exp_manager.exp_dir = dir / "fourth";
-  bigger.model.global_batch_size = 4;
+  bigger.data.global_batch_size = 4;
   const std::string batch_error = error_of(bigger);
   EXPECT_NE(batch_error.find("model.global_batch_size=2"), std::string::npos) << batch_error;
   EXPECT_NE(batch_error.find("model.global_batch_size=4"), std::string::npos) << batch_error;

@@ -62,7 +62,7 @@ TEST(TrainerMetrics, ExposedCommunicationAndPeakMemoryAreReported) {
 
     // Every rank holds at least its bf16 weights, the fp32 gradient buffer and its 1/dp share of the
     // fp32 main weights, exp_avg and exp_avg_sq.
-    const auto params = model::build_param_list(train::gpt_config_of(config.model, 50257));
+    const auto params = model::build_param_list(train::gpt_config_of(config, 50257));
     const double n = static_cast<double>(params.total_numel);
     const double lower_bound = n * (2 + 4) + n * 12 / ranks;
     const double peak_max = s.at("peak_allocated_bytes_max").get<double>();

@@ -29,7 +29,7 @@ void expect_error_containing(const std::function<void()>& run, const std::string
 
 // The reference: fused_adam on this rank alone (MPI_COMM_SELF) with the same global batch.
 train::TrainSummary fused_adam_alone(train::TrainConfig config, const std::filesystem::path& run_dir) {
-  config.model.optim.name = "fused_adam";
+  config.optim.name = "fused_adam";
   config.exp_manager.exp_dir = run_dir;
   train::TrainOptions options;
   options.quiet = true;
@@ -44,7 +44,7 @@ TEST(Trainer, DistributedFusedAdamMatchesFusedAdamOnOneRank) {
   train::TrainConfig config = tiny_config(prefix, dir / "dfa");
   // One micro-batch per rank per step: for 2 ranks the gradient sum g0 + g1 is formed
   // exactly as on one rank (0 + g0 + g1), so the runs agree bit for bit.
-  config.model.global_batch_size = ranks <= 2 ? 2 : 24;
+  config.data.global_batch_size = ranks <= 2 ? 2 : 24;
   config.exp_manager.create_checkpoint_callback = false;
   const train::TrainSummary distributed = train_on_ranks(config, ranks);
   const train::TrainSummary reference = fused_adam_alone(config, dir / ("fused-" + std::to_string(world_rank())));
@@ -69,8 +69,8 @@ TEST(Trainer, ClippedDistributedFusedAdamMatchesFusedAdamBitwiseOnTwoRanks) {
   const auto dir = shared_temp_dir("dfa-vs-fused-clipped");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig config = tiny_config(prefix, dir / "dfa");
-  config.model.global_batch_size = 2;
-  config.trainer.gradient_clip_val = 0.05;  // below the tiny model's grad norm at every step
+  config.data.global_batch_size = 2;
+  config.optim.gradient_clip_val = 0.05;  // below the tiny model's grad norm at every step
   config.exp_manager.create_checkpoint_callback = false;
   const train::TrainSummary distributed = train_on_ranks(config, ranks);
   const train::TrainSummary reference = fused_adam_alone(config, dir / ("fused-" + std::to_string(world_rank())));
@@ -86,7 +86,7 @@ TEST(Trainer, Fp16WithDynamicLossScalingMatchesFusedAdam) {
   train::TrainConfig config = tiny_config(prefix, dir / "dfa");
   config.trainer.precision = DType::f16;
   config.trainer.max_steps = 6;
-  config.model.native_amp_init_scale = 65536.0;
+  config.optim.initial_loss_scale = 65536.0;
   config.exp_manager.create_checkpoint_callback = false;
   const train::TrainSummary distributed = train_on_ranks(config, ranks);
   if (world_rank() < ranks) {
@@ -105,8 +105,8 @@ TEST(Trainer, ResumingContinuesBitExactly) {
   train::TrainConfig config = tiny_config(prefix, dir / "straight");
   config.trainer.max_steps = 6;
   config.exp_manager.checkpoint_callback_params.every_n_train_steps = 3;
-  config.model.optim.store_param_remainders = true;
-  config.model.optim.overlap_param_sync = true;
+  config.optim.store_param_remainders = true;
+  config.optim.overlap_param_sync = true;
   const train::TrainSummary straight = train_on_ranks(config, ranks);
 
   config.exp_manager.exp_dir = dir / "interrupted";
@@ -128,7 +128,7 @@ TEST(Trainer, CheckpointReshardsToOtherDataParallelSizes) {
   const auto dir = shared_temp_dir("reshard");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig config = tiny_config(prefix, dir / "base");
-  config.model.global_batch_size = 12;
+  config.data.global_batch_size = 12;
   config.trainer.max_steps = 8;
   config.exp_manager.checkpoint_callback_params.every_n_train_steps = 5;
   train::TrainOptions stop;
@@ -158,7 +158,7 @@ TEST(Trainer, FusedAdamCheckpointLoadsIntoDistributedFusedAdamAndBack) {
   const auto dir = shared_temp_dir("cross-optimizer");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig config = tiny_config(prefix, dir / "fused");
-  config.model.optim.name = "fused_adam";
+  config.optim.name = "fused_adam";
   config.trainer.max_steps = 6;
   config.exp_manager.checkpoint_callback_params.every_n_train_steps = 3;
   const train::TrainSummary straight = train_on_ranks(config, ranks);
@@ -167,11 +167,11 @@ TEST(Trainer, FusedAdamCheckpointLoadsIntoDistributedFusedAdamAndBack) {
   train::TrainOptions stop;
   stop.stop_after_step = 3;
   train_on_ranks(config, ranks, stop);
-  config.model.optim.name = "distributed_fused_adam";  // fused_adam's checkpoint into distributed_fused_adam
+  config.optim.name = "distributed_fused_adam";  // fused_adam's checkpoint into distributed_fused_adam
   config.exp_manager.checkpoint_callback_params.every_n_train_steps = 1;
   stop.stop_after_step = 5;
   const train::TrainSummary distributed = train_on_ranks(config, ranks, stop);
-  config.model.optim.name = "fused_adam";  // and back
+  config.optim.name = "fused_adam";  // and back
   const train::TrainSummary back = train_on_ranks(config, ranks);
   if (world_rank() < ranks) {
     std::vector<double> joined(straight.train_losses.begin(), straight.train_losses.begin() + 3);
@@ -192,20 +192,20 @@ TEST(Trainer, TensorParallelTrainingMatchesOneRank) {
   const auto dir = shared_temp_dir("tensor-parallel");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig config = tiny_config(prefix, dir / "tp");
-  config.model.tensor_model_parallel_size = 2;
+  config.model.tensor_parallel_size = 2;
   config.model.sequence_parallel = true;
-  config.model.global_batch_size = ranks;  // two micro-batches per data-parallel rank and step
+  config.data.global_batch_size = ranks;  // two micro-batches per data-parallel rank and step
   config.model.hidden_dropout = 0.1f;
   // Clipping makes the update depend on the global grad norm, which the tensor-parallel ranks
   // assemble from their slices (replicated parameters counted once).
-  config.trainer.gradient_clip_val = 0.5;
+  config.optim.gradient_clip_val = 0.5;
   const train::TrainSummary split = train_on_ranks(config, ranks);
   train::TrainConfig fused = config;
-  fused.model.optim.name = "fused_adam";
+  fused.optim.name = "fused_adam";
   fused.exp_manager.exp_dir = dir / "tp-fused";
   const train::TrainSummary split_fused = train_on_ranks(fused, ranks);
   train::TrainConfig whole = config;
-  whole.model.tensor_model_parallel_size = 1;
+  whole.model.tensor_parallel_size = 1;
   whole.model.sequence_parallel = false;
   whole.model.make_vocab_size_divisible_by = 256;
   const auto whole_dir = dir / ("whole-" + std::to_string(world_rank()));
@@ -224,7 +224,7 @@ TEST(Trainer, TensorParallelTrainingMatchesOneRank) {
   // The tensor-parallel run's checkpoint holds the whole model: loaded on one rank, it computes
   // what the one-rank run's model computes (a slice joined in the wrong place would not).
   if (world_rank() == 0) {
-    const model::GptConfig gpt = train::gpt_config_of(whole.model, 50257);
+    const model::GptConfig gpt = train::gpt_config_of(whole, 50257);
     const auto batch = model::testing::random_batch(gpt, 1, 3);
     model::GptModel from_split(gpt, DType::f32, 1, Device::cpu(), 1);
     model::GptModel from_whole(gpt, DType::f32, 1, Device::cpu(), 1);
@@ -243,8 +243,8 @@ TEST(Trainer, TensorParallelResumesBitExactlyAndRefusesAnotherSize) {
   const auto dir = shared_temp_dir("tensor-parallel-resume");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig config = tiny_config(prefix, dir / "straight");
-  config.model.tensor_model_parallel_size = 2;
-  config.model.global_batch_size = ranks;
+  config.model.tensor_parallel_size = 2;
+  config.data.global_batch_size = ranks;
   config.trainer.max_steps = 6;
   config.exp_manager.checkpoint_callback_params.every_n_train_steps = 3;
   const train::TrainSummary straight = train_on_ranks(config, ranks);
@@ -263,7 +263,7 @@ TEST(Trainer, TensorParallelResumesBitExactlyAndRefusesAnotherSize) {
   // same loss (a slice saved or loaded in the wrong place would not).
   const auto checkpoint = train::CheckpointStore(config.run_dir() / "checkpoints", -1).latest();
   ASSERT_TRUE(checkpoint.has_value());
-  const model::GptConfig split_config = train::gpt_config_of(config.model, 50257);
+  const model::GptConfig split_config = train::gpt_config_of(config, 50257);
   model::testing::SyntheticBatch batch = model::testing::random_batch(split_config, 1, 3);
   MPI_Comm pair = MPI_COMM_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, world_rank() < 2 ? 0 : MPI_UNDEFINED, world_rank(), &pair);
@@ -283,7 +283,7 @@ TEST(Trainer, TensorParallelResumesBitExactlyAndRefusesAnotherSize) {
   }
   // The whole model's weights were saved, but the optimizer state is split by tensor-parallel rank.
   if (world_rank() == 0) {
-    config.model.tensor_model_parallel_size = 1;
+    config.model.tensor_parallel_size = 1;
     config.model.make_vocab_size_divisible_by = 256;  // the same padded vocabulary
     config.trainer.max_steps = 8;
     expect_error_containing([&] { fused_adam_alone(config, dir / "interrupted"); },
@@ -301,7 +301,7 @@ TEST(Trainer, DatasetIndexCacheGivesTheSameRun) {
   train::TrainConfig config = tiny_config(prefix, dir / "plain");
   config.exp_manager.create_checkpoint_callback = false;
   const train::TrainSummary plain = train_on_ranks(config, ranks);
-  config.model.data.index_mapping_dir = dir / "index";
+  config.data.index_mapping_dir = dir / "index";
   config.exp_manager.exp_dir = dir / "cached-first";
   const train::TrainSummary first = train_on_ranks(config, ranks);
   config.exp_manager.exp_dir = dir / "cached-second";
@@ -326,7 +326,7 @@ TEST(TrainerErrors, UnwritableIndexCacheStopsEveryRankWithTheKey) {
   if (world_rank() == 0) std::ofstream(dir / "a-file") << "x";
   MPI_Barrier(MPI_COMM_WORLD);
   train::TrainConfig config = tiny_config(prefix, dir / "run");
-  config.model.data.index_mapping_dir = dir / "a-file";  // a file where the folder should be
+  config.data.index_mapping_dir = dir / "a-file";  // a file where the folder should be
   // Rank 0 reports the folder; the others learn that rank 0 failed instead of waiting for it.
   MPI_Comm group = MPI_COMM_NULL;
   MPI_Comm_split(MPI_COMM_WORLD, world_rank() < ranks ? 0 : MPI_UNDEFINED, world_rank(), &group);

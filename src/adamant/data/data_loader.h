@@ -15,8 +15,8 @@
 namespace adamant::data {
 
 struct DataLoaderOptions {
-  int global_batch_size = 8;  // model.global_batch_size
-  int micro_batch_size = 4;   // model.micro_batch_size
+  int global_batch_size = 0;  // model.global_batch_size (DataOptions holds the key's default)
+  int micro_batch_size = 0;   // model.micro_batch_size
   int dp_rank = 0;
   int dp_size = 1;
   std::int64_t consumed_samples = 0;  // where to start; a multiple of global_batch_size

@@ -5,18 +5,16 @@
 #include <charconv>
 #include <cmath>
 #include <string>
-#include <vector>
 
 #include "adamant/core/error.h"
 
 namespace adamant::data {
-namespace {
-
-std::vector<double> parse_weights(std::string_view splits_string) {
+std::array<double, 3> split_weights(std::string_view splits_string, const KeyOrigin& origin) {
+  const OptionChecks check(origin);
   const char separator = splits_string.find(',') != std::string_view::npos ? ',' : '/';
-  std::vector<double> weights;
+  std::array<double, 3> weights{0.0, 0.0, 0.0};
   std::size_t start = 0;
-  while (true) {
+  for (std::size_t count = 0;; ++count) {
     const std::size_t stop = splits_string.find(separator, start);
     std::string field(splits_string.substr(start, stop == std::string_view::npos ? stop : stop - start));
     const auto first = field.find_first_not_of(" \t");
@@ -24,26 +22,27 @@ std::vector<double> parse_weights(std::string_view splits_string) {
     field = first == std::string::npos ? "" : field.substr(first, last - first + 1);
     double weight = 0.0;
     const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), weight);
-    if (field.empty() || error != std::errc() || end != field.data() + field.size() || !std::isfinite(weight) ||
-        weight < 0.0) {
-      fail("model.data.splits_string '{}': '{}' is not a non-negative number; write weights like \"969,30,1\"",
-           splits_string, field);
+    if (count == weights.size() || field.empty() || error != std::errc() || end != field.data() + field.size() ||
+        !std::isfinite(weight) || weight < 0.0) {
+      fail(
+          "model.data.splits_string: '{}' is not a train,validation,test split{}; write up to three non-negative "
+          "weights such as \"969,30,1\" (or \"98/2/0\")",
+          splits_string, check.where("model.data.splits_string"));
     }
-    weights.push_back(weight);
+    weights[count] = weight;
     if (stop == std::string_view::npos) break;
     start = stop + 1;
+  }
+  if (!(weights[0] + weights[1] + weights[2] > 0.0)) {
+    fail("model.data.splits_string: '{}' has no positive weight{}; give the train split a weight, e.g. \"969,30,1\"",
+         splits_string, check.where("model.data.splits_string"));
   }
   return weights;
 }
 
-}  // namespace
-
 std::array<DocumentRange, 3> split_documents(std::string_view splits_string, std::size_t num_documents) {
-  std::vector<double> weights = parse_weights(splits_string);
-  weights.resize(3, 0.0);  // missing splits are empty; extra ones are ignored, as in Megatron
+  const std::array<double, 3> weights = split_weights(splits_string);
   const double sum = weights[0] + weights[1] + weights[2];
-  ADAMANT_CHECK(sum > 0.0, "model.data.splits_string '{}': the weights sum to 0; give the train split a weight",
-                splits_string);
   // Python's round() rounds halves to even, which is nearbyint's default mode.
   ADAMANT_CHECK(std::fegetround() == FE_TONEAREST, "split_documents needs the default rounding mode");
   std::array<std::int64_t, 4> bounds{0, 0, 0, 0};

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <string_view>
 
+#include "adamant/core/option_checks.h"
+
 namespace adamant::data {
 
 enum class Split { train = 0, valid = 1, test = 2 };
@@ -18,7 +20,12 @@ struct DocumentRange {
   bool empty() const { return end == begin; }
 };
 
-// Throws adamant::Error naming model.data.splits_string for an unparsable or all-zero string.
+// The train, validation and test weights of splits_string (missing ones are 0). Throws
+// adamant::Error naming model.data.splits_string for an unparsable or all-zero string or more
+// than three weights; `origin` says where the value came from.
+std::array<double, 3> split_weights(std::string_view splits_string, const KeyOrigin& origin = {});
+
+// The documents of each split (split_weights' errors for a bad string).
 std::array<DocumentRange, 3> split_documents(std::string_view splits_string, std::size_t num_documents);
 
 }  // namespace adamant::data

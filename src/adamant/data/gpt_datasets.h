@@ -16,13 +16,16 @@ namespace adamant::data {
 struct WeightedPrefix {
   double weight = 1.0;
   std::filesystem::path prefix;  // <prefix>.bin / <prefix>.idx
+
+  bool operator==(const WeightedPrefix&) const = default;
 };
 
 struct GptDatasetsOptions {
-  std::vector<WeightedPrefix> data_prefix;    // model.data.data_prefix; one entry: its weight is ignored
-  std::string splits_string = "969,30,1";     // model.data.splits_string
-  int seq_length = 2048;                      // model.encoder_seq_length
-  std::uint32_t seed = 1234;                  // model.seed
+  std::vector<WeightedPrefix> data_prefix;  // model.data.data_prefix; one entry: its weight is ignored
+  // The keys' defaults are DataOptions', GptConfig's and TrainerOptions'; the trainer copies them here.
+  std::string splits_string;                  // model.data.splits_string
+  int seq_length = 0;                         // model.encoder_seq_length
+  std::uint32_t seed = 0;                     // model.seed
   std::array<std::int64_t, 3> num_samples{};  // train, valid, test: see megatron_num_samples()
   std::filesystem::path index_cache_dir;      // model.data.index_mapping_dir (GptDatasetOptions)
 };

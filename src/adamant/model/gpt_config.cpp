@@ -13,47 +13,54 @@ int GptConfig::padded_vocab_size() const {
   return static_cast<int>((vocab_size + multiple - 1) / multiple * multiple);
 }
 
-void GptConfig::validate() const {
-  ADAMANT_CHECK(num_layers > 0, "model.num_layers is {}; set it to a positive number of transformer layers",
-                num_layers);
-  ADAMANT_CHECK(hidden_size > 0, "model.hidden_size is {}; set it to a positive width", hidden_size);
-  ADAMANT_CHECK(num_attention_heads > 0, "model.num_attention_heads is {}; set it to a positive count",
-                num_attention_heads);
-  ADAMANT_CHECK(hidden_size % num_attention_heads == 0,
-                "model.hidden_size {} is not divisible by model.num_attention_heads {}; pick a head count that "
-                "divides it",
-                hidden_size, num_attention_heads);
-  ADAMANT_CHECK(ffn_hidden_size > 0, "model.ffn_hidden_size is {}; set it (usually 4 * model.hidden_size = {})",
-                ffn_hidden_size, 4 * hidden_size);
-  ADAMANT_CHECK(seq_length > 0, "model.encoder_seq_length is {}; set it to a positive sequence length", seq_length);
-  ADAMANT_CHECK(vocab_size > 0, "the tokenizer's vocabulary size is {}; check model.tokenizer", vocab_size);
-  ADAMANT_CHECK(make_vocab_size_divisible_by > 0,
-                "model.make_vocab_size_divisible_by is {}; use a positive value like 128",
-                make_vocab_size_divisible_by);
-  ADAMANT_CHECK(tensor_parallel_size > 0, "model.tensor_model_parallel_size is {}; use 1 or more",
-                tensor_parallel_size);
-  ADAMANT_CHECK(num_attention_heads % tensor_parallel_size == 0 && ffn_hidden_size % tensor_parallel_size == 0,
-                "model.tensor_model_parallel_size {} must divide model.num_attention_heads {} and "
-                "model.ffn_hidden_size {}",
-                tensor_parallel_size, num_attention_heads, ffn_hidden_size);
-  ADAMANT_CHECK(!sequence_parallel || tensor_parallel_size > 1,
-                "model.sequence_parallel is true but model.tensor_model_parallel_size is 1; sequence parallelism "
-                "splits the tensor-parallel group's work, so set model.sequence_parallel=false or use a "
-                "tensor-parallel size of 2 or more");
+void GptConfig::validate(const KeyOrigin& origin) const {
+  const OptionChecks check(origin);
+  check.at_least("model.num_layers", num_layers, 1, "the number of transformer layers");
+  check.at_least("model.hidden_size", hidden_size, 1, "the model width");
+  check.at_least("model.ffn_hidden_size", ffn_hidden_size, 1, "the MLP width, usually 4 x hidden_size");
+  check.at_least("model.num_attention_heads", num_attention_heads, 1, "the number of attention heads");
+  check.divisible("model.hidden_size", hidden_size, "model.num_attention_heads", num_attention_heads);
+  check.at_least("model.encoder_seq_length", seq_length, 1, "the sequence length in tokens, e.g. 2048");
+  check.at_least("model.max_position_embeddings", max_position_embeddings, 1, "the number of learned positions");
+  if (seq_length > max_position_embeddings) {
+    fail(
+        "model.encoder_seq_length ({}) must be <= model.max_position_embeddings ({}){}; raise "
+        "max_position_embeddings or set it to ${{model.encoder_seq_length}}",
+        seq_length, max_position_embeddings, check.where("model.encoder_seq_length"));
+  }
+  check.at_least("model.make_vocab_size_divisible_by", make_vocab_size_divisible_by, 1,
+                 "the vocabulary padding multiple, e.g. 128");
+  check.at_least("model.tensor_model_parallel_size", tensor_parallel_size, 1, "the tensor-parallel group size");
+  if (num_attention_heads % tensor_parallel_size != 0 || ffn_hidden_size % tensor_parallel_size != 0) {
+    fail(
+        "model.tensor_model_parallel_size {} must divide model.num_attention_heads {} and model.ffn_hidden_size "
+        "{}{}; each tensor-parallel rank holds whole heads and an equal share of the MLP",
+        tensor_parallel_size, num_attention_heads, ffn_hidden_size, check.where("model.tensor_model_parallel_size"));
+  }
+  if (sequence_parallel && tensor_parallel_size == 1) {
+    fail(
+        "model.sequence_parallel is true but model.tensor_model_parallel_size is 1{}; sequence parallelism "
+        "splits the tensor-parallel group's work, so set model.sequence_parallel=false or use a tensor-parallel "
+        "size of 2 or more",
+        check.where("model.sequence_parallel"));
+  }
   // A sequence-parallel rank holds seq_length / tp positions of every sample, and its share of
   // the [tokens, hidden] stream starts on a 4-element boundary (one dropout draw covers four).
-  ADAMANT_CHECK(!sequence_parallel || (seq_length % tensor_parallel_size == 0 && hidden_size % 4 == 0),
-                "model.sequence_parallel needs model.encoder_seq_length ({}) divisible by "
-                "model.tensor_model_parallel_size ({}) and model.hidden_size ({}) divisible by 4",
-                seq_length, tensor_parallel_size, hidden_size);
-  ADAMANT_CHECK(init_method_std > 0.0f, "model.init_method_std is {}; use a positive value like 0.02", init_method_std);
-  ADAMANT_CHECK(hidden_dropout >= 0.0f && hidden_dropout < 1.0f, "model.hidden_dropout is {}; it must be in [0, 1)",
-                hidden_dropout);
-  ADAMANT_CHECK(attention_dropout >= 0.0f && attention_dropout < 1.0f,
-                "model.attention_dropout is {}; it must be in [0, 1)", attention_dropout);
-  ADAMANT_CHECK(layernorm_epsilon > 0.0f, "model.layernorm_epsilon is {}; use a positive value like 1e-5",
-                layernorm_epsilon);
-  padded_vocab_size();  // checks the padding multiple
+  if (sequence_parallel && (seq_length % tensor_parallel_size != 0 || hidden_size % 4 != 0)) {
+    fail(
+        "model.sequence_parallel needs model.encoder_seq_length ({}) divisible by "
+        "model.tensor_model_parallel_size ({}) and model.hidden_size ({}) divisible by 4{}",
+        seq_length, tensor_parallel_size, hidden_size, check.where("model.sequence_parallel"));
+  }
+  check.positive("model.init_method_std", init_method_std, "the standard deviation of the weight init, e.g. 0.02");
+  constexpr std::string_view kDropout = "a dropout probability, e.g. 0.1 (0 disables it)";
+  check.fraction("model.hidden_dropout", hidden_dropout, kDropout);
+  check.fraction("model.attention_dropout", attention_dropout, kDropout);
+  check.positive("model.layernorm_epsilon", layernorm_epsilon, "the layernorm epsilon, e.g. 1e-5");
+  if (vocab_size != 0) {
+    ADAMANT_CHECK(vocab_size > 0, "the tokenizer's vocabulary size is {}; check model.tokenizer", vocab_size);
+    padded_vocab_size();
+  }
 }
 
 }  // namespace adamant::model

@@ -1,32 +1,37 @@
 #pragma once
-// Sizes and regularisation of the GPT-3 model, with NeMo's meaning of each field
-// (megatron_gpt_config.yaml). validate() names the NeMo key of any bad value.
+// Sizes and regularisation of the GPT-3 model: one field per NeMo key
+// (megatron_gpt_config.yaml), with NeMo's default. validate() names the key of
+// any bad value; the training config maps its YAML paths onto these fields.
 #include <cstdint>
 
+#include "adamant/core/option_checks.h"
 #include "adamant/kernels/gelu.h"
 
 namespace adamant::model {
 
 struct GptConfig {
-  int num_layers = 0;                      // model.num_layers
-  int hidden_size = 0;                     // model.hidden_size
-  int num_attention_heads = 0;             // model.num_attention_heads
-  int ffn_hidden_size = 0;                 // model.ffn_hidden_size (NeMo's usual value: 4 * hidden_size)
-  int seq_length = 0;                      // model.encoder_seq_length
-  int vocab_size = 0;                      // of the tokenizer, unpadded (GPT-2 BPE: 50257)
+  int num_layers = 12;                     // model.num_layers
+  int hidden_size = 768;                   // model.hidden_size
+  int num_attention_heads = 12;            // model.num_attention_heads
+  int ffn_hidden_size = 3072;              // model.ffn_hidden_size (NeMo's usual value: 4 * hidden_size)
+  int seq_length = 2048;                   // model.encoder_seq_length
+  int max_position_embeddings = 2048;      // model.max_position_embeddings (>= seq_length)
+  int vocab_size = 0;                      // of the tokenizer, unpadded (GPT-2 BPE: 50257); not a key
   int make_vocab_size_divisible_by = 128;  // model.make_vocab_size_divisible_by
   int tensor_parallel_size = 1;            // model.tensor_model_parallel_size
   bool sequence_parallel = false;          // model.sequence_parallel (needs tensor_parallel_size > 1)
   float init_method_std = 0.02f;           // model.init_method_std
-  float hidden_dropout = 0.0f;             // model.hidden_dropout
-  float attention_dropout = 0.0f;          // model.attention_dropout
-  float layernorm_epsilon = 1e-5f;         // model.layernorm_epsilon
+  float hidden_dropout = 0.1f;             // model.hidden_dropout
+  float attention_dropout = 0.1f;          // model.attention_dropout
+  float layernorm_epsilon = 1e-5f;         // model.layernorm_epsilon (fixed: NeMo's default)
   // model.activations_checkpoint_granularity: selective. The GELU outputs (4 x hidden per
   // token and layer, the largest activation) are not kept: backward recomputes each
   // layer's from its kept input, into one buffer shared by the layers.
   bool recompute_activation = false;
   // model.openai_gelu: GPT-2's tanh approximation of GELU instead of the exact erf form.
   kernels::GeluForm gelu = kernels::GeluForm::exact;
+
+  bool operator==(const GptConfig&) const = default;
 
   // The vocabulary rounded up to a multiple of make_vocab_size_divisible_by * tensor_parallel_size
   // (Megatron's padding; 50257 -> 50304 with the defaults).
@@ -46,8 +51,9 @@ struct GptConfig {
     whole.sequence_parallel = false;
     return whole;
   }
-  // Throws adamant::Error naming the NeMo key and the fix for any impossible value.
-  void validate() const;
+  // Throws adamant::Error naming the NeMo key and the fix for any impossible value; `origin`
+  // says where a key's value came from. The vocabulary is checked once it is known (vocab_size > 0).
+  void validate(const KeyOrigin& origin = {}) const;
 };
 
 }  // namespace adamant::model

@@ -25,22 +25,25 @@ double megatron_cosine(const LrSchedule& s, std::int64_t step) {
 
 }  // namespace
 
-void validate(const LrSchedule& s) {
-  if (s.name == "constant") {
-    ADAMANT_CHECK(s.lr >= 0, "model.optim.lr={} must not be negative", s.lr);
-    return;
+void validate(const LrSchedule& s, const KeyOrigin& origin) {
+  const OptionChecks check(origin);
+  check.one_of("model.optim.sched.name", s.name, {"CosineAnnealing", "constant"}, "schedule",
+               "use CosineAnnealing or constant");
+  check.positive("model.optim.lr", s.lr, "the peak learning rate, e.g. 3e-4");
+  check.at_least("model.optim.sched.warmup_steps", s.warmup_steps, std::int64_t{0},
+                 "the linear warmup length in steps");
+  check.at_least("model.optim.sched.constant_steps", s.constant_steps, std::int64_t{0},
+                 "the steps held at min_lr after the decay");
+  check.at_least("model.optim.sched.min_lr", s.min_lr, 0.0, "the final learning rate of the cosine decay");
+  if (s.min_lr > s.lr) {
+    fail("model.optim.sched.min_lr ({}) must be <= model.optim.lr ({}){}; the cosine decays from lr to min_lr",
+         s.min_lr, s.lr, check.where("model.optim.sched.min_lr"));
   }
-  ADAMANT_CHECK(s.name == "CosineAnnealing",
-                "model.optim.sched.name='{}' is not supported; use CosineAnnealing or constant", s.name);
-  ADAMANT_CHECK(s.warmup_steps >= 0 && s.constant_steps >= 0,
-                "model.optim.sched.warmup_steps={} and constant_steps={} must not be negative", s.warmup_steps,
-                s.constant_steps);
   // A run shorter than warmup + constant steps is allowed (a smoke test of a big config): it ends
-  // while the learning rate is still warming up or held.
-  ADAMANT_CHECK(s.max_steps > 0, "model.optim.sched.max_steps={} must be positive (it defaults to trainer.max_steps)",
-                s.max_steps);
-  ADAMANT_CHECK(s.min_lr >= 0 && s.lr >= s.min_lr,
-                "model.optim.sched.min_lr={} must lie between 0 and model.optim.lr={}", s.min_lr, s.lr);
+  // while the learning rate is still warming up or held. A constant schedule has no length.
+  if (s.name == "CosineAnnealing")
+    check.at_least("model.optim.sched.max_steps", s.max_steps, std::int64_t{1},
+                   "the schedule length (null: trainer.max_steps)");
 }
 
 double learning_rate(const LrSchedule& s, std::int64_t step) {

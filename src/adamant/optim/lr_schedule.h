@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <string>
 
+#include "adamant/core/option_checks.h"
+
 namespace adamant::optim {
 
 struct LrSchedule {
@@ -21,11 +23,14 @@ struct LrSchedule {
   std::int64_t warmup_steps = 0;         // model.optim.sched.warmup_steps
   std::int64_t constant_steps = 0;       // model.optim.sched.constant_steps
   double min_lr = 0.0;                   // model.optim.sched.min_lr
-  std::int64_t max_steps = 0;            // model.optim.sched.max_steps (NeMo: trainer.max_steps)
+  // model.optim.sched.max_steps; 0 (NeMo's null): the run's trainer.max_steps, filled in before use.
+  std::int64_t max_steps = 0;
+
+  bool operator==(const LrSchedule&) const = default;
 };
 
-// Throws adamant::Error naming the model.optim.sched key and the fix.
-void validate(const LrSchedule& schedule);
+// Throws adamant::Error naming the model.optim key and the fix; `origin` says where a key's value came from.
+void validate(const LrSchedule& schedule, const KeyOrigin& origin = {});
 double learning_rate(const LrSchedule& schedule, std::int64_t step);
 
 }  // namespace adamant::optim

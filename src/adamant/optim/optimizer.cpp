@@ -6,49 +6,69 @@
 #include "adamant/optim/bucket_plan.h"
 #include "adamant/optim/distributed_fused_adam.h"
 #include "adamant/optim/fused_adam.h"
-#include "adamant/optim/loss_scaler.h"
 
 namespace adamant::optim {
 
 Optimizer::~Optimizer() = default;
 
-void validate_options(const OptimizerOptions& o) {
-  const bool distributed = o.name == "distributed_fused_adam";
-  ADAMANT_CHECK(distributed || o.name == "fused_adam",
-                "model.optim.name='{}' is not supported; use fused_adam or distributed_fused_adam", o.name);
-  ADAMANT_CHECK(o.model_dtype == DType::f32 || o.model_dtype == DType::bf16 || o.model_dtype == DType::f16,
-                "model weights of {} are not supported; set trainer.precision to 32, bf16 or 16",
-                dtype_name(o.model_dtype));
-  ADAMANT_CHECK(!distributed || o.megatron_amp_O2,
-                "model.optim.name=distributed_fused_adam requires model.megatron_amp_O2=true (half-precision model "
-                "weights, fp32 main weights sharded in the optimizer); set model.megatron_amp_O2=true or use "
-                "model.optim.name=fused_adam");
-  ADAMANT_CHECK(o.bucket_cap_mb > 0 && std::isfinite(o.bucket_cap_mb),
-                "model.optim.bucket_cap_mb={} must be a positive number of MiB (Apex's default is 100)",
-                o.bucket_cap_mb);
-  ADAMANT_CHECK(o.grad_sync_dtype == DType::f32 || o.grad_sync_dtype == DType::bf16,
-                "model.optim.grad_sync_dtype={} is not supported; use fp32 or bf16", dtype_name(o.grad_sync_dtype));
-  ADAMANT_CHECK(distributed || o.grad_sync_dtype == DType::f32,
-                "model.optim.grad_sync_dtype=bf16 is supported by distributed_fused_adam only; set "
-                "model.optim.grad_sync_dtype=fp32 or model.optim.name=distributed_fused_adam");
-  ADAMANT_CHECK(!o.store_param_remainders || (distributed && o.model_dtype == DType::bf16),
-                "model.optim.store_param_remainders=true needs model.optim.name=distributed_fused_adam with bf16 "
-                "model weights (trainer.precision=bf16, model.megatron_amp_O2=true); set it to false otherwise");
-  ADAMANT_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
-                "model.optim.betas=[{}, {}] must both lie in [0, 1)", o.beta1, o.beta2);
-  ADAMANT_CHECK(o.eps > 0, "model.optim.eps={} must be positive (default 1e-8)", o.eps);
-  ADAMANT_CHECK(o.weight_decay >= 0, "model.optim.weight_decay={} must not be negative", o.weight_decay);
-  ADAMANT_CHECK(o.gradient_clip_val >= 0, "trainer.gradient_clip_val={} must not be negative (0 disables clipping)",
-                o.gradient_clip_val);
-  if (o.model_dtype == DType::f16) {
-    const DynamicLossScaler check(o.initial_loss_scale, o.loss_scale_growth_interval, o.hysteresis);
+void OptimizerOptions::validate(const KeyOrigin& origin) const {
+  const OptionChecks check(origin);
+  check.one_of("model.optim.name", name, {"fused_adam", "distributed_fused_adam"}, "optimizer",
+               "use one of fused_adam, distributed_fused_adam (adam and adamw are aliases of fused_adam)");
+  const bool distributed = name == "distributed_fused_adam";
+  if (distributed && !megatron_amp_O2) {
+    fail(
+        "model.optim.name=distributed_fused_adam requires model.megatron_amp_O2=true (bf16/fp16 model weights with "
+        "fp32 main weights held by the optimizer){}; set model.megatron_amp_O2: true with trainer.precision: bf16, "
+        "or use model.optim.name: fused_adam",
+        check.where("model.optim.name"));
   }
+  if (model_dtype != DType::f32 && model_dtype != DType::bf16 && model_dtype != DType::f16) {
+    fail("model weights of {} are not supported; set trainer.precision to 32, bf16 or 16", dtype_name(model_dtype));
+  }
+  if (store_param_remainders && (!distributed || model_dtype != DType::bf16)) {
+    fail(
+        "model.optim.store_param_remainders=true needs bf16 weights (the fp32 main weight is the bf16 weight plus "
+        "a 16-bit remainder) sharded by distributed_fused_adam, but the model weights are {} with {}{}; set "
+        "trainer.precision: bf16, model.megatron_amp_O2: true and model.optim.name: distributed_fused_adam, or "
+        "model.optim.store_param_remainders: false",
+        dtype_name(model_dtype), name, check.where("model.optim.store_param_remainders"));
+  }
+  if (grad_sync_dtype != DType::f32 && grad_sync_dtype != DType::bf16) {
+    fail("model.optim.grad_sync_dtype: unsupported value '{}'{}; use fp32 (float32) or bf16 (bfloat16)",
+         dtype_name(grad_sync_dtype), check.where("model.optim.grad_sync_dtype"));
+  }
+  if (!distributed && grad_sync_dtype != DType::f32) {
+    fail(
+        "model.optim.grad_sync_dtype=bf16 is supported by distributed_fused_adam only{}; set "
+        "model.optim.grad_sync_dtype: fp32 or model.optim.name: distributed_fused_adam",
+        check.where("model.optim.grad_sync_dtype"));
+  }
+  check.at_least("model.optim.weight_decay", weight_decay, 0.0, "the decoupled weight decay, e.g. 0.1");
+  for (const auto& [key, beta] : {std::pair{"model.optim.betas[0]", beta1}, {"model.optim.betas[1]", beta2}}) {
+    if (!(beta >= 0.0 && beta < 1.0)) {
+      fail("{} must be in [0, 1) (got {}){}; Adam's betas are e.g. [0.9, 0.95]", key, beta,
+           check.where("model.optim.betas"));
+    }
+  }
+  check.positive("model.optim.eps", eps, "Adam's denominator epsilon, e.g. 1e-8");
+  check.positive("model.optim.bucket_cap_mb", bucket_cap_mb, "the bucket size in MiB, e.g. 100");
+  if (!std::isfinite(bucket_cap_mb)) {
+    fail("model.optim.bucket_cap_mb is {}{}; give a finite size in MiB, e.g. 100", bucket_cap_mb,
+         check.where("model.optim.bucket_cap_mb"));
+  }
+  check.at_least("trainer.gradient_clip_val", gradient_clip_val, 0.0,
+                 "the maximum global gradient norm (0 disables clipping)");
+  check.positive("model.native_amp_init_scale", initial_loss_scale, "the initial fp16 loss scale, e.g. 4294967296");
+  check.at_least("model.native_amp_growth_interval", loss_scale_growth_interval, 1,
+                 "the steps without overflow before the fp16 loss scale doubles");
+  check.at_least("model.hysteresis", hysteresis, 1, "the overflows tolerated before the fp16 loss scale shrinks");
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options, const ParamList& params,
                                           comm::Communicator& data_parallel, const Stream& compute_stream,
                                           GradNormScope norm_scope) {
-  validate_options(options);
+  options.validate();
   if (options.name == "distributed_fused_adam") {
     return std::make_unique<DistributedFusedAdam>(options, params, data_parallel, compute_stream, norm_scope);
   }

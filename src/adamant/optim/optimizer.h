@@ -17,6 +17,7 @@
 
 #include "adamant/comm/communicator.h"
 #include "adamant/core/dtype.h"
+#include "adamant/core/option_checks.h"
 #include "adamant/core/param_spec.h"
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
@@ -24,26 +25,38 @@
 
 namespace adamant::optim {
 
+// The optimizer's keys with NeMo's (and Apex's) defaults. The training config maps
+// model.optim.*, model.megatron_amp_O2, model.native_amp_* / model.hysteresis and
+// trainer.gradient_clip_val onto these fields.
 struct OptimizerOptions {
-  std::string name;  // model.optim.name: "fused_adam" | "distributed_fused_adam"
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
-  bool adam_w_mode = true;
-  double gradient_clip_val = 0.0;  // trainer.gradient_clip_val; 0 = off; clip by global L2 norm
-  // f32: not O2, the model weights are the main weights. bf16 or f16: O2, fp32 main weights.
-  DType model_dtype = DType::bf16;
-  bool megatron_amp_O2 = true;
-  double bucket_cap_mb = 100;
-  bool overlap_grad_sync = true;
-  bool overlap_param_sync = false;
-  DType grad_sync_dtype = DType::f32;   // distributed_fused_adam: fp32 or bf16
-  bool store_param_remainders = false;  // distributed_fused_adam with bf16 weights
-  // true: the synced gradient is the mean over ranks (grad_scale carries 1/dp, see above).
-  // false: the sum over ranks of each rank's mean (the optimizer multiplies grad_scale by dp).
+  std::string name = "fused_adam";    // model.optim.name: fused_adam | distributed_fused_adam
+  double beta1 = 0.9, beta2 = 0.999;  // model.optim.betas
+  double eps = 1e-8;                  // model.optim.eps
+  double weight_decay = 0.01;         // model.optim.weight_decay (not on biases and layernorm weights)
+  bool adam_w_mode = true;            // model.optim.adam_w_mode: decoupled decay (false: L2 added to the gradient)
+  double gradient_clip_val = 1.0;     // trainer.gradient_clip_val; 0 = off; clip by global L2 norm
+  // model.megatron_amp_O2: half-precision model weights with fp32 main weights in the optimizer.
+  bool megatron_amp_O2 = false;
+  // The model weights' dtype: trainer.precision with megatron_amp_O2, else f32 (the model weights are the main
+  // weights). Not a key: the trainer sets it from those two.
+  DType model_dtype = DType::f32;
+  double bucket_cap_mb = 100;           // model.optim.bucket_cap_mb (Apex's default)
+  bool overlap_grad_sync = true;        // model.optim.overlap_grad_sync
+  bool overlap_param_sync = false;      // model.optim.overlap_param_sync
+  DType grad_sync_dtype = DType::f32;   // model.optim.grad_sync_dtype; distributed_fused_adam: fp32 or bf16
+  bool store_param_remainders = false;  // model.optim.store_param_remainders; distributed_fused_adam, bf16 weights
+  // model.optim.average_grad_sync. true: the synced gradient is the mean over ranks (grad_scale carries 1/dp,
+  // see above). false: the sum over ranks of each rank's mean (the optimizer multiplies grad_scale by dp).
   bool average_grad_sync = true;
   // fp16 dynamic loss scaling (used when model_dtype == f16)
-  double initial_loss_scale = 4294967296.0;
-  int loss_scale_growth_interval = 1000;
-  int hysteresis = 2;
+  double initial_loss_scale = 4294967296.0;  // model.native_amp_init_scale
+  int loss_scale_growth_interval = 1000;     // model.native_amp_growth_interval
+  int hysteresis = 2;                        // model.hysteresis
+
+  bool operator==(const OptimizerOptions&) const = default;
+
+  // Throws adamant::Error naming the NeMo key and the fix; `origin` says where a key's value came from.
+  void validate(const KeyOrigin& origin = {}) const;
 };
 
 struct StepResult {
@@ -88,14 +101,11 @@ class Optimizer {
   virtual void load(const std::filesystem::path& dir) = 0;
 };
 
-// Checks the options (Error naming the NeMo key and the fix) and builds the optimizer. The optimizer
+// Validates the options and builds the optimizer. The optimizer
 // shards over the data-parallel group only; with tensor parallelism `params` are this rank's slice
 // and norm_scope.tensor_parallel is the tensor-parallel group (grad_norm_scope.h).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options, const ParamList& params,
                                           comm::Communicator& data_parallel, const Stream& compute_stream,
                                           GradNormScope norm_scope = {});
-
-// The same checks alone, for config validation before any allocation.
-void validate_options(const OptimizerOptions& options);
 
 }  // namespace adamant::optim

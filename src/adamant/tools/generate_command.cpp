@@ -88,12 +88,11 @@ void run_generate(const GenerateArgs& args) {
 
   const train::TrainConfig config =
       train::parse_train_config(train::checkpoint_config_yaml(args.checkpoint), {}, args.checkpoint + "/model.adm");
-  const auto tokenizer = args.vocab_dir.empty() ? data::BpeTokenizer::load(config.model.tokenizer.vocab_file,
-                                                                           config.model.tokenizer.merge_file)
+  const auto tokenizer = args.vocab_dir.empty() ? data::BpeTokenizer::load(config.data.tokenizer.vocab_file,
+                                                                           config.data.tokenizer.merge_file)
                                                 : data::BpeTokenizer::load_dir(args.vocab_dir);
   // One process samples from the whole model, whatever tensor-parallel size trained it.
-  const model::GptConfig gpt =
-      train::gpt_config_of(config.model, static_cast<int>(tokenizer.vocab_size())).whole_model();
+  const model::GptConfig gpt = train::gpt_config_of(config, static_cast<int>(tokenizer.vocab_size())).whole_model();
   options.vocab_size = gpt.vocab_size;
   options.end_of_document = data::BpeTokenizer::kEndOfText;
 
@@ -115,7 +114,7 @@ void run_generate(const GenerateArgs& args) {
   for (const auto& prompt : prompts) longest = std::max(longest, prompt.size());
 
   model::GptModel model(gpt, device.is_cpu() ? DType::f32 : DType::bf16, 1, device,
-                        static_cast<std::uint64_t>(config.model.seed));
+                        static_cast<std::uint64_t>(config.trainer.seed));
   train::load_checkpoint(args.checkpoint, model, nullptr);
   model::GptDecoder decoder(model, static_cast<int>(prompts.size()), static_cast<int>(longest), capacity, matrix_dtype);
 

@@ -39,24 +39,24 @@ BenchmarkResult run_benchmark(const TrainConfig& config, const BenchmarkOptions&
   const auto timed = static_cast<std::ptrdiff_t>(options.warmup_steps);
   ADAMANT_CHECK(summary.step_seconds.size() == static_cast<std::size_t>(options.warmup_steps + options.steps),
                 "bench: {} steps ran, {} expected", summary.step_seconds.size(), options.warmup_steps + options.steps);
-  const ModelConfig& m = config.model;
+  const model::GptConfig& m = config.model;
   BenchmarkResult r;
   r.steps = options.steps;
   r.step_ms = 1e3 * median({summary.step_seconds.begin() + timed, summary.step_seconds.end()});
   int world = 1;
   MPI_Comm_size(train_options.world, &world);
   r.world_size = world;
-  r.tensor_parallel_size = m.tensor_model_parallel_size;
-  r.data_parallel_size = world / m.tensor_model_parallel_size;
-  const double tokens_per_step = static_cast<double>(m.global_batch_size) * m.encoder_seq_length;
+  r.tensor_parallel_size = m.tensor_parallel_size;
+  r.data_parallel_size = world / m.tensor_parallel_size;
+  const double tokens_per_step = static_cast<double>(config.data.global_batch_size) * m.seq_length;
   r.tokens_per_second = tokens_per_step / (r.step_ms / 1e3);
   r.tokens_per_second_per_device = r.tokens_per_second / world;
   r.exposed_comm_ms = median({summary.exposed_comm_ms.begin() + timed, summary.exposed_comm_ms.end()});
   r.first_loss = summary.train_losses.front();
   r.last_loss = summary.train_losses.back();
   r.parameters = summary.model_parameters;
-  r.model_flops_per_token = 6.0 * static_cast<double>(r.parameters) +
-                            12.0 * m.num_layers * static_cast<double>(m.encoder_seq_length) * m.hidden_size;
+  r.model_flops_per_token =
+      6.0 * static_cast<double>(r.parameters) + 12.0 * m.num_layers * static_cast<double>(m.seq_length) * m.hidden_size;
   r.peak_flops = options.peak_flops;
   r.memory = summary.memory;
   return r;

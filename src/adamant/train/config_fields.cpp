@@ -1,6 +1,11 @@
-// The keys Adamant acts on: one entry per TrainConfig field, at its NeMo path.
+// The keys Adamant acts on: the ONE table from NeMo YAML paths to the fields of
+// the layers' option structs. Defaults and checks are the structs'; this table
+// only reads, writes and explains each key. It also drives the did-you-mean
+// suggestions (config_key_suggestion.cpp) and docs/config.md's key table.
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <type_traits>
 #include <utility>
 
 #include "adamant/core/error.h"
@@ -10,302 +15,408 @@
 namespace adamant::train::detail {
 namespace {
 
-// Each helper takes `access`, a generic lambda `[](auto& c) -> auto& { return c.x.y; }`
-// that yields the field of a const or mutable TrainConfig.
+// A key whose value is one field of TrainConfig. `access` is a generic lambda
+// `[](auto& c) -> auto& { return c.x.y; }` yielding the field of a const or mutable
+// TrainConfig; the field's type picks the YAML type. A null (or empty) path keeps
+// the default, as NeMo files write `vocab_file: null`.
 template <typename Access>
-FieldSpec int_field(std::string path, Access access) {
-  return {path,
-          [access, path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-            access(c) = read_int(v, path, where);
-          },
-          [access](const TrainConfig& c) { return fmt::format("{}", access(c)); }};
+FieldSpec field(std::string path, std::string meaning, Access access, std::string derived_default = {}) {
+  using T = std::remove_cvref_t<decltype(access(std::declval<TrainConfig&>()))>;
+  auto read = [access, path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+    if constexpr (std::is_same_v<T, bool>) {
+      access(c) = read_bool(v, path, where);
+    } else if constexpr (std::is_same_v<T, int>) {
+      access(c) = read_int(v, path, where);
+    } else if constexpr (std::is_same_v<T, std::int64_t>) {
+      access(c) = read_int64(v, path, where);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      access(c) = static_cast<T>(read_number(v, path, where));
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      access(c) = read_string(v, path, where);
+    } else {
+      static_assert(std::is_same_v<T, std::filesystem::path>);
+      const std::string text = v.IsNull() ? std::string() : read_string(v, path, where);
+      const TrainConfig defaults;
+      access(c) = text.empty() ? access(defaults) : std::filesystem::path(text);
+    }
+  };
+  auto write = [access](const TrainConfig& c) -> std::string {
+    const T& value = access(c);
+    if constexpr (std::is_same_v<T, bool>) {
+      return value ? "true" : "false";
+    } else if constexpr (std::is_integral_v<T>) {
+      return fmt::format("{}", value);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return format_number(value);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      return quote(value);
+    } else {
+      return quote(value.string());
+    }
+  };
+  return {std::move(path), std::move(meaning), std::move(derived_default), read, write};
 }
 
-template <typename Access>
-FieldSpec number_field(std::string path, Access access) {
-  return {path,
-          [access, path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-            access(c) = read_number(v, path, where);
-          },
-          [access](const TrainConfig& c) { return format_number(access(c)); }};
+FieldSpec custom(std::string path, std::string meaning,
+                 std::function<void(const YAML::Node&, const std::string&, TrainConfig&)> read,
+                 std::function<std::string(const TrainConfig&)> write) {
+  return {std::move(path), std::move(meaning), {}, std::move(read), std::move(write)};
 }
 
-template <typename Access>
-FieldSpec bool_field(std::string path, Access access) {
-  return {path,
-          [access, path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-            access(c) = read_bool(v, path, where);
-          },
-          [access](const TrainConfig& c) { return std::string(access(c) ? "true" : "false"); }};
+// Lightning's devices: a count, or -1 / "auto" for the ranks the launcher started per node.
+FieldSpec devices_field() {
+  const std::string path = "trainer.devices";
+  return custom(
+      path,
+      "ranks (GPUs with `gpu`) per node; `devices x num_nodes` must equal the MPI world size and every host must "
+      "run `devices` ranks; -1 or `auto`: the ranks the launcher started on each host",
+      [path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+        if (v.IsScalar() && v.Scalar() == "auto") {
+          c.trainer.devices = TrainerOptions::kAutoDevices;
+        } else if (v.IsSequence() || (v.IsScalar() && v.Scalar().find(',') != std::string::npos)) {
+          fail(
+              "{} is {}: a list of device ids is not supported{}; Adamant runs one GPU per MPI rank, picked by the "
+              "node-local rank: give the ranks per node (e.g. 8) or -1",
+              path, describe(v), where);
+        } else {
+          c.trainer.devices = read_int(v, path, where);
+        }
+      },
+      [](const TrainConfig& c) { return fmt::format("{}", c.trainer.devices); });
 }
 
-template <typename Access>
-FieldSpec string_field(std::string path, Access access) {
-  return {path,
-          [access, path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-            access(c) = read_string(v, path, where);
-          },
-          [access](const TrainConfig& c) { return quote(access(c)); }};
-}
-
-// Paths may be null in NeMo files (tokenizer.vocab_file: null): null keeps the default.
-template <typename Access>
-FieldSpec path_field(std::string path, Access access) {
-  return {path,
-          [access, path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-            if (!v.IsNull()) access(c) = read_string(v, path, where);
-          },
-          [access](const TrainConfig& c) { return quote(access(c).string()); }};
+FieldSpec precision_field() {
+  return custom(
+      "trainer.precision", "`32`, `bf16` (`bf16-mixed`), `16` (`16-mixed`, dynamic loss scaling)",
+      [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+        c.trainer.precision = read_precision(v, "trainer.precision", where);
+      },
+      [](const TrainConfig& c) {
+        return std::string(c.trainer.precision == DType::f32   ? "32"
+                           : c.trainer.precision == DType::f16 ? "16"
+                                                               : "bf16");
+      });
 }
 
 FieldSpec betas_field() {
   const std::string path = "model.optim.betas";
-  return {path,
-          [path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-            if (!v.IsSequence() || v.size() != 2) {
-              fail("{}: expected a list of two numbers [beta1, beta2], e.g. [0.9, 0.95], got {}{}", path, describe(v),
-                   where);
-            }
-            c.model.optim.beta1 = read_number(v[0], path + "[0]", where);
-            c.model.optim.beta2 = read_number(v[1], path + "[1]", where);
-          },
-          [](const TrainConfig& c) {
-            return fmt::format("[{}, {}]", format_number(c.model.optim.beta1), format_number(c.model.optim.beta2));
-          }};
+  return custom(
+      path, "Adam's `[beta1, beta2]`",
+      [path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+        if (!v.IsSequence() || v.size() != 2) {
+          fail("{}: expected a list of two numbers [beta1, beta2], e.g. [0.9, 0.95], got {}{}", path, describe(v),
+               where);
+        }
+        c.optim.beta1 = read_number(v[0], path + "[0]", where);
+        c.optim.beta2 = read_number(v[1], path + "[1]", where);
+      },
+      [](const TrainConfig& c) {
+        return fmt::format("[{}, {}]", format_number(c.optim.beta1), format_number(c.optim.beta2));
+      });
 }
 
 // NeMo's blend syntax: [prefix], [w1, prefix1, w2, prefix2, ...] or a single string.
 FieldSpec data_prefix_field() {
   const std::string path = "model.data.data_prefix";
-  return {path,
-          [path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-            auto& blend = c.model.data.data_prefix;
-            blend.clear();
-            if (v.IsNull()) return;
-            if (v.IsScalar()) {
-              blend.emplace_back(1.0, read_string(v, path, where));
-              return;
-            }
-            constexpr std::string_view kForms =
-                "[prefix] or [weight1, prefix1, weight2, prefix2, ...], e.g. [0.7, data/web_text_document, 0.3, "
-                "data/books_text_document]";
-            if (!v.IsSequence()) fail("{}: expected {}, got {}{}", path, kForms, describe(v), where);
-            if (v.size() == 1) {
-              blend.emplace_back(1.0, read_string(v[0], path + "[0]", where));
-              return;
-            }
-            if (v.size() % 2 != 0) {
-              fail("{}: a blend needs weight/prefix pairs, got {} entries{}; expected {}", path, v.size(), where,
-                   kForms);
-            }
-            for (std::size_t i = 0; i < v.size(); i += 2) {
-              const std::string weight_path = fmt::format("{}[{}]", path, i);
-              const double weight = read_number(v[i], weight_path, where);
-              if (weight <= 0.0) {
-                fail("{}: blend weight must be > 0 (got {}){}; drop the dataset instead of giving it weight 0",
-                     weight_path, v[i].Scalar(), where);
-              }
-              blend.emplace_back(weight, read_string(v[i + 1], fmt::format("{}[{}]", path, i + 1), where));
-            }
-          },
-          [](const TrainConfig& c) {
-            std::string text = "[";
-            for (const auto& [weight, prefix] : c.model.data.data_prefix) {
-              if (text.size() > 1) text += ", ";
-              text += format_number(weight) + ", " + quote(prefix);
-            }
-            return text + "]";
-          }};
+  return custom(
+      path, "`[prefix]` or `[w1, prefix1, w2, prefix2, ...]` (a blend) of `adamant preprocess` outputs",
+      [path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+        auto& blend = c.data.data_prefix;
+        blend.clear();
+        if (v.IsNull()) return;
+        if (v.IsScalar()) {
+          blend.push_back({1.0, read_string(v, path, where)});
+          return;
+        }
+        constexpr std::string_view kForms =
+            "[prefix] or [weight1, prefix1, weight2, prefix2, ...], e.g. [0.7, data/web_text_document, 0.3, "
+            "data/books_text_document]";
+        if (!v.IsSequence()) fail("{}: expected {}, got {}{}", path, kForms, describe(v), where);
+        if (v.size() == 1) {
+          blend.push_back({1.0, read_string(v[0], path + "[0]", where)});
+          return;
+        }
+        if (v.size() % 2 != 0) {
+          fail("{}: a blend needs weight/prefix pairs, got {} entries{}; expected {}", path, v.size(), where, kForms);
+        }
+        for (std::size_t i = 0; i < v.size(); i += 2) {
+          blend.push_back({read_number(v[i], fmt::format("{}[{}]", path, i), where),
+                           read_string(v[i + 1], fmt::format("{}[{}]", path, i + 1), where)});
+        }
+      },
+      [](const TrainConfig& c) {
+        std::string text = "[";
+        for (const auto& [weight, prefix] : c.data.data_prefix) {
+          if (text.size() > 1) text += ", ";
+          text += format_number(weight) + ", " + quote(prefix.string());
+        }
+        return text + "]";
+      });
+}
+
+FieldSpec grad_sync_dtype_field() {
+  const std::string path = "model.optim.grad_sync_dtype";
+  return custom(
+      path, "`fp32`, or `bf16` to halve the gradient traffic (`distributed_fused_adam`)",
+      [path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+        const std::string text = read_string(v, path, where);
+        try {
+          c.optim.grad_sync_dtype = parse_dtype(text, path);
+        } catch (const Error&) {
+          fail("{}: unsupported value {}{}; use fp32 (float32) or bf16 (bfloat16)", path, describe(v), where);
+        }
+      },
+      [](const TrainConfig& c) { return std::string(dtype_name(c.optim.grad_sync_dtype)); });
 }
 
 std::vector<FieldSpec> make_fields() {
   std::vector<FieldSpec> f;
-  f.push_back(string_field(
-      "trainer.accelerator", [](auto& c) -> auto& { return c.trainer.accelerator; }));
-  f.push_back(int_field(
-      "trainer.devices", [](auto& c) -> auto& { return c.trainer.devices; }));
-  f.push_back(int_field(
-      "trainer.num_nodes", [](auto& c) -> auto& { return c.trainer.num_nodes; }));
-  f.push_back({"trainer.precision",
-               [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-                 c.trainer.precision = read_precision(v, "trainer.precision", where);
-               },
-               [](const TrainConfig& c) {
-                 return std::string(c.trainer.precision == DType::f32   ? "32"
-                                    : c.trainer.precision == DType::f16 ? "16"
-                                                                        : "bf16");
-               }});
-  f.push_back(int_field(
-      "trainer.max_steps", [](auto& c) -> auto& { return c.trainer.max_steps; }));
-  f.push_back(int_field(
-      "trainer.val_check_interval", [](auto& c) -> auto& { return c.trainer.val_check_interval; }));
-  f.push_back(int_field(
-      "trainer.limit_val_batches", [](auto& c) -> auto& { return c.trainer.limit_val_batches; }));
-  f.push_back(int_field(
-      "trainer.log_every_n_steps", [](auto& c) -> auto& { return c.trainer.log_every_n_steps; }));
+  f.push_back(field(
+      "trainer.accelerator", "`cpu` or `gpu` (one GPU per MPI rank, by node-local rank)",
+      [](auto& c) -> auto& { return c.trainer.accelerator; }));
+  f.push_back(devices_field());
+  f.push_back(field(
+      "trainer.num_nodes", "hosts the job runs on; must equal the hosts the launcher used",
+      [](auto& c) -> auto& { return c.trainer.num_nodes; }));
+  f.push_back(precision_field());
+  f.push_back(field(
+      "trainer.max_steps", "optimizer steps", [](auto& c) -> auto& { return c.trainer.max_steps; }));
+  f.push_back(field(
+      "trainer.val_check_interval", "validate every N steps (and at the end)",
+      [](auto& c) -> auto& { return c.trainer.val_check_interval; }));
+  f.push_back(field(
+      "trainer.limit_val_batches", "global batches of the validation split per validation",
+      [](auto& c) -> auto& { return c.trainer.limit_val_batches; }));
+  f.push_back(field(
+      "trainer.log_every_n_steps", "progress line every N steps (metrics.jsonl gets every step)",
+      [](auto& c) -> auto& { return c.trainer.log_every_n_steps; }));
   // Lightning's gradient_clip_val: null means no clipping, as 0 does.
-  f.push_back({"trainer.gradient_clip_val",
-               [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-                 c.trainer.gradient_clip_val = v.IsNull() ? 0.0 : read_number(v, "trainer.gradient_clip_val", where);
-               },
-               [](const TrainConfig& c) { return format_number(c.trainer.gradient_clip_val); }});
-  f.push_back(number_field(
-      "trainer.collective_timeout_s", [](auto& c) -> auto& { return c.trainer.collective_timeout_s; }));
-  f.push_back(bool_field(
-      "trainer.allow_irregular_node_layout", [](auto& c) -> auto& { return c.trainer.allow_irregular_node_layout; }));
+  f.push_back(custom(
+      "trainer.gradient_clip_val", "clip by global L2 norm; 0 or null disables",
+      [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+        c.optim.gradient_clip_val = v.IsNull() ? 0.0 : read_number(v, "trainer.gradient_clip_val", where);
+      },
+      [](const TrainConfig& c) { return format_number(c.optim.gradient_clip_val); }));
+  f.push_back(field(
+      "trainer.collective_timeout_s",
+      "a rank waiting longer than this for a collective ends the job, naming itself, its host and the "
+      "collective (`docs/multinode.md`); 0: no limit",
+      [](auto& c) -> auto& { return c.trainer.collective_timeout_s; }));
+  f.push_back(field(
+      "trainer.allow_irregular_node_layout",
+      "accept tensor-parallel groups that span hosts and hosts with unequal numbers of ranks (refused "
+      "otherwise: `docs/multinode.md`)",
+      [](auto& c) -> auto& { return c.trainer.allow_irregular_node_layout; }));
 
-  f.push_back(int_field(
-      "model.micro_batch_size", [](auto& c) -> auto& { return c.model.micro_batch_size; }));
-  f.push_back(int_field(
-      "model.global_batch_size", [](auto& c) -> auto& { return c.model.global_batch_size; }));
-  f.push_back(int_field(
-      "model.tensor_model_parallel_size", [](auto& c) -> auto& { return c.model.tensor_model_parallel_size; }));
-  f.push_back(bool_field(
-      "model.sequence_parallel", [](auto& c) -> auto& { return c.model.sequence_parallel; }));
-  f.push_back(bool_field(
-      "model.megatron_amp_O2", [](auto& c) -> auto& { return c.model.megatron_amp_O2; }));
-  f.push_back(int_field(
-      "model.encoder_seq_length", [](auto& c) -> auto& { return c.model.encoder_seq_length; }));
-  f.push_back(int_field(
-      "model.max_position_embeddings", [](auto& c) -> auto& { return c.model.max_position_embeddings; }));
-  f.push_back(int_field(
-      "model.num_layers", [](auto& c) -> auto& { return c.model.num_layers; }));
-  f.push_back(int_field(
-      "model.hidden_size", [](auto& c) -> auto& { return c.model.hidden_size; }));
-  f.push_back(int_field(
-      "model.ffn_hidden_size", [](auto& c) -> auto& { return c.model.ffn_hidden_size; }));
-  f.push_back(int_field(
-      "model.num_attention_heads", [](auto& c) -> auto& { return c.model.num_attention_heads; }));
-  f.push_back(number_field(
-      "model.init_method_std", [](auto& c) -> auto& { return c.model.init_method_std; }));
-  f.push_back(bool_field(
-      "model.openai_gelu", [](auto& c) -> auto& { return c.model.openai_gelu; }));
-  f.push_back(path_field(
-      "model.restore_from_path", [](auto& c) -> auto& { return c.model.restore_from_path; }));
-  f.push_back(number_field(
-      "model.hidden_dropout", [](auto& c) -> auto& { return c.model.hidden_dropout; }));
-  f.push_back(number_field(
-      "model.attention_dropout", [](auto& c) -> auto& { return c.model.attention_dropout; }));
-  f.push_back({"model.activations_checkpoint_granularity",
-               [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-                 c.model.activations_checkpoint_granularity =
-                     v.IsNull() ? std::string() : read_string(v, "model.activations_checkpoint_granularity", where);
-               },
-               [](const TrainConfig& c) {
-                 const std::string& value = c.model.activations_checkpoint_granularity;
-                 return value.empty() ? std::string("null") : value;
-               }});
-  f.push_back(int_field(
-      "model.make_vocab_size_divisible_by", [](auto& c) -> auto& { return c.model.make_vocab_size_divisible_by; }));
-  // NeMo has one seed (model.seed); the data pipeline uses it too.
-  f.push_back({"model.seed",
-               [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-                 c.model.seed = read_int64(v, "model.seed", where);
-                 c.model.data.seed = c.model.seed;
-               },
-               [](const TrainConfig& c) { return fmt::format("{}", c.model.seed); }});
-  f.push_back(number_field(
-      "model.native_amp_init_scale", [](auto& c) -> auto& { return c.model.native_amp_init_scale; }));
-  f.push_back(int_field(
-      "model.native_amp_growth_interval", [](auto& c) -> auto& { return c.model.native_amp_growth_interval; }));
-  f.push_back(int_field(
-      "model.hysteresis", [](auto& c) -> auto& { return c.model.hysteresis; }));
+  f.push_back(field(
+      "model.micro_batch_size", "samples per rank per micro-batch",
+      [](auto& c) -> auto& { return c.data.micro_batch_size; }));
+  f.push_back(field(
+      "model.global_batch_size",
+      "samples per optimizer step; gradient accumulation = global / (micro x data-parallel size)",
+      [](auto& c) -> auto& { return c.data.global_batch_size; }));
+  f.push_back(field(
+      "model.tensor_model_parallel_size",
+      "Megatron tensor parallelism: heads, MLP columns and vocabulary rows split over this many "
+      "adjacent ranks; must divide the world size, the heads and the ffn size",
+      [](auto& c) -> auto& { return c.model.tensor_parallel_size; }));
+  f.push_back(field(
+      "model.sequence_parallel",
+      "with tensor parallelism: the residual stream, layernorms and dropout on 1/tp of the tokens "
+      "(needs `encoder_seq_length` divisible by tp)",
+      [](auto& c) -> auto& { return c.model.sequence_parallel; }));
+  f.push_back(field(
+      "model.megatron_amp_O2", "bf16/fp16 model weights with fp32 main weights in the optimizer",
+      [](auto& c) -> auto& { return c.optim.megatron_amp_O2; }));
+  f.push_back(field(
+      "model.encoder_seq_length", "sequence length in tokens", [](auto& c) -> auto& { return c.model.seq_length; }));
+  f.push_back(field(
+      "model.max_position_embeddings", "position table size; at least `encoder_seq_length`",
+      [](auto& c) -> auto& { return c.model.max_position_embeddings; }, "`model.encoder_seq_length`"));
+  f.push_back(field(
+      "model.num_layers", "transformer layers", [](auto& c) -> auto& { return c.model.num_layers; }));
+  f.push_back(field(
+      "model.hidden_size", "model width", [](auto& c) -> auto& { return c.model.hidden_size; }));
+  f.push_back(field(
+      "model.ffn_hidden_size", "MLP width", [](auto& c) -> auto& { return c.model.ffn_hidden_size; },
+      "4 x `model.hidden_size`"));
+  f.push_back(field(
+      "model.num_attention_heads", "attention heads; must divide `hidden_size`",
+      [](auto& c) -> auto& { return c.model.num_attention_heads; }));
+  f.push_back(field(
+      "model.init_method_std", "init std; output projections use std / sqrt(2 x layers)",
+      [](auto& c) -> auto& { return c.model.init_method_std; }));
+  f.push_back(custom(
+      "model.openai_gelu",
+      "GPT-2's tanh approximation of GELU (Hugging Face `gelu_new`) instead of the exact erf form (`gelu`)",
+      [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+        c.model.gelu = read_bool(v, "model.openai_gelu", where) ? kernels::GeluForm::tanh : kernels::GeluForm::exact;
+      },
+      [](const TrainConfig& c) { return std::string(c.model.gelu == kernels::GeluForm::tanh ? "true" : "false"); }));
+  f.push_back(field(
+      "model.restore_from_path",
+      "start from these weights: a Hugging Face GPT-2 folder (`model.safetensors`, `config.json`; "
+      "`docs/huggingface.md`) or an Adamant checkpoint folder; any optimizer and parallel layout. The "
+      "optimizer starts fresh at step 0; a checkpoint found by `exp_manager.resume_if_exists` takes "
+      "precedence",
+      [](auto& c) -> auto& { return c.trainer.restore_from_path; }));
+  f.push_back(field(
+      "model.hidden_dropout",
+      "dropout after the attention and MLP outputs; masks depend only on (seed, sample index), not "
+      "on the data-parallel size",
+      [](auto& c) -> auto& { return c.model.hidden_dropout; }));
+  f.push_back(field(
+      "model.attention_dropout", "dropout of the attention probabilities",
+      [](auto& c) -> auto& { return c.model.attention_dropout; }));
+  f.push_back(custom(
+      "model.activations_checkpoint_granularity",
+      "`selective`: backward recomputes each layer's GELU output (4 x hidden per token, the largest activation) "
+      "instead of keeping it; one buffer serves every layer. Saves (layers - 1) x tokens x 4 x hidden activations "
+      "(3.1 GB for GPT-3 1.3B at micro-batch 4) for one GELU pass per layer. `full` is refused",
+      [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+        const std::string path = "model.activations_checkpoint_granularity";
+        const std::string value = v.IsNull() ? std::string() : read_string(v, path, where);
+        if (!value.empty() && value != "selective") {
+          fail(
+              "{} is '{}'{}; Adamant recomputes selectively: use selective (backward recomputes the GELU outputs "
+              "instead of keeping them) or null (keep every activation)",
+              path, value, where);
+        }
+        c.model.recompute_activation = value == "selective";
+      },
+      [](const TrainConfig& c) { return std::string(c.model.recompute_activation ? "selective" : "null"); }));
+  f.push_back(field(
+      "model.make_vocab_size_divisible_by",
+      "vocabulary padding to a multiple of this x tensor-parallel size (50257 -> 50304; 50432 at tp 2)",
+      [](auto& c) -> auto& { return c.model.make_vocab_size_divisible_by; }));
+  f.push_back(field(
+      "model.seed", "weights, data shuffling, dropout; in [0, 2^32)", [](auto& c) -> auto& { return c.trainer.seed; }));
+  f.push_back(field(
+      "model.native_amp_init_scale", "fp16 dynamic loss scaling: the initial scale",
+      [](auto& c) -> auto& { return c.optim.initial_loss_scale; }));
+  f.push_back(field(
+      "model.native_amp_growth_interval", "fp16: steps without overflow before the loss scale doubles",
+      [](auto& c) -> auto& { return c.optim.loss_scale_growth_interval; }));
+  f.push_back(field(
+      "model.hysteresis", "fp16: overflows tolerated before the loss scale halves",
+      [](auto& c) -> auto& { return c.optim.hysteresis; }));
 
-  f.push_back(string_field(
-      "model.tokenizer.library", [](auto& c) -> auto& { return c.model.tokenizer.library; }));
-  f.push_back(string_field(
-      "model.tokenizer.type", [](auto& c) -> auto& { return c.model.tokenizer.type; }));
-  f.push_back(path_field(
-      "model.tokenizer.vocab_file", [](auto& c) -> auto& { return c.model.tokenizer.vocab_file; }));
-  f.push_back(path_field(
-      "model.tokenizer.merge_file", [](auto& c) -> auto& { return c.model.tokenizer.merge_file; }));
+  f.push_back(field(
+      "model.tokenizer.library", "`megatron` (the only one)",
+      [](auto& c) -> auto& { return c.data.tokenizer.library; }));
+  f.push_back(field(
+      "model.tokenizer.type", "`GPT2BPETokenizer` (the only one)",
+      [](auto& c) -> auto& { return c.data.tokenizer.type; }));
+  f.push_back(field(
+      "model.tokenizer.vocab_file", "GPT-2 BPE `encoder.json`, relative to the working folder",
+      [](auto& c) -> auto& { return c.data.tokenizer.vocab_file; }));
+  f.push_back(field(
+      "model.tokenizer.merge_file", "GPT-2 BPE `vocab.bpe` (merges)",
+      [](auto& c) -> auto& { return c.data.tokenizer.merge_file; }));
 
   f.push_back(data_prefix_field());
-  f.push_back(string_field(
-      "model.data.splits_string", [](auto& c) -> auto& { return c.model.data.splits_string; }));
-  f.push_back(path_field(
-      "model.data.index_mapping_dir", [](auto& c) -> auto& { return c.model.data.index_mapping_dir; }));
+  f.push_back(field(
+      "model.data.splits_string", "train, validation, test weights of the documents",
+      [](auto& c) -> auto& { return c.data.splits_string; }));
+  f.push_back(field(
+      "model.data.index_mapping_dir",
+      "a folder for the datasets' index arrays (document order, sample starts, shuffle): rank 0 "
+      "builds and saves them once, every rank and later run maps the file, and a machine's ranks "
+      "share one copy in memory; checksummed, rebuilt when damaged or made for other data; empty: "
+      "built in memory by each rank",
+      [](auto& c) -> auto& { return c.data.index_mapping_dir; }));
 
-  f.push_back(string_field(
-      "model.optim.name", [](auto& c) -> auto& { return c.model.optim.name; }));
-  f.push_back(number_field(
-      "model.optim.lr", [](auto& c) -> auto& { return c.model.optim.lr; }));
-  f.push_back(number_field(
-      "model.optim.weight_decay", [](auto& c) -> auto& { return c.model.optim.weight_decay; }));
+  f.push_back(field(
+      "model.optim.name",
+      "`fused_adam` (aliases `adam`: L2 decay, `adamw`) or `distributed_fused_adam` (needs "
+      "`model.megatron_amp_O2`)",
+      [](auto& c) -> auto& { return c.optim.name; }));
+  f.push_back(field(
+      "model.optim.lr", "peak learning rate", [](auto& c) -> auto& { return c.sched.lr; }));
+  f.push_back(field(
+      "model.optim.weight_decay", "Adam's weight decay; none on biases and layernorm weights",
+      [](auto& c) -> auto& { return c.optim.weight_decay; }));
   f.push_back(betas_field());
-  f.push_back(number_field(
-      "model.optim.eps", [](auto& c) -> auto& { return c.model.optim.eps; }));
-  f.push_back(bool_field(
-      "model.optim.adam_w_mode", [](auto& c) -> auto& { return c.model.optim.adam_w_mode; }));
-  f.push_back(number_field(
-      "model.optim.bucket_cap_mb", [](auto& c) -> auto& { return c.model.optim.bucket_cap_mb; }));
-  f.push_back(bool_field(
-      "model.optim.overlap_grad_sync", [](auto& c) -> auto& { return c.model.optim.overlap_grad_sync; }));
-  f.push_back(bool_field(
-      "model.optim.overlap_param_sync", [](auto& c) -> auto& { return c.model.optim.overlap_param_sync; }));
-  f.push_back({"model.optim.grad_sync_dtype",
-               [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-                 const std::string text = read_string(v, "model.optim.grad_sync_dtype", where);
-                 DType dtype = DType::f64;
-                 try {
-                   dtype = parse_dtype(text, "model.optim.grad_sync_dtype");
-                 } catch (const Error&) {
-                 }
-                 if (dtype != DType::f32 && dtype != DType::bf16) {
-                   fail("model.optim.grad_sync_dtype: unsupported value {}{}; use fp32 (float32) or bf16 (bfloat16)",
-                        describe(v), where);
-                 }
-                 c.model.optim.grad_sync_dtype = dtype;
-               },
-               [](const TrainConfig& c) { return std::string(dtype_name(c.model.optim.grad_sync_dtype)); }});
-  f.push_back(bool_field(
-      "model.optim.store_param_remainders", [](auto& c) -> auto& { return c.model.optim.store_param_remainders; }));
-  f.push_back(bool_field(
-      "model.optim.average_grad_sync", [](auto& c) -> auto& { return c.model.optim.average_grad_sync; }));
-  f.push_back(bool_field(
-      "model.optim.contiguous_grad_buffer", [](auto& c) -> auto& { return c.model.optim.contiguous_grad_buffer; }));
+  f.push_back(field(
+      "model.optim.eps", "Adam's epsilon", [](auto& c) -> auto& { return c.optim.eps; }));
+  f.push_back(field(
+      "model.optim.adam_w_mode", "decoupled weight decay (AdamW); false: L2 decay in the gradient",
+      [](auto& c) -> auto& { return c.optim.adam_w_mode; }));
+  f.push_back(field(
+      "model.optim.bucket_cap_mb", "gradient bucket size (MiB of gradients at the sync dtype)",
+      [](auto& c) -> auto& { return c.optim.bucket_cap_mb; }));
+  f.push_back(field(
+      "model.optim.overlap_grad_sync", "reduce-scatter each bucket as soon as backward finishes it",
+      [](auto& c) -> auto& { return c.optim.overlap_grad_sync; }));
+  f.push_back(field(
+      "model.optim.overlap_param_sync", "wait for the weight all-gathers just before the next forward",
+      [](auto& c) -> auto& { return c.optim.overlap_param_sync; }));
+  f.push_back(grad_sync_dtype_field());
+  f.push_back(field(
+      "model.optim.store_param_remainders",
+      "keep 16-bit remainders instead of fp32 main weights (bf16 with `distributed_fused_adam`)",
+      [](auto& c) -> auto& { return c.optim.store_param_remainders; }));
+  f.push_back(field(
+      "model.optim.average_grad_sync", "mean (true) or sum of per-rank means (false)",
+      [](auto& c) -> auto& { return c.optim.average_grad_sync; }));
 
-  f.push_back(string_field(
-      "model.optim.sched.name", [](auto& c) -> auto& { return c.model.optim.sched.name; }));
-  f.push_back(int_field(
-      "model.optim.sched.warmup_steps", [](auto& c) -> auto& { return c.model.optim.sched.warmup_steps; }));
-  f.push_back(int_field(
-      "model.optim.sched.constant_steps", [](auto& c) -> auto& { return c.model.optim.sched.constant_steps; }));
-  f.push_back(number_field(
-      "model.optim.sched.min_lr", [](auto& c) -> auto& { return c.model.optim.sched.min_lr; }));
-  // null (the default) means trainer.max_steps.
-  f.push_back({"model.optim.sched.max_steps",
-               [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-                 c.model.optim.sched.max_steps.reset();
-                 if (!v.IsNull()) c.model.optim.sched.max_steps = read_int(v, "model.optim.sched.max_steps", where);
-               },
-               [](const TrainConfig& c) {
-                 const auto& steps = c.model.optim.sched.max_steps;
-                 return steps ? fmt::format("{}", *steps) : std::string("null");
-               }});
+  f.push_back(field(
+      "model.optim.sched.name", "`CosineAnnealing` or `constant`", [](auto& c) -> auto& { return c.sched.name; }));
+  f.push_back(field(
+      "model.optim.sched.warmup_steps", "linear warmup steps", [](auto& c) -> auto& { return c.sched.warmup_steps; }));
+  f.push_back(field(
+      "model.optim.sched.constant_steps", "steps held at `min_lr` after the decay (NeMo's formula)",
+      [](auto& c) -> auto& { return c.sched.constant_steps; }));
+  f.push_back(field(
+      "model.optim.sched.min_lr", "the learning rate the cosine decays to",
+      [](auto& c) -> auto& { return c.sched.min_lr; }));
+  // null (the default) means trainer.max_steps; the schedule holds it as 0.
+  f.push_back(custom(
+      "model.optim.sched.max_steps", "schedule length; null: `trainer.max_steps`",
+      [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+        c.sched.max_steps = v.IsNull() ? 0 : read_int64(v, "model.optim.sched.max_steps", where);
+      },
+      [](const TrainConfig& c) {
+        return c.sched.max_steps == 0 ? std::string("null") : fmt::format("{}", c.sched.max_steps);
+      }));
 
-  // NeMo's exp_dir: null means "the default folder".
-  f.push_back(path_field(
-      "exp_manager.exp_dir", [](auto& c) -> auto& { return c.exp_manager.exp_dir; }));
-  f.push_back(string_field(
-      "exp_manager.name", [](auto& c) -> auto& { return c.exp_manager.name; }));
-  f.push_back(bool_field(
-      "exp_manager.resume_if_exists", [](auto& c) -> auto& { return c.exp_manager.resume_if_exists; }));
-  f.push_back(path_field(
-      "exp_manager.resume_from_checkpoint", [](auto& c) -> auto& { return c.exp_manager.resume_from_checkpoint; }));
-  f.push_back(bool_field(
-      "exp_manager.overwrite_existing_run", [](auto& c) -> auto& { return c.exp_manager.overwrite_existing_run; }));
-  f.push_back(bool_field(
-      "exp_manager.create_checkpoint_callback",
+  f.push_back(field(
+      "exp_manager.exp_dir", "the folder of the runs; the run folder is `exp_dir/name`",
+      [](auto& c) -> auto& { return c.exp_manager.exp_dir; }));
+  f.push_back(field(
+      "exp_manager.name", "the run's name", [](auto& c) -> auto& { return c.exp_manager.name; }));
+  f.push_back(field(
+      "exp_manager.resume_if_exists",
+      "continue the run in the run folder: from the checkpoint `checkpoints/latest` names, or, when "
+      "that one is missing or damaged, the newest intact one (with a warning)",
+      [](auto& c) -> auto& { return c.exp_manager.resume_if_exists; }));
+  f.push_back(field(
+      "exp_manager.resume_from_checkpoint",
+      "a checkpoint folder to continue from (e.g. `runs/a/checkpoints/step_00000100`), before "
+      "`resume_if_exists`; it must be intact. A checkpoint of another run folder starts a run of its "
+      "own here",
+      [](auto& c) -> auto& { return c.exp_manager.resume_from_checkpoint; }));
+  f.push_back(field(
+      "exp_manager.overwrite_existing_run",
+      "a fresh run (not resuming) in a folder that holds another run's checkpoints refuses to start; "
+      "true deletes those checkpoints first",
+      [](auto& c) -> auto& { return c.exp_manager.overwrite_existing_run; }));
+  f.push_back(field(
+      "exp_manager.create_checkpoint_callback", "write checkpoints",
       [](auto& c) -> auto& { return c.exp_manager.create_checkpoint_callback; }));
-  f.push_back(int_field(
+  f.push_back(field(
       "exp_manager.checkpoint_callback_params.every_n_train_steps",
+      "checkpoint every N steps (and at the end); 0: only at the end",
       [](auto& c) -> auto& { return c.exp_manager.checkpoint_callback_params.every_n_train_steps; }));
-  f.push_back(int_field(
+  f.push_back(field(
       "exp_manager.checkpoint_callback_params.save_top_k",
+      "keep this run's newest K checkpoints (-1: all); another run's are never deleted",
       [](auto& c) -> auto& { return c.exp_manager.checkpoint_callback_params.save_top_k; }));
-  f.push_back(bool_field(
+  f.push_back(field(
       "exp_manager.checkpoint_callback_params.node_local",
+      "`exp_dir` is on each host's own disk: each host writes its ranks' optimizer shards and a copy "
+      "of the model, and resumes on the same hosts and layout (`docs/multinode.md`); needs "
+      "`distributed_fused_adam`",
       [](auto& c) -> auto& { return c.exp_manager.checkpoint_callback_params.node_local; }));
   return f;
 }

@@ -172,7 +172,9 @@ std::vector<NemoKeySpec> make_nemo_keys() {
                         "unscaled output-projection init (Adamant scales by 1/sqrt(2*num_layers))"));
   k.push_back(only_number("model.ffn_dropout", 0.0, "Adamant has no dropout inside the MLP"));
   k.push_back(only_string("model.normalization", {"layernorm"}, "normalization"));
-  k.push_back(only_number("model.layernorm_epsilon", 1e-5, "Adamant's layernorm epsilon is fixed at 1e-5"));
+  const std::string epsilon = format_number(model::GptConfig{}.layernorm_epsilon);
+  k.push_back(only_number("model.layernorm_epsilon", std::stod(epsilon),
+                          fmt::format("Adamant's layernorm epsilon is fixed at {}", epsilon)));
   k.push_back(only_bool("model.do_layer_norm_weight_decay", false, "weight decay on layernorm weights"));
   k.push_back(only_bool("model.pre_process", true, "a model without the embedding stage"));
   k.push_back(only_bool("model.post_process", true, "a model without the output stage"));
@@ -223,11 +225,11 @@ std::vector<NemoKeySpec> make_nemo_keys() {
   k.push_back(only_bool("model.data.no_seqlen_plus_one_input_tokens", false, "samples of seq_length tokens"));
   k.push_back(custom("model.data.seq_length", [](const YAML::Node& v, const std::string& where, const TrainConfig& c) {
     const int length = read_int(v, "model.data.seq_length", where);
-    if (length != c.model.encoder_seq_length) {
+    if (length != c.model.seq_length) {
       fail(
           "model.data.seq_length ({}) differs from model.encoder_seq_length ({}){}; Adamant samples "
           "encoder_seq_length tokens: set model.data.seq_length: ${{model.encoder_seq_length}}",
-          length, c.model.encoder_seq_length, where);
+          length, c.model.seq_length, where);
     }
   }));
 
@@ -237,6 +239,8 @@ std::vector<NemoKeySpec> make_nemo_keys() {
                           "master_weights"}) {
     k.push_back(any(fmt::format("model.optim.{}", key)));
   }
+  k.push_back(only_bool("model.optim.contiguous_grad_buffer", true,
+                        "a gradient buffer per parameter (Adamant's gradients are always one contiguous buffer)"));
   k.push_back(only_bool("model.optim.amsgrad", false, "AMSGrad"));
   k.push_back(only_bool("model.optim.bias_correction", true, "Adam without bias correction"));
   k.push_back(only_bool("model.optim.with_scaled_states", false, "scaled optimizer states"));

@@ -1,6 +1,7 @@
 #pragma once
-// The key schema of the training config: the keys Adamant acts on (one per
-// TrainConfig field, with its reader and writer), the NeMo keys it recognises but
+// The key schema of the training config: the keys Adamant acts on (each the YAML
+// path of one field of a layer's option struct, with its reader, writer and
+// meaning; the defaults and checks are the structs'), the NeMo keys it recognises but
 // does not act on (with the values it can honour), the sections they live in, and
 // did-you-mean suggestions for anything else.
 #include <yaml-cpp/yaml.h>
@@ -16,7 +17,10 @@
 namespace adamant::train::detail {
 
 struct FieldSpec {
-  std::string path;  // NeMo YAML path, e.g. model.optim.lr
+  std::string path;     // NeMo YAML path, e.g. model.optim.lr
+  std::string meaning;  // one line for docs/config.md
+  // The default when it follows other keys ("4 x model.hidden_size"); empty: write(TrainConfig{}).
+  std::string derived_default;
   // Reads a resolved value (never absent; may be null) into the config; `where` is for messages.
   std::function<void(const YAML::Node& value, const std::string& where, TrainConfig& config)> read;
   // The field's value as YAML flow text (for to_yaml and for `${...}` to a key left at its default).

@@ -1,5 +1,6 @@
 #pragma once
-// Range checks and impossible combinations of a typed training config.
+// Checks of a typed training config: each layer's own (its option struct's
+// validate()) and the few that span layers.
 #include "adamant/train/config_document.h"
 #include "adamant/train/train_config.h"
 

@@ -119,6 +119,12 @@ std::string format_number(double value) {
   return text;
 }
 
+std::string format_number(float value) {
+  std::string text = fmt::format("{}", value);
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+
 std::string quote(std::string_view text) {
   YAML::Emitter emitter;
   emitter << YAML::DoubleQuoted << std::string(text);

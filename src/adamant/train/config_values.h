@@ -30,6 +30,7 @@ bool is_missing_marker(const YAML::Node& value);
 // YAML text for values written by to_yaml: the shortest form that reads back to
 // the same double, always with a '.' or exponent; strings double-quoted and escaped.
 std::string format_number(double value);
+std::string format_number(float value);  // the shortest text of the float: 0.1f gives 0.1
 std::string quote(std::string_view text);
 
 }  // namespace adamant::train::detail

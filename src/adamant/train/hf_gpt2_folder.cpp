@@ -176,22 +176,13 @@ WholeWeights read_hf_gpt2_weights(const std::filesystem::path& dir, const model:
 // What the imported checkpoint's config.yaml says: the folder's sizes and tokenizer.
 TrainConfig config_of_import(const model::GptConfig& g, DType dtype, const std::filesystem::path& checkpoint) {
   TrainConfig c;
-  ModelConfig& m = c.model;
-  m.num_layers = g.num_layers;
-  m.hidden_size = g.hidden_size;
-  m.ffn_hidden_size = g.ffn_hidden_size;
-  m.num_attention_heads = g.num_attention_heads;
-  m.encoder_seq_length = g.seq_length;
-  m.max_position_embeddings = g.seq_length;
-  m.openai_gelu = g.gelu == kernels::GeluForm::tanh;
-  m.init_method_std = decimal(g.init_method_std);
-  m.hidden_dropout = decimal(g.hidden_dropout);
-  m.attention_dropout = decimal(g.attention_dropout);
-  m.make_vocab_size_divisible_by = g.make_vocab_size_divisible_by;
+  c.model = g;
+  c.model.vocab_size = 0;  // the tokenizer's, not a key
+  c.model.max_position_embeddings = g.seq_length;
   const auto folder = std::filesystem::absolute(checkpoint).lexically_normal();
-  m.tokenizer.vocab_file = folder / kHfVocabFile;
-  m.tokenizer.merge_file = folder / kHfMergesFile;
-  m.megatron_amp_O2 = dtype != DType::f32;
+  c.data.tokenizer.vocab_file = folder / kHfVocabFile;
+  c.data.tokenizer.merge_file = folder / kHfMergesFile;
+  c.optim.megatron_amp_O2 = dtype != DType::f32;
   c.trainer.precision = dtype == DType::f32 ? DType::bf16 : dtype;
   return c;
 }
@@ -226,6 +217,7 @@ model::GptConfig read_hf_gpt2_config(const std::filesystem::path& dir) {
   g.hidden_size = positive("n_embd");
   g.num_attention_heads = positive("n_head");
   g.seq_length = positive("n_positions");
+  g.max_position_embeddings = g.seq_length;
   g.vocab_size = positive("vocab_size");
   g.ffn_hidden_size = (!j.contains("n_inner") || j["n_inner"].is_null()) ? 4 * g.hidden_size : positive("n_inner");
   const std::string activation = j.value("activation_function", std::string("gelu_new"));
@@ -262,7 +254,7 @@ void export_hf_gpt2(const std::filesystem::path& checkpoint, const std::filesyst
                 "{} is not a checkpoint folder (no model.adm); pass e.g. runs/<name>/checkpoints/step_00000100",
                 checkpoint.string());
   const TrainConfig config = parse_train_config(checkpoint_config_yaml(checkpoint), {}, model_file.string());
-  std::filesystem::path encoder = config.model.tokenizer.vocab_file, merges = config.model.tokenizer.merge_file;
+  std::filesystem::path encoder = config.data.tokenizer.vocab_file, merges = config.data.tokenizer.merge_file;
   if (!vocab_dir.empty()) {
     encoder = vocab_dir / "encoder.json";
     merges = vocab_dir / "vocab.bpe";
@@ -271,7 +263,7 @@ void export_hf_gpt2(const std::filesystem::path& checkpoint, const std::filesyst
     merges = checkpoint / kHfMergesFile;
   }
   const auto tokenizer = data::BpeTokenizer::load(encoder, merges);
-  const model::GptConfig gpt = gpt_config_of(config.model, static_cast<int>(tokenizer.vocab_size())).whole_model();
+  const model::GptConfig gpt = gpt_config_of(config, static_cast<int>(tokenizer.vocab_size())).whole_model();
   const DType out_dtype =
       dtype.value_or(parse_dtype(ArchiveReader(model_file).meta().value("weight_dtype", "fp32"), "weight_dtype"));
   ADAMANT_CHECK(out_dtype == DType::f32 || out_dtype == DType::bf16 || out_dtype == DType::f16,

@@ -39,15 +39,15 @@ double parameters_per_rank(const model::GptConfig& gpt) {
 MemoryEstimate estimate_memory(const TrainConfig& config, const model::GptConfig& gpt, int dp, bool on_gpu) {
   MemoryEstimate e;
   e.parameters = parameters_per_rank(gpt);
-  const OptimConfig& o = config.model.optim;
-  const bool o2 = config.model.megatron_amp_O2;
+  const optim::OptimizerOptions& o = config.optim;
+  const bool o2 = o.megatron_amp_O2;
   const double weight_bytes = o2 ? static_cast<double>(dtype_size(config.trainer.precision)) : 4.0;
   const double main_bytes = !o2 ? 0.0 : (o.store_param_remainders ? 2.0 : 4.0);
   const double state_share = o.name == "distributed_fused_adam" ? static_cast<double>(dp) : 1.0;
   e.model_state = e.parameters * (weight_bytes + 4.0 + (main_bytes + 8.0) / state_share);
   // Saved activations of one micro-batch (Megatron's estimate: 34 s b h + 5 a s^2 b bytes per layer
   // in 16-bit), plus the logits in fp32.
-  const double s = gpt.seq_length, b = config.model.micro_batch_size, h = gpt.hidden_size;
+  const double s = gpt.seq_length, b = config.data.micro_batch_size, h = gpt.hidden_size;
   const double heads = gpt.local_heads();
   e.activations = gpt.num_layers * (34 * s * b * h / gpt.tensor_parallel_size + 5 * heads * s * s * b) +
                   4 * s * b * gpt.local_vocab();
@@ -64,7 +64,7 @@ double host_memory_bytes() {
 
 void check_memory_budget(const TrainConfig& config, const MemoryEstimate& e, double host_bytes_per_rank,
                          double device_bytes, bool on_gpu) {
-  const ModelConfig& m = config.model;
+  const model::GptConfig& m = config.model;
   const auto refuse = [&](const char* where, double need, double have) {
     fail(
         "this model does not fit: model.num_layers={}, model.hidden_size={}, model.ffn_hidden_size={}, "
@@ -73,7 +73,7 @@ void check_memory_budget(const TrainConfig& config, const MemoryEstimate& e, dou
         "there is {} per rank; reduce model.num_layers or model.hidden_size (or model.micro_batch_size, "
         "model.encoder_seq_length), or spread the model with model.tensor_model_parallel_size or the optimizer "
         "state with model.optim.name=distributed_fused_adam over more ranks",
-        m.num_layers, m.hidden_size, m.ffn_hidden_size, m.encoder_seq_length, m.micro_batch_size, e.parameters,
+        m.num_layers, m.hidden_size, m.ffn_hidden_size, m.seq_length, config.data.micro_batch_size, e.parameters,
         bytes_text(need), where, bytes_text(e.model_state), bytes_text(e.activations), bytes_text(e.bookkeeping),
         bytes_text(have));
   };

@@ -18,10 +18,8 @@
 
 namespace adamant::train {
 
-model::GptConfig gpt_config_of(const ModelConfig& model, int vocab_size);
-optim::OptimizerOptions optimizer_options_of(const TrainConfig& config);
-// Weights in the model: bf16/fp16 with megatron_amp_O2 (fp32 main weights in the optimizer), else fp32.
-DType weight_dtype_of(const TrainConfig& config);
+// The model of the config with the tokenizer's vocabulary, validated.
+model::GptConfig gpt_config_of(const TrainConfig& config, int vocab_size);
 // The GPU for this rank: its node-local rank's (comm::gpu_for_local_rank), or the CPU.
 Device device_of(const TrainConfig& config, const comm::NodeTopology& topology);
 comm::GridOptions grid_options_of(const TrainConfig& config);

@@ -22,11 +22,6 @@ namespace {
 
 using detail::ConfigDocument;
 
-// Tokenizer files when the config leaves them empty or null, relative to the
-// working directory: where scripts/fetch_data.sh puts GPT-2's files.
-constexpr std::string_view kDefaultVocabFile = ".cache/data/gpt2/encoder.json";
-constexpr std::string_view kDefaultMergeFile = ".cache/data/gpt2/vocab.bpe";
-
 std::string join_key(const std::string& prefix, const std::string& key) {
   return prefix.empty() ? key : prefix + "." + key;
 }
@@ -85,7 +80,7 @@ void apply_overrides(ConfigDocument& document, const std::vector<std::string>& o
 // NeMo's optimizer names map onto Adamant's two: adam is torch.optim.Adam (L2
 // decay added to the gradient), adamw decoupled decay; both run as fused_adam.
 void normalise_optimizer_name(TrainConfig& config, const ConfigDocument& document) {
-  auto& optim = config.model.optim;
+  auto& optim = config.optim;
   const bool mode_given = document.raw("model.optim.adam_w_mode").has_value();
   if (optim.name == "adam") {
     optim.name = "fused_adam";
@@ -105,10 +100,8 @@ void normalise_optimizer_name(TrainConfig& config, const ConfigDocument& documen
 // Defaults that depend on other keys, as NeMo's own config file sets them.
 void derive_defaults(TrainConfig& config, const ConfigDocument& document) {
   auto& model = config.model;
-  if (!document.raw("model.max_position_embeddings")) model.max_position_embeddings = model.encoder_seq_length;
+  if (!document.raw("model.max_position_embeddings")) model.max_position_embeddings = model.seq_length;
   if (!document.raw("model.ffn_hidden_size")) model.ffn_hidden_size = 4 * model.hidden_size;
-  if (model.tokenizer.vocab_file.empty()) model.tokenizer.vocab_file = kDefaultVocabFile;
-  if (model.tokenizer.merge_file.empty()) model.tokenizer.merge_file = kDefaultMergeFile;
 }
 
 }  // namespace
@@ -170,6 +163,37 @@ std::string to_yaml(const TrainConfig& config) {
     open_sections = std::move(parts);
   }
   return out;
+}
+
+std::string config_keys_markdown() {
+  const TrainConfig defaults;
+  std::string out = "| key | default | meaning |\n|---|---|---|\n";
+  for (const auto& field : detail::config_fields()) {
+    std::string value = field.derived_default;
+    if (value.empty()) {
+      const YAML::Node written = YAML::Load(field.write(defaults));
+      const std::string text = written.IsScalar() ? written.Scalar() : field.write(defaults);
+      value = text.empty() ? "(empty)" : fmt::format("`{}`", text);
+    }
+    out += fmt::format("| `{}` | {} | {} |\n", field.path, value, field.meaning);
+  }
+  return out;
+}
+
+DType weight_dtype_of(const TrainConfig& config) {
+  return config.optim.megatron_amp_O2 ? config.trainer.precision : DType::f32;
+}
+
+optim::OptimizerOptions optimizer_options_of(const TrainConfig& config) {
+  optim::OptimizerOptions options = config.optim;
+  options.model_dtype = weight_dtype_of(config);
+  return options;
+}
+
+optim::LrSchedule lr_schedule_of(const TrainConfig& config) {
+  optim::LrSchedule schedule = config.sched;
+  if (schedule.max_steps == 0) schedule.max_steps = config.trainer.max_steps;
+  return schedule;
 }
 
 std::string ignored_keys_warning(const TrainConfig& config) {

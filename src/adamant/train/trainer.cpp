@@ -118,8 +118,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   comm::Communicator& dp_host = grid.data_parallel_group();
   const int vocab_size = model.config().vocab_size;
   const int dp = grid.dp_size();
-  const ModelConfig& mc = config.model;
-  const std::int64_t tokens_per_step = static_cast<std::int64_t>(mc.global_batch_size) * mc.encoder_seq_length;
+  const std::int64_t tokens_per_step =
+      static_cast<std::int64_t>(config.data.global_batch_size) * config.model.seq_length;
 
   if (config.exp_manager.checkpoint_callback_params.node_local && config.exp_manager.resume_if_exists) {
     // On node-local disks every host must hold the same newest checkpoint (a save cut off
@@ -136,7 +136,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   TrainingPosition position;
   if (start.checkpoint) {
     position = load_checkpoint(*start.checkpoint, model, &optimizer);
-    check_same_global_batch(position, *start.checkpoint, mc.global_batch_size);
+    check_same_global_batch(position, *start.checkpoint, config.data.global_batch_size);
     if (verbose) {
       std::printf("resumed from %s (step %lld)\n", start.checkpoint->string().c_str(),
                   static_cast<long long>(position.step));
