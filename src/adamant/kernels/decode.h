@@ -45,6 +45,13 @@ struct DecodeLinearArgs {
 constexpr std::int64_t kMaxDecodeGemvRows = 8;
 constexpr std::int64_t kMaxDecodeTopK = 256;
 
+// The order decode_top_k sorts by: unsigned keys that order like the floats (-0 as +0).
+constexpr std::uint32_t decode_order_key(float value) {
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  if (bits == 0x80000000u) bits = 0;
+  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+}
+
 namespace cpu {  // kernels/cpu/decode_cpu.cpp, decode_linear_cpu.cpp: the references, fp64 sums for attention
 void decode_embedding(const Tensor& tokens, const Tensor& positions, const Tensor& word, const Tensor& position,
                       Tensor out, std::int64_t batch, std::int64_t channels);
