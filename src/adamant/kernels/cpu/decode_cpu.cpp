@@ -1,5 +1,5 @@
-// Readable decoding-step kernels: fp64 sums for the attention, one (sequence, head)
-// at a time.
+// Readable decoding-step kernels: fp64 sums for the attention, the (sequence, head)
+// pairs split over the threads.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -25,40 +25,46 @@ void decode_embedding(const Tensor& tokens, const Tensor& positions, const Tenso
 }
 
 void decode_attention(const Tensor& qkv, Tensor cache, const Tensor& positions, Tensor out, const DecodeShape& shape) {
-  const std::int64_t H = shape.heads, D = shape.head_dim, W = H * D;
+  const std::int64_t B = shape.batch, H = shape.heads, D = shape.head_dim, W = H * D;
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   with_float_type(qkv, [&]<typename T>() {
     const std::int32_t* position_ids = positions.ptr<std::int32_t>();
-    std::vector<double> scores;
-    for (std::int64_t b = 0; b < shape.batch; ++b) {
-      const std::int64_t now = position_ids[b];
+    for (std::int64_t b = 0; b < B; ++b) {  // this token's key and value, before any head reads them
       const T* fresh = qkv.ptr<T>() + b * 3 * W;
-      T* sequence = cache.ptr<T>() + b * shape.capacity * 3 * W;
-      std::copy(fresh + W, fresh + 3 * W, sequence + now * 3 * W + W);  // this token's key and value
-      scores.resize(static_cast<std::size_t>(now + 1));
-      for (std::int64_t h = 0; h < H; ++h) {
-        const T* q = fresh + h * D;
-        double max_score = -INFINITY;
-        for (std::int64_t t = 0; t <= now; ++t) {
-          const T* k = sequence + t * 3 * W + W + h * D;
-          double dot = 0.0;
-          for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * static_cast<double>(k[d]);
-          scores[t] = dot * scale;
-          max_score = std::max(max_score, scores[t]);
-        }
-        double total = 0.0;
-        for (std::int64_t t = 0; t <= now; ++t) {
-          scores[t] = std::exp(scores[t] - max_score);
-          total += scores[t];
-        }
-        T* o = out.ptr<T>() + (b * H + h) * D;
-        for (std::int64_t d = 0; d < D; ++d) {
-          double sum = 0.0;
-          for (std::int64_t t = 0; t <= now; ++t)
-            sum += scores[t] * static_cast<double>(sequence[t * 3 * W + 2 * W + h * D + d]);
-          o[d] = static_cast<T>(sum / total);
-        }
+      std::copy(fresh + W, fresh + 3 * W, cache.ptr<T>() + (b * shape.capacity + position_ids[b]) * 3 * W + W);
+    }
+    // One (sequence, head) per iteration, each with its own row of scores; fp64 sums.
+    std::vector<double> scores(static_cast<std::size_t>(B * H * shape.capacity));
+    const bool parallel = B * H * (position_ids[0] + 1) * D >= kParallelMinWork;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int64_t bh = 0; bh < B * H; ++bh) {
+      const std::int64_t b = bh / H, h = bh % H, now = position_ids[b];
+      const T* q = qkv.ptr<T>() + b * 3 * W + h * D;
+      const T* sequence = cache.ptr<T>() + b * shape.capacity * 3 * W;
+      double* score = scores.data() + bh * shape.capacity;
+      double max_score = -INFINITY;
+      for (std::int64_t t = 0; t <= now; ++t) {
+        const T* k = sequence + t * 3 * W + W + h * D;
+        double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+        for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * static_cast<double>(k[d]);
+        score[t] = dot * scale;
+        max_score = std::max(max_score, score[t]);
       }
+      double total = 0.0;
+      for (std::int64_t t = 0; t <= now; ++t) {
+        score[t] = std::exp(score[t] - max_score);
+        total += score[t];
+      }
+      double sum[kMaxDecodeHeadDim] = {};
+      for (std::int64_t t = 0; t <= now; ++t) {  // the value rows in order, each read once and contiguously
+        const T* v = sequence + t * 3 * W + 2 * W + h * D;
+        const double p = score[t];
+#pragma omp simd
+        for (std::int64_t d = 0; d < D; ++d) sum[d] += p * static_cast<double>(v[d]);
+      }
+      T* o = out.ptr<T>() + (b * H + h) * D;
+      for (std::int64_t d = 0; d < D; ++d) o[d] = static_cast<T>(sum[d] / total);
     }
   });
 }

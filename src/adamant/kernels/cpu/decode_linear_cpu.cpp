@@ -69,7 +69,15 @@ __attribute__((target("avx2,fma"))) void block_avx2(const Operands& op, std::int
   __m256 acc[kRows][kFeatures];
   for (int r = 0; r < kRows; ++r)
     for (int f = 0; f < kFeatures; ++f) acc[r][f] = _mm256_setzero_ps();
+  // The features' rows are one contiguous block; while it is read, the next block is fetched a
+  // cache line per step (the block's share of each step), since rows of a few KB end before the
+  // hardware prefetcher has ramped up.
+  const char* next_block = reinterpret_cast<const char*>(op.weight + (n + kFeatures) * K);
+  const char* weight_end = reinterpret_cast<const char*>(op.weight + op.out_features * K);
+  const std::int64_t line_step = kFeatures * 16;  // bytes of weights consumed per step
   for (std::int64_t k = 0; k < vector_end; k += 8) {
+    const char* ahead = next_block + k / 8 * line_step;
+    if (ahead < weight_end) _mm_prefetch(ahead, _MM_HINT_T0);
     __m256 w[kFeatures];
     for (int f = 0; f < kFeatures; ++f) w[f] = widen_bf16(op.weight + (n + f) * K + k);
     for (int r = 0; r < kRows; ++r) {
