@@ -5,6 +5,7 @@
 #include <fstream>
 #include <vector>
 
+#include "adamant/core/crc32c.h"
 #include "adamant/core/error.h"
 #include "support/test_data.h"
 
@@ -75,6 +76,68 @@ TEST(Archive, DetectsCorruptionAndTruncation) {
     FAIL() << "truncation not detected";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("z.adm is damaged"), std::string::npos) << e.what();
+  }
+}
+
+// An archive laid out by hand as archive.h describes it, around any header text, with a correct
+// header checksum: the reader's checks past the checksum see exactly this header.
+std::filesystem::path write_archive(const std::filesystem::path& path, const std::string& header) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << "ADMARCH1" << header;
+  const std::uint64_t bytes = header.size();
+  const std::uint32_t crc = crc32c(header.data(), header.size());
+  out.write(reinterpret_cast<const char*>(&bytes), sizeof(bytes));
+  out.write(reinterpret_cast<const char*>(&crc), sizeof(crc));
+  out << "ADMAREND";
+  return path;
+}
+
+void expect_damaged(const std::filesystem::path& path, const std::string& detail) {
+  try {
+    ArchiveReader reader(path);
+    FAIL() << path << ": damage not detected";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find(path.filename().string() + " is damaged"), std::string::npos) << message;
+    EXPECT_NE(message.find(detail), std::string::npos) << message;
+  }
+}
+
+TEST(Archive, WellFramedHeadersOfTheWrongShapeAreDamage) {
+  const auto dir = testing::temp_dir("archive-header");
+  const std::string entry = R"({"name":"w","dtype":"fp32","shape":[2],"offset":8,"bytes":8,"crc32c":0})";
+  expect_damaged(write_archive(dir / "array.adm", "[1,2]"), "not valid JSON");
+  expect_damaged(write_archive(dir / "number.adm", R"({"tensors":7})"), "not valid JSON");
+  expect_damaged(write_archive(dir / "no_name.adm", R"({"tensors":[{"dtype":"fp32"}]})"), "name");
+  expect_damaged(write_archive(dir / "text_size.adm", R"({"tensors":[{"name":"w","dtype":"fp32","shape":[2],)"
+                                                      R"("offset":8,"bytes":"8","crc32c":0}]})"),
+                 "bytes");
+  // offset + bytes wraps around 2^64: still outside the file.
+  expect_damaged(write_archive(dir / "wrap.adm", R"({"tensors":[{"name":"w","dtype":"fp32","shape":[2],)"
+                                                 R"("offset":18446744073709551615,"bytes":2,"crc32c":0}]})"),
+                 "outside the file");
+  expect_damaged(write_archive(dir / "past_end.adm", R"({"tensors":[)" + entry + "]}"), "outside the file");
+}
+
+TEST(Archive, RejectedFilesAreClosed) {
+  const auto dir = testing::temp_dir("archive-descriptors");
+  std::ofstream(dir / "short.adm", std::ios::binary) << "ADMARCH1 and nothing else of an archive";
+  write_archive(dir / "bad_json.adm", "{");
+  const std::size_t before = testing::open_file_descriptors();
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_THROW(ArchiveReader(dir / "short.adm"), Error);
+    EXPECT_THROW(ArchiveReader(dir / "bad_json.adm"), Error);
+  }
+  EXPECT_EQ(testing::open_file_descriptors(), before);
+}
+
+TEST(Archive, AFolderIsNotACheckpointFile) {
+  const auto dir = testing::temp_dir("archive-folder");
+  try {
+    ArchiveReader reader(dir);
+    FAIL() << "a folder was read as a checkpoint file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
   }
 }
 

@@ -123,6 +123,15 @@ TEST(Safetensors, RejectsDamagedFilesNamingTheProblem) {
                 eight),
       {"__metadata__.k"});
   expect_error_mentioning(dir / "absent", {"cannot open"});
+  expect_error_mentioning(dir, {"not a regular file"});
+}
+
+TEST(Safetensors, RejectedFilesAreClosed) {
+  const auto dir = testing::temp_dir("safetensors_descriptors");
+  write_raw(dir / "truncated", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "1234");
+  const std::size_t before = testing::open_file_descriptors();
+  for (int i = 0; i < 100; ++i) EXPECT_THROW(SafetensorsReader(dir / "truncated"), Error);
+  EXPECT_EQ(testing::open_file_descriptors(), before);
 }
 
 }  // namespace

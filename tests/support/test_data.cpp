@@ -73,4 +73,10 @@ SharedTempDir::~SharedTempDir() {
   if (world_rank() == 0) std::filesystem::remove_all(*this, ignored);
 }
 
+std::size_t open_file_descriptors() {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++count;
+  return count;
+}
+
 }  // namespace adamant::testing

@@ -1,6 +1,7 @@
 #pragma once
 // Locates data fetched by scripts/fetch_data.sh (ADAMANT_DATA_DIR, set by ctest), and
 // temporary folders that tests leave nothing behind in.
+#include <cstddef>
 #include <filesystem>
 #include <string_view>
 
@@ -38,5 +39,9 @@ class SharedTempDir : public std::filesystem::path {
 };
 
 inline SharedTempDir shared_temp_dir(std::string_view name) { return SharedTempDir(name); }
+
+// How many file descriptors this process holds (the entries of /proc/self/fd): a reader that
+// rejects a file must not keep it open.
+std::size_t open_file_descriptors();
 
 }  // namespace adamant::testing

@@ -1,7 +1,6 @@
 #include "adamant/core/archive.h"
 
 #include <array>
-#include <cerrno>
 #include <cstring>
 
 #include "adamant/core/error.h"
@@ -14,6 +13,24 @@ constexpr char kMagic[8] = {'A', 'D', 'M', 'A', 'R', 'C', 'H', '1'};
 constexpr char kEndMagic[8] = {'A', 'D', 'M', 'A', 'R', 'E', 'N', 'D'};
 constexpr std::uint64_t kBlobAlignment = 64;
 constexpr std::size_t kFooterBytes = 8 + 4 + 8;
+
+[[noreturn]] void fail_damaged(const std::string& file, std::string_view what) {
+  fail("checkpoint file {} is damaged ({}); it may have been truncated or overwritten: use another checkpoint", file,
+       what);
+}
+
+// One field of a tensor's header entry: a missing field or one of the wrong type is damage.
+template <typename T>
+T entry_field(const nlohmann::json& tensor, const char* key, const std::string& file) {
+  if (tensor.is_object()) {
+    const auto it = tensor.find(key);
+    try {
+      if (it != tensor.end()) return it->get<T>();
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  fail_damaged(file, fmt::format("a tensor's '{}' is missing or of the wrong type", key));
+}
 
 DType dtype_from_name(const std::string& name, const std::filesystem::path& path) {
   for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u16, DType::u8}) {
@@ -64,23 +81,17 @@ void ArchiveWriter::commit() {
   committed_ = true;
 }
 
-ArchiveReader::ArchiveReader(std::filesystem::path path) : path_(std::move(path)) {
+ArchiveReader::ArchiveReader(std::filesystem::path path) : path_(std::move(path)), file_(path_, "checkpoint file") {
   const std::string file = path_.string();
-  file_ = std::fopen(path_.c_str(), "rb");
-  ADAMANT_CHECK(file_ != nullptr, "cannot open checkpoint file {}: {}", file, std::strerror(errno));
-  const auto size = std::filesystem::file_size(path_);
-  const auto damaged = [&](const char* what) {
-    fail("checkpoint file {} is damaged ({}); it may have been truncated or overwritten: use another checkpoint", file,
-         what);
-  };
+  const std::uint64_t size = file_.size();
+  const auto damaged = [&](std::string_view what) { fail_damaged(file, what); };
   char magic[8];
-  if (size < sizeof(kMagic) + kFooterBytes || std::fread(magic, 1, 8, file_) != 8 ||
-      std::memcmp(magic, kMagic, 8) != 0) {
+  if (size < sizeof(kMagic) + kFooterBytes || !file_.read_at(0, magic, sizeof(magic)) ||
+      std::memcmp(magic, kMagic, sizeof(magic)) != 0) {
     damaged("not an Adamant checkpoint: bad leading magic");
   }
   std::array<char, kFooterBytes> footer{};
-  std::fseek(file_, static_cast<long>(size - kFooterBytes), SEEK_SET);
-  if (std::fread(footer.data(), 1, footer.size(), file_) != footer.size() ||
+  if (!file_.read_at(size - kFooterBytes, footer.data(), footer.size()) ||
       std::memcmp(footer.data() + 12, kEndMagic, 8) != 0) {
     damaged("bad trailing magic");
   }
@@ -89,29 +100,28 @@ ArchiveReader::ArchiveReader(std::filesystem::path path) : path_(std::move(path)
   std::memcpy(&header_bytes, footer.data(), 8);
   std::memcpy(&header_crc, footer.data() + 8, 4);
   if (header_bytes > size - kFooterBytes - sizeof(kMagic)) damaged("header size out of range");
+  const std::uint64_t data_end = size - kFooterBytes - header_bytes;
   std::string header(header_bytes, '\0');
-  std::fseek(file_, static_cast<long>(size - kFooterBytes - header_bytes), SEEK_SET);
-  if (std::fread(header.data(), 1, header_bytes, file_) != header_bytes) damaged("short header");
+  if (!file_.read_at(data_end, header.data(), header.size())) damaged("short header");
   if (crc32c(header.data(), header.size()) != header_crc) damaged("header checksum mismatch");
   const auto json = nlohmann::json::parse(header, nullptr, false);
-  if (json.is_discarded() || !json.contains("tensors")) damaged("header is not valid JSON");
-  meta_ = json.value("meta", nlohmann::json::object());
-  const std::uint64_t data_end = size - kFooterBytes - header_bytes;
+  if (json.is_discarded() || !json.is_object() || !json.contains("tensors") || !json["tensors"].is_array()) {
+    damaged("header is not valid JSON");
+  }
+  const nlohmann::json& meta = json.contains("meta") ? json["meta"] : nlohmann::json::object();
+  if (!meta.is_object()) damaged("its 'meta' is not an object");
+  meta_ = meta;
   for (const auto& t : json["tensors"]) {
     ArchiveEntry e;
-    e.name = t.at("name").get<std::string>();
-    e.dtype = dtype_from_name(t.at("dtype").get<std::string>(), path_);
-    e.shape = t.at("shape").get<std::vector<std::int64_t>>();
-    e.offset = t.at("offset").get<std::uint64_t>();
-    e.bytes = t.at("bytes").get<std::uint64_t>();
-    e.crc = t.at("crc32c").get<std::uint32_t>();
-    if (e.offset + e.bytes > data_end) damaged("a tensor lies outside the file");
+    e.name = entry_field<std::string>(t, "name", file);
+    e.dtype = dtype_from_name(entry_field<std::string>(t, "dtype", file), path_);
+    e.shape = entry_field<std::vector<std::int64_t>>(t, "shape", file);
+    e.offset = entry_field<std::uint64_t>(t, "offset", file);
+    e.bytes = entry_field<std::uint64_t>(t, "bytes", file);
+    e.crc = entry_field<std::uint32_t>(t, "crc32c", file);
+    if (e.offset > data_end || e.bytes > data_end - e.offset) damaged("a tensor lies outside the file");
     entries_.push_back(std::move(e));
   }
-}
-
-ArchiveReader::~ArchiveReader() {
-  if (file_ != nullptr) std::fclose(file_);
 }
 
 bool ArchiveReader::has(const std::string& name) const {
@@ -135,9 +145,8 @@ void ArchiveReader::read(const std::string& name, void* dst, std::size_t bytes) 
                 "checkpoint file {}: tensor '{}' holds {} bytes, expected {}; it was written for "
                 "another model or configuration",
                 path_.string(), name, e.bytes, bytes);
-  std::fseek(file_, static_cast<long>(e.offset), SEEK_SET);
-  ADAMANT_CHECK(std::fread(dst, 1, bytes, file_) == bytes, "checkpoint file {}: short read of tensor '{}'",
-                path_.string(), name);
+  ADAMANT_CHECK(file_.read_at(e.offset, dst, bytes), "checkpoint file {}: short read of tensor '{}'", path_.string(),
+                name);
   const std::uint32_t crc = crc32c(dst, bytes);
   ADAMANT_CHECK(crc == e.crc,
                 "checkpoint file {} is damaged: checksum mismatch in tensor '{}' (stored {:08x}, read "

@@ -7,7 +7,6 @@
 //         u64 header bytes | u32 CRC32C of header | "ADMAREND"
 // The header lists each tensor's name, dtype, shape, offset, size and CRC32C.
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -16,6 +15,7 @@
 #include "adamant/core/atomic_file.h"
 #include "adamant/core/crc32c.h"
 #include "adamant/core/dtype.h"
+#include "adamant/core/file_read.h"
 
 namespace adamant {
 
@@ -52,7 +52,6 @@ class ArchiveReader {
  public:
   // Validates the framing and the header checksum; throws adamant::Error naming the file.
   explicit ArchiveReader(std::filesystem::path path);
-  ~ArchiveReader();
   ArchiveReader(const ArchiveReader&) = delete;
   ArchiveReader& operator=(const ArchiveReader&) = delete;
 
@@ -67,7 +66,7 @@ class ArchiveReader {
 
  private:
   std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
+  ReadOnlyFile file_;
   nlohmann::json meta_;
   std::vector<ArchiveEntry> entries_;
 };

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -99,13 +97,12 @@ void SafetensorsWriter::write(const std::filesystem::path& path) const {
   file.commit();
 }
 
-SafetensorsReader::SafetensorsReader(std::filesystem::path path) : path_(std::move(path)) {
+SafetensorsReader::SafetensorsReader(std::filesystem::path path)
+    : path_(std::move(path)), file_(path_, "safetensors file") {
   const std::string file = path_.string();
-  file_ = std::fopen(path_.c_str(), "rb");
-  ADAMANT_CHECK(file_ != nullptr, "cannot open safetensors file {}: {}", file, std::strerror(errno));
-  const std::uint64_t size = std::filesystem::file_size(path_);
+  const std::uint64_t size = file_.size();
   std::uint64_t header_bytes = 0;
-  if (size < sizeof(header_bytes) || std::fread(&header_bytes, 1, sizeof(header_bytes), file_) != 8) {
+  if (size < sizeof(header_bytes) || !file_.read_at(0, &header_bytes, sizeof(header_bytes))) {
     fail("safetensors file {} is truncated: it is {} bytes, shorter than the 8-byte header length", file, size);
   }
   if (header_bytes > kMaxHeaderBytes || header_bytes > size - 8) {
@@ -113,7 +110,7 @@ SafetensorsReader::SafetensorsReader(std::filesystem::path path) : path_(std::mo
          header_bytes, size - 8);
   }
   std::string text(header_bytes, '\0');
-  ADAMANT_CHECK(std::fread(text.data(), 1, header_bytes, file_) == header_bytes,
+  ADAMANT_CHECK(file_.read_at(sizeof(header_bytes), text.data(), header_bytes),
                 "safetensors file {}: short read of the header", file);
   const auto header = nlohmann::json::parse(text, nullptr, false);
   if (header.is_discarded() || !header.is_object()) {
@@ -180,10 +177,6 @@ SafetensorsReader::SafetensorsReader(std::filesystem::path path) : path_(std::mo
   }
 }
 
-SafetensorsReader::~SafetensorsReader() {
-  if (file_ != nullptr) std::fclose(file_);
-}
-
 const SafetensorsEntry* SafetensorsReader::find(const std::string& name) const {
   for (const SafetensorsEntry& e : entries_) {
     if (e.name == name) return &e;
@@ -201,9 +194,7 @@ std::vector<std::uint8_t> SafetensorsReader::read(const std::string& name) const
   const SafetensorsEntry& e = entry(name);
   std::vector<std::uint8_t> out(e.end - e.begin);
   const std::uint64_t at = data_start_ + e.begin;
-  ADAMANT_CHECK(at <= static_cast<std::uint64_t>(std::numeric_limits<long>::max()) &&
-                    std::fseek(file_, static_cast<long>(at), SEEK_SET) == 0 &&
-                    std::fread(out.data(), 1, out.size(), file_) == out.size(),
+  ADAMANT_CHECK(file_.read_at(at, out.data(), out.size()),
                 "safetensors file {}: short read of tensor '{}'; the file is truncated", path_.string(), name);
   return out;
 }

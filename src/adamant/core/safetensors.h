@@ -9,13 +9,13 @@
 // truncated file, a bad header, a tensor outside the data or overlapping another throws
 // adamant::Error naming the file and the tensor or field.
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "adamant/core/dtype.h"
+#include "adamant/core/file_read.h"
 
 namespace adamant {
 
@@ -54,7 +54,6 @@ class SafetensorsReader {
  public:
   // Reads and validates the header; throws adamant::Error naming the file and the problem.
   explicit SafetensorsReader(std::filesystem::path path);
-  ~SafetensorsReader();
   SafetensorsReader(const SafetensorsReader&) = delete;
   SafetensorsReader& operator=(const SafetensorsReader&) = delete;
 
@@ -69,7 +68,7 @@ class SafetensorsReader {
 
  private:
   std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
+  ReadOnlyFile file_;
   std::uint64_t data_start_ = 0;
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;

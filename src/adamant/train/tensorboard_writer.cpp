@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "adamant/core/crc32c.h"
-#include "adamant/core/error.h"
 
 namespace adamant::train {
 
@@ -71,9 +70,7 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& folder, std::i
   for (int counter = 1; std::filesystem::exists(file_); ++counter) {
     file_ = folder / (stem + "." + std::to_string(counter) + ".adamant");
   }
-  out_ = std::fopen(file_.c_str(), "wb");
-  ADAMANT_CHECK(out_ != nullptr, "cannot create the TensorBoard event file {}: {}", file_.string(),
-                std::strerror(errno));
+  out_ = std::make_unique<AppendFile>(file_, /*truncate=*/true);
   std::string version;
   put_bytes(version, 3, "brain.Event:2");
   write_event(0, version);
@@ -84,10 +81,6 @@ TensorBoardWriter::TensorBoardWriter(const std::filesystem::path& folder, std::i
     put_bytes(session_log, 7, start);
     write_event(resumed_step, session_log);
   }
-}
-
-TensorBoardWriter::~TensorBoardWriter() {
-  if (out_ != nullptr) std::fclose(out_);
 }
 
 void TensorBoardWriter::scalar(std::string_view tag, std::int64_t step, double value) {
@@ -118,8 +111,7 @@ void TensorBoardWriter::write_record(const std::string& data) {
   put_fixed(record, tfrecord_masked_crc(record.data(), sizeof(length)));
   record += data;
   put_fixed(record, tfrecord_masked_crc(data.data(), data.size()));
-  const bool written = std::fwrite(record.data(), 1, record.size(), out_) == record.size() && std::fflush(out_) == 0;
-  ADAMANT_CHECK(written, "cannot write the TensorBoard event file {}: {}", file_.string(), std::strerror(errno));
+  out_->write(record);
 }
 
 void write_step_scalars(TensorBoardWriter& writer, const StepMetrics& m) {

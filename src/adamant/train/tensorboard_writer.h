@@ -12,11 +12,12 @@
 // Summary: value 1; Summary.Value: tag 1, simple_value 2; SessionLog: status 1) are encoded
 // here. Every write is flushed and checked.
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 
+#include "adamant/core/file_write.h"
 #include "adamant/train/memory_report.h"
 #include "adamant/train/metrics.h"
 
@@ -28,7 +29,6 @@ class TensorBoardWriter {
   // A fresh run (resumed_step 0) first deletes the folder's older event files, as the metrics
   // log starts afresh.
   TensorBoardWriter(const std::filesystem::path& folder, std::int64_t resumed_step);
-  ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter&) = delete;
   TensorBoardWriter& operator=(const TensorBoardWriter&) = delete;
 
@@ -40,7 +40,7 @@ class TensorBoardWriter {
   void write_record(const std::string& data);
 
   std::filesystem::path file_;
-  std::FILE* out_ = nullptr;
+  std::unique_ptr<AppendFile> out_;  // opened once the file name is chosen
 };
 
 // A training step's scalars under NeMo's tags where NeMo has one: reduced_train_loss, lr, grad_norm,
