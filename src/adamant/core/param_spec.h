@@ -15,6 +15,9 @@ struct ParamSpec {
   std::size_t offset = 0;     // element offset in the flat weight/grad buffers
   bool weight_decay = true;   // false for biases and layernorm weights
   bool tp_duplicate = false;  // replicated across tensor-parallel ranks (count once in the norm)
+  // A copy of a parameter that another pipeline stage owns (the last stage's tied word embedding):
+  // its gradient is summed with the owner's, and it counts once in the norm and in checkpoints.
+  bool tied_copy = false;
 };
 
 // Parameters in flat-buffer order. The model lays them out in reverse order of

@@ -8,8 +8,9 @@ namespace {
 
 class Planner {
  public:
+  explicit Planner(bool saved) : saved_(saved) {}
   Region take(std::size_t numel, DType dtype) {
-    const Region region{total_, numel, dtype};
+    const Region region{total_, numel, dtype, saved_};
     const std::size_t bytes = numel * dtype_size(dtype);
     constexpr std::size_t align = ActivationLayout::kRegionAlignment;
     total_ += (bytes + align - 1) / align * align;
@@ -18,12 +19,14 @@ class Planner {
   std::size_t total() const { return total_; }
 
  private:
+  bool saved_;
   std::size_t total_ = 0;  // bytes
 };
 
 }  // namespace
 
-ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch_size, const ActivationDtypes& dtypes) {
+ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch_size, const ActivationDtypes& dtypes,
+                                        int layers) {
   const std::size_t batch = static_cast<std::size_t>(micro_batch_size);
   const std::size_t seq = static_cast<std::size_t>(config.seq_length);
   const std::size_t tokens = batch * seq;
@@ -43,16 +46,18 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   ActivationLayout layout;
   layout.classifier_chunk_rows = std::min(chunk_rows, tokens);
 
-  Planner planner;
-  auto act = [&](std::size_t numel) { return planner.take(numel, dtypes.activation); };
-  auto stat = [&](std::size_t numel) { return planner.take(numel, dtypes.statistic); };
+  Planner saved(true), scratch(false);
+  auto act = [&](std::size_t numel) { return saved.take(numel, dtypes.activation); };
+  auto stat = [&](std::size_t numel) { return saved.take(numel, dtypes.statistic); };
+  auto scratch_act = [&](std::size_t numel) { return scratch.take(numel, dtypes.activation); };
+  auto scratch_stat = [&](std::size_t numel) { return scratch.take(numel, dtypes.statistic); };
   // Layernorm outputs are whole ([tokens, hidden]): with sequence parallelism each rank writes its
   // rows and the all-gather fills in the rest, which the next GEMM and its weight gradient read.
   layout.embedded = act(rows * hidden);
   // With selective recomputation one GELU output serves every layer: written in forward and
   // read at once by the next GEMM, rewritten in backward just before its weight gradient.
-  const Region shared_gelu = config.recompute_activation ? act(tokens * ffn) : Region{};
-  for (int l = 0; l < config.num_layers; ++l) {
+  const Region shared_gelu = config.recompute_activation ? scratch_act(tokens * ffn) : Region{};
+  for (int l = 0; l < layers; ++l) {
     LayerActivations layer;
     layer.ln1 = act(tokens * hidden);
     layer.ln1_mean = stat(rows);
@@ -72,21 +77,24 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   layout.final_ln = act(tokens * hidden);
   layout.final_ln_mean = stat(rows);
   layout.final_ln_rstd = stat(rows);
-  layout.losses = stat(tokens);
-  layout.logits_chunk = stat(layout.classifier_chunk_rows * vocab);
+  // The classifier runs at the start of backward (or after forward when there is none): its
+  // regions are scratch.
+  layout.losses = scratch_stat(tokens);
+  layout.logits_chunk = scratch_stat(layout.classifier_chunk_rows * vocab);
   if (tp > 1) {  // the vocabulary-parallel cross-entropy's per-row statistics
-    layout.classifier_stats = stat(2 * tokens);
-    layout.classifier_gathered = stat(tp * 2 * tokens);
-    layout.classifier_lse = stat(tokens);
+    layout.classifier_stats = scratch_stat(2 * tokens);
+    layout.classifier_gathered = scratch_stat(tp * 2 * tokens);
+    layout.classifier_lse = scratch_stat(tokens);
   }
-  layout.branch = act(tokens * hidden);  // whole: a row-parallel GEMM's partial sums before their reduction
-  layout.d_residual = act(rows * hidden);
-  layout.d_branch = act(tokens * hidden);
-  layout.d_ln = act(tokens * hidden);
-  layout.d_attention = act(tokens * width);
-  layout.d_qkv = act(tokens * 3 * width);
-  layout.d_fc = act(tokens * ffn);
-  layout.total_bytes = planner.total();
+  layout.branch = scratch_act(tokens * hidden);  // whole: a row-parallel GEMM's partial sums before their reduction
+  layout.d_residual = scratch_act(rows * hidden);
+  layout.d_branch = scratch_act(tokens * hidden);
+  layout.d_ln = scratch_act(tokens * hidden);
+  layout.d_attention = scratch_act(tokens * width);
+  layout.d_qkv = scratch_act(tokens * 3 * width);
+  layout.d_fc = scratch_act(tokens * ffn);
+  layout.saved_bytes = saved.total();
+  layout.scratch_bytes = scratch.total();
   return layout;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Where every activation of one micro-batch lives: named regions of a single
 // buffer planned once for the largest micro-batch (llm.c style), so forward and
-// backward never allocate. Regions are sized for micro_batch_size full sequences;
+// backward never allocate. The regions backward reads are "saved", one copy per
+// micro-batch in flight; the rest is scratch shared by all. Regions are sized for micro_batch_size full sequences;
 // a smaller batch or a shorter sequence uses the front of each region.
 //
 // With tensor parallelism the regions hold one rank's share: its heads, its MLP columns,
@@ -19,9 +20,12 @@
 namespace adamant::model {
 
 struct Region {
-  std::size_t offset = 0;  // bytes from the start of the activation buffer
+  std::size_t offset = 0;  // bytes from the start of its part (saved or scratch)
   std::size_t numel = 0;
   DType dtype = DType::f32;
+  // Kept from a pass's forward for its backward: one copy per pass in flight (a pipeline stage holds
+  // several micro-batches' activations). The other regions are scratch that every pass shares.
+  bool saved = false;
 };
 
 // Kept from forward for backward, per layer.
@@ -56,11 +60,19 @@ struct ActivationLayout {
   // Backward scratch, reused by every layer.
   Region d_residual, d_branch, d_ln, d_attention, d_qkv, d_fc;
   std::size_t classifier_chunk_rows = 0;
-  std::size_t total_bytes = 0;
+  std::size_t saved_bytes = 0;    // one pass's saved regions
+  std::size_t scratch_bytes = 0;  // the shared scratch
 
   static constexpr std::size_t kRegionAlignment = 256;  // bytes: 128-bit loads and cache lines on both devices
 
-  static ActivationLayout plan(const GptConfig& config, int micro_batch_size, const ActivationDtypes& dtypes);
+  // The buffer for `passes_in_flight` passes: their saved parts side by side, then the scratch.
+  std::size_t total_bytes(int passes_in_flight = 1) const {
+    return static_cast<std::size_t>(passes_in_flight) * saved_bytes + scratch_bytes;
+  }
+
+  // For `layers` layers (one model chunk's; the embedding output and the head's regions are always planned).
+  static ActivationLayout plan(const GptConfig& config, int micro_batch_size, const ActivationDtypes& dtypes,
+                               int layers);
 };
 
 }  // namespace adamant::model

@@ -52,6 +52,23 @@ void GptConfig::validate(const KeyOrigin& origin) const {
         "model.tensor_model_parallel_size ({}) and model.hidden_size ({}) divisible by 4{}",
         seq_length, tensor_parallel_size, hidden_size, check.where("model.sequence_parallel"));
   }
+  check.at_least("model.pipeline_model_parallel_size", pipeline_parallel_size, 1, "the number of pipeline stages");
+  check.at_least("model.virtual_pipeline_model_parallel_size", virtual_pipeline_size, 1,
+                 "the model chunks per pipeline stage (1, or null, for plain 1F1B)");
+  if (virtual_pipeline_size > 1 && pipeline_parallel_size == 1) {
+    fail(
+        "model.virtual_pipeline_model_parallel_size is {} but model.pipeline_model_parallel_size is 1{}; the "
+        "interleaved schedule splits each pipeline stage's layers into chunks, so set it to null (1) or use 2 or more "
+        "stages",
+        virtual_pipeline_size, check.where("model.virtual_pipeline_model_parallel_size"));
+  }
+  if (num_layers % (pipeline_parallel_size * virtual_pipeline_size) != 0) {
+    fail(
+        "model.num_layers ({}) is not divisible by model.pipeline_model_parallel_size ({}) x "
+        "model.virtual_pipeline_model_parallel_size ({}){}; every model chunk holds the same number of layers, so "
+        "choose stages and chunks whose product divides the layers",
+        num_layers, pipeline_parallel_size, virtual_pipeline_size, check.where("model.pipeline_model_parallel_size"));
+  }
   check.positive("model.init_method_std", init_method_std, "the standard deviation of the weight init, e.g. 0.02");
   constexpr std::string_view kDropout = "a dropout probability, e.g. 0.1 (0 disables it)";
   check.fraction("model.hidden_dropout", hidden_dropout, kDropout);

@@ -20,6 +20,8 @@ struct GptConfig {
   int make_vocab_size_divisible_by = 128;  // model.make_vocab_size_divisible_by
   int tensor_parallel_size = 1;            // model.tensor_model_parallel_size
   bool sequence_parallel = false;          // model.sequence_parallel (needs tensor_parallel_size > 1)
+  int pipeline_parallel_size = 1;          // model.pipeline_model_parallel_size: stages (pipeline_stage.h)
+  int virtual_pipeline_size = 1;           // model.virtual_pipeline_model_parallel_size: chunks per stage
   float init_method_std = 0.02f;           // model.init_method_std
   float hidden_dropout = 0.1f;             // model.hidden_dropout
   float attention_dropout = 0.1f;          // model.attention_dropout
@@ -42,13 +44,15 @@ struct GptConfig {
   int local_heads() const { return num_attention_heads / tensor_parallel_size; }
   int local_ffn() const { return ffn_hidden_size / tensor_parallel_size; }
   int local_vocab() const { return padded_vocab_size() / tensor_parallel_size; }
-  // The same model on one rank: no tensor parallelism, the same padded vocabulary (sampling from a
+  // The same model on one rank: no tensor or pipeline parallelism, the same padded vocabulary (sampling from a
   // checkpoint of a tensor-parallel run, which holds the whole model).
   GptConfig whole_model() const {
     GptConfig whole = *this;
     whole.make_vocab_size_divisible_by = make_vocab_size_divisible_by * tensor_parallel_size;
     whole.tensor_parallel_size = 1;
     whole.sequence_parallel = false;
+    whole.pipeline_parallel_size = 1;
+    whole.virtual_pipeline_size = 1;
     return whole;
   }
   // Throws adamant::Error naming the NeMo key and the fix for any impossible value; `origin`

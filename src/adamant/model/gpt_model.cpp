@@ -54,12 +54,13 @@ bool is_output_projection(std::string_view name) {
 }  // namespace
 
 GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device, std::uint64_t seed,
-                   std::size_t padded_numel, comm::Communicator* tensor_parallel)
+                   std::size_t padded_numel, comm::Communicator* tensor_parallel, int pipeline_stage_index,
+                   int passes_in_flight)
     : config_(config),
       tensor_parallel_(config.tensor_parallel_size > 1 ? tensor_parallel : nullptr),
       tp_rank_(tensor_parallel_ != nullptr ? tensor_parallel_->rank() : 0),
-      params_(build_param_list(config)),
-      index_(index_params(config, params_)),
+      params_(build_stage_param_list(config, pipeline_stage(config, pipeline_stage_index))),
+      stage_(pipeline_stage(config, pipeline_stage_index)),
       weight_dtype_(weight_dtype),
       grad_dtype_(weight_dtype == DType::f64 ? DType::f64 : DType::f32),
       activation_dtype_(kernels::model_dtype(device, kernels::Role::activation, grad_dtype_)),
@@ -67,7 +68,10 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       device_(device),
       seed_(seed),
       buffer_numel_(std::max(params_.total_numel, padded_numel)),
+      passes_in_flight_(passes_in_flight),
       own_stream_(device) {
+  ADAMANT_CHECK(passes_in_flight >= 1, "GptModel: {} passes in flight; a stage holds at least one", passes_in_flight);
+  for (const ModelChunk& chunk : stage_.chunks) chunks_.push_back({chunk, index_chunk_params(params_, chunk)});
   ADAMANT_CHECK(weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16 ||
                     weight_dtype == DType::f64,
                 "GptModel: weights of {}; use fp32, bf16, fp16 (or fp64 for reference checks)",
@@ -96,7 +100,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   dtypes.activation = activation_dtype_;
   dtypes.statistic = grad_dtype_;
   dtypes.classifier_chunk_elements = kernels::classifier_chunk_elements(device);
-  layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes);
+  layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes, stage_.chunks.front().num_layers);
   const std::size_t grad_size = dtype_size(grad_dtype_);
   weights_ = Buffer(buffer_numel_ * dtype_size(weight_dtype_), device_);
   if (weight_dtype_ != compute_weight_dtype) {
@@ -106,9 +110,11 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   // The linear layers' weight gradients (most of the elements) are accumulated into grads_ by
   // their GEMMs; the other parameters get a place in the per-micro-batch scratch.
   std::vector<bool> in_place(params_.size(), false);
-  for (const LayerParamIndex& layer : index_.layers) {
-    for (const std::size_t param : {layer.qkv_weight, layer.proj_weight, layer.fc_weight, layer.fc_proj_weight}) {
-      in_place[param] = true;
+  for (const Chunk& chunk : chunks_) {
+    for (const LayerParamIndex& layer : chunk.index.layers) {
+      for (const std::size_t param : {layer.qkv_weight, layer.proj_weight, layer.fc_weight, layer.fc_proj_weight}) {
+        in_place[param] = true;
+      }
     }
   }
   std::size_t scratch_numel = 0;
@@ -119,9 +125,9 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
     scratch_numel += (params_[p].numel + kMicroAlignment - 1) / kMicroAlignment * kMicroAlignment;
   }
   micro_grads_ = Buffer(scratch_numel * grad_size, device_);
-  activations_ = Buffer(layout_.total_bytes, device_);
+  activations_ = Buffer(layout_.total_bytes(passes_in_flight_), device_);
   const std::size_t tokens = static_cast<std::size_t>(micro_batch_size_) * config_.seq_length;
-  device_tokens_ = Buffer(tokens * sizeof(std::int32_t), device_);
+  device_tokens_ = Buffer(static_cast<std::size_t>(passes_in_flight_) * tokens * sizeof(std::int32_t), device_);
   device_targets_ = Buffer(tokens * sizeof(std::int32_t), device_);
   const std::size_t statistics = std::max(tokens, static_cast<std::size_t>(config_.padded_vocab_size()));
   host_statistics_ = Buffer(statistics * dtype_size(grad_dtype_), Device::cpu());
@@ -214,7 +220,9 @@ void GptModel::refresh_working_weights() {
 Tensor GptModel::act(const Region& region, std::size_t count) {
   ADAMANT_CHECK(count <= region.numel, "GptModel: activation view of {} elements in a region of {}", count,
                 region.numel);
-  return Tensor::flat(static_cast<char*>(activations_.data()) + region.offset, region.dtype, device_, count);
+  const std::size_t base =
+      region.saved ? saved_base_ : static_cast<std::size_t>(passes_in_flight_) * layout_.saved_bytes;
+  return Tensor::flat(static_cast<char*>(activations_.data()) + base + region.offset, region.dtype, device_, count);
 }
 
 Tensor GptModel::weight(std::size_t param) {
@@ -293,11 +301,18 @@ void GptModel::check_batch(const MicroBatch& batch, const char* what) const {
   }
 }
 
-Tensor GptModel::stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids) {
-  ADAMANT_CHECK(ids.size_bytes() <= device_ids.bytes(), "GptModel: {} token ids for a device buffer of {}", ids.size(),
+Tensor GptModel::stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids, std::size_t at) {
+  ADAMANT_CHECK((at + ids.size()) * sizeof(std::int32_t) <= device_ids.bytes(),
+                "GptModel: {} token ids for a device buffer of {}", at + ids.size(),
                 device_ids.bytes() / sizeof(std::int32_t));
-  copy_bytes(device_ids.data(), device_, ids.data(), Device::cpu(), ids.size_bytes());
-  return Tensor::flat(device_ids.data(), DType::i32, device_, ids.size());
+  std::int32_t* dst = static_cast<std::int32_t*>(device_ids.data()) + at;
+  copy_bytes(dst, device_, ids.data(), Device::cpu(), ids.size_bytes());
+  return Tensor::flat(dst, DType::i32, device_, ids.size());
+}
+
+Tensor GptModel::slot_tokens(int slot, std::size_t count) {
+  const std::size_t at = static_cast<std::size_t>(slot) * micro_batch_size_ * config_.seq_length;
+  return Tensor::flat(static_cast<std::int32_t*>(device_tokens_.data()) + at, DType::i32, device_, count);
 }
 
 double GptModel::mean_loss(const Pass& pass) {
@@ -309,28 +324,113 @@ double GptModel::mean_loss(const Pass& pass) {
   return host_sum(host_statistics_, grad_dtype_, n) / static_cast<double>(n);
 }
 
-double GptModel::forward_backward(const MicroBatch& batch, float loss_scale, const GradReadyFn& on_grad_ready) {
-  check_batch(batch, "forward_backward");
+const GptParamIndex& GptModel::whole_model_index(const char* what) const {
+  ADAMANT_CHECK(
+      chunks_.size() == 1 && chunks_[0].layers.has_embedding && chunks_[0].layers.has_head,
+      "{}: this model is pipeline stage {} of {}; it needs the whole model (model.pipeline_model_parallel_size "
+      "1): run the passes of a pipeline schedule instead",
+      what, stage_.stage, stage_.stages);
+  return chunks_[0].index;
+}
+
+GptModel::Pass GptModel::begin_pass(int chunk, int slot, const MicroBatch& batch, bool training, const char* what) {
+  ADAMANT_CHECK(chunk >= 0 && chunk < static_cast<int>(chunks_.size()), "{}: chunk {}; this stage holds {} chunk(s)",
+                what, chunk, chunks_.size());
+  const Chunk& c = chunks_[static_cast<std::size_t>(chunk)];
+  if (c.layers.has_embedding || c.layers.has_head) {
+    check_batch(batch, what);
+  } else {
+    ADAMANT_CHECK(batch.batch_size >= 1 && batch.batch_size <= micro_batch_size_,
+                  "{}: micro-batch of {} samples; the model was built for 1..{} (model.micro_batch_size)", what,
+                  batch.batch_size, micro_batch_size_);
+  }
+  select_slot(slot, what);
+  const std::size_t tokens = static_cast<std::size_t>(batch.batch_size) * config_.seq_length;
+  return {batch.batch_size,
+          config_.seq_length,
+          c.layers.has_embedding ? slot_tokens(slot, tokens) : Tensor{},
+          batch.first_sample_index,
+          training,
+          &c,
+          slot};
+}
+
+void GptModel::forward_pass(int chunk, int slot, const MicroBatch& batch, bool training) {
+  const Pass pass = begin_pass(chunk, slot, batch, training, "forward_pass");
+  if (pass.chunk->layers.has_embedding) {
+    stage_ids(batch.tokens, device_tokens_, static_cast<std::size_t>(slot) * micro_batch_size_ * config_.seq_length);
+  }
   refresh_working_weights();
-  const Pass pass{batch.batch_size, config_.seq_length, stage_ids(batch.tokens, device_tokens_),
-                  batch.first_sample_index, true};
-  const Tensor targets = stage_ids(batch.targets, device_targets_);
   forward(pass);
+}
+
+double GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,
+                               const GradReadyFn& on_grad_ready) {
+  const Pass pass = begin_pass(chunk, slot, batch, true, "backward_pass");
+  if (!pass.chunk->layers.has_head) {
+    backward(pass, on_grad_ready);
+    return 0.0;
+  }
+  const Tensor targets = stage_ids(batch.targets, device_targets_);
   const double tokens = static_cast<double>(pass.batch) * pass.seq;
   classifier(pass, targets, loss_scale / tokens, true);
   backward(pass, on_grad_ready);
   return mean_loss(pass);  // read after backward is issued: the GPU never waits for the host
 }
 
-double GptModel::forward_loss(const MicroBatch& batch) {
-  check_batch(batch, "forward_loss");
-  refresh_working_weights();
-  const Pass pass{batch.batch_size, config_.seq_length, stage_ids(batch.tokens, device_tokens_),
-                  batch.first_sample_index, false};
-  const Tensor targets = stage_ids(batch.targets, device_targets_);
-  forward(pass);
-  classifier(pass, targets, 0.0, false);
+double GptModel::evaluate_loss(int chunk, int slot, const MicroBatch& batch) {
+  const Pass pass = begin_pass(chunk, slot, batch, false, "evaluate_loss");
+  ADAMANT_CHECK(pass.chunk->layers.has_head, "evaluate_loss: chunk {} of pipeline stage {} has no classifier", chunk,
+                stage_.stage);
+  classifier(pass, stage_ids(batch.targets, device_targets_), 0.0, false);
   return mean_loss(pass);
+}
+
+Tensor GptModel::stream_rows(const Region& region, int batch_size) {
+  Pass rows;
+  rows.batch = batch_size;
+  rows.seq = config_.seq_length;
+  return act(region, local_rows(rows) * static_cast<std::size_t>(config_.hidden_size));
+}
+
+void GptModel::select_slot(int slot, const char* what) {
+  ADAMANT_CHECK(slot >= 0 && slot < passes_in_flight_, "{}: slot {}; this stage holds {} pass(es) in flight", what,
+                slot, passes_in_flight_);
+  saved_base_ = static_cast<std::size_t>(slot) * layout_.saved_bytes;
+}
+
+Tensor GptModel::pass_input(int slot, int batch_size) {
+  select_slot(slot, "pass_input");
+  return stream_rows(layout_.embedded, batch_size);
+}
+
+Tensor GptModel::pass_output(int slot, int batch_size) {
+  select_slot(slot, "pass_output");
+  return stream_rows(layout_.layers.back().residual_mlp, batch_size);
+}
+
+Tensor GptModel::output_grad(int batch_size) { return stream_rows(layout_.d_residual, batch_size); }
+
+Tensor GptModel::input_grad(int slot, int batch_size) { return pass_input(slot, batch_size); }
+
+void GptModel::copy(const Tensor& src, Tensor dst) {
+  if (src.dtype == DType::f64) {  // reference checks on the CPU; cast covers the training dtypes
+    copy_bytes(dst.data, device_, src.data, device_, src.bytes());
+    return;
+  }
+  kernels::cast(src, dst, *stream_);
+}
+
+double GptModel::forward_backward(const MicroBatch& batch, float loss_scale, const GradReadyFn& on_grad_ready) {
+  whole_model_index("forward_backward");
+  forward_pass(0, 0, batch, true);
+  return backward_pass(0, 0, batch, loss_scale, on_grad_ready);
+}
+
+double GptModel::forward_loss(const MicroBatch& batch) {
+  whole_model_index("forward_loss");
+  forward_pass(0, 0, batch, false);
+  return evaluate_loss(0, 0, batch);
 }
 
 void GptModel::next_token_logits(std::span<const std::int32_t> tokens, std::span<float> logits) {
@@ -349,14 +449,16 @@ void GptModel::next_token_logits(std::span<const std::int32_t> tokens, std::span
     ADAMANT_CHECK(id >= 0 && id < config_.vocab_size, "next_token_logits: token {} outside the vocabulary [0, {})", id,
                   config_.vocab_size);
   }
+  const GptParamIndex& index = whole_model_index("next_token_logits");
   refresh_working_weights();
-  const Pass pass{1, count, stage_ids(tokens, device_tokens_), 0, false};
+  saved_base_ = 0;
+  const Pass pass{1, count, stage_ids(tokens, device_tokens_), 0, false, &chunks_[0], 0};
   forward(pass);
   const std::size_t hidden = static_cast<std::size_t>(config_.hidden_size);
   const Tensor last = act(layout_.final_ln, count * hidden).slice((count - 1) * hidden, hidden);
   Tensor out = act(layout_.logits_chunk, static_cast<std::size_t>(vocab));  // fp32 on a GPU (statistic dtype)
   kernels::gemm(kernels::Transpose::no, kernels::Transpose::yes, 1, vocab, config_.hidden_size, 1.0, last,
-                weight(index_.word_embedding), 0.0, out, *stream_);
+                weight(index.word_embedding), 0.0, out, *stream_);
   stream_->synchronize();
   copy_bytes(host_statistics_.data(), Device::cpu(), out.data, device_, out.bytes());
   for (int v = 0; v < vocab; ++v) {

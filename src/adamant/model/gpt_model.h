@@ -50,6 +50,7 @@
 #include "adamant/model/activations.h"
 #include "adamant/model/gpt_config.h"
 #include "adamant/model/param_layout.h"
+#include "adamant/model/pipeline_stage.h"
 
 namespace adamant::model {
 
@@ -69,8 +70,11 @@ class GptModel {
   // the last parameter; it stays zero). The model starts on a stream of its own; see set_stream.
   // tensor_parallel: the group of config.tensor_parallel_size ranks (buffers on `device`) when
   // that size is above 1, else null; it must outlive the model.
+  // pipeline_stage: which stage of config.pipeline_parallel_size this model holds (pipeline_stage.h);
+  // passes_in_flight: how many micro-batches' activations it keeps at once (the schedule's peak).
   GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device, std::uint64_t seed,
-           std::size_t padded_numel = 0, comm::Communicator* tensor_parallel = nullptr);
+           std::size_t padded_numel = 0, comm::Communicator* tensor_parallel = nullptr, int pipeline_stage = 0,
+           int passes_in_flight = 1);
   GptModel(const GptModel&) = delete;  // holds a pointer to its own stream
   GptModel& operator=(const GptModel&) = delete;
 
@@ -84,7 +88,9 @@ class GptModel {
   const GptConfig& config() const { return config_; }
   int tp_rank() const { return tp_rank_; }
   int tp_size() const { return config_.tensor_parallel_size; }
-  const ParamList& params() const { return params_; }
+  const PipelineStage& stage() const { return stage_; }
+  int passes_in_flight() const { return passes_in_flight_; }
+  const ParamList& params() const { return params_; }  // this stage's (build_stage_param_list)
   int micro_batch_size() const { return micro_batch_size_; }
   DType weight_dtype() const { return weight_dtype_; }
   DType grad_dtype() const { return grad_dtype_; }
@@ -99,15 +105,36 @@ class GptModel {
   void init_weights();
   void zero_grads();
 
-  // Forward and backward of one micro-batch (batch_size <= micro_batch_size, seq_length tokens
-  // each, dropout on). Returns the mean cross-entropy over its tokens and adds
-  // d(loss_scale * mean loss)/dw into grads(). on_grad_ready, when set, is called once per
-  // parameter as soon as its gradient is final in grads(), in the flat layout's order
-  // (final layernorm first, the tied word embedding last).
+  // Forward and backward of one micro-batch through the whole model (one pipeline stage;
+  // batch_size <= micro_batch_size, seq_length tokens each, dropout on). Returns the mean cross-entropy over its tokens
+  // and adds d(loss_scale * mean loss)/dw into grads(). on_grad_ready, when set, is called once per parameter as soon
+  // as its gradient is final in grads(), in the flat layout's order (final layernorm first, the tied word embedding
+  // last).
   double forward_backward(const MicroBatch& batch, float loss_scale, const GradReadyFn& on_grad_ready = {});
 
-  // Mean cross-entropy without gradients and without dropout (validation).
+  // Mean cross-entropy without gradients and without dropout (validation; one pipeline stage).
   double forward_loss(const MicroBatch& batch);
+
+  // Pipeline passes (what a schedule runs): one chunk of this stage on one micro-batch, its
+  // activations in slot 0..passes_in_flight-1 from forward_pass until its backward_pass. A chunk
+  // without the embedding reads its input from pass_input(slot), which the caller fills first
+  // (the previous stage's pass_output); one without the head leaves its output in pass_output(slot).
+  // training: dropout on (backward_pass follows); off for evaluate_loss.
+  void forward_pass(int chunk, int slot, const MicroBatch& batch, bool training);
+  // The chunk's backward: a head chunk first runs the classifier on the micro-batch's targets and
+  // returns the mean loss; another chunk needs d(output) in output_grad() first and returns 0.
+  // Gradients are added into grads() as forward_backward does; a chunk without the embedding leaves
+  // d(input) in input_grad(slot), where it stays until the slot's next forward_pass.
+  double backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,
+                       const GradReadyFn& on_grad_ready = {});
+  // A head chunk's mean cross-entropy after forward_pass(training = false).
+  double evaluate_loss(int chunk, int slot, const MicroBatch& batch);
+  // [local rows of batch_size samples, hidden]: what passes between stages (1/tp of the rows with
+  // sequence parallelism).
+  Tensor pass_input(int slot, int batch_size);
+  Tensor pass_output(int slot, int batch_size);
+  Tensor output_grad(int batch_size);
+  Tensor input_grad(int slot, int batch_size);
 
   // Logits over the padded vocabulary of the last position of one sequence of
   // 1..seq_length tokens (no dropout). logits.size() must be padded_vocab_size(). Needs
@@ -116,19 +143,31 @@ class GptModel {
   void next_token_logits(std::span<const std::int32_t> tokens, std::span<float> logits);
 
  private:
+  struct Chunk {
+    ModelChunk layers;
+    GptParamIndex index;
+  };
   struct Pass {  // what forward ran on, for backward
     int batch = 0;
     int seq = 0;
-    Tensor tokens;  // i32 on the model's device
+    Tensor tokens;  // i32 on the model's device (chunks with the embedding)
     std::uint64_t first_sample = 0;
     bool training = false;
+    const Chunk* chunk = nullptr;
+    int slot = 0;
   };
 
   void check_batch(const MicroBatch& batch, const char* what) const;
+  // Checks the chunk and slot, selects the slot's saved activations and stages the tokens it reads.
+  Pass begin_pass(int chunk, int slot, const MicroBatch& batch, bool training, const char* what);
+  const GptParamIndex& whole_model_index(const char* what) const;  // one stage of one chunk only
   void refresh_working_weights();
-  // ids as an i32 tensor on the model's device: a copy into `device_ids`. The previous call ended with a stream
-  // synchronisation (the loss read-back), so no kernel still reads the buffer.
-  Tensor stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids);
+  // ids as an i32 tensor on the model's device: a copy into `device_ids` from element `at`. The previous call ended
+  // with a stream synchronisation (the loss read-back), so no kernel still reads those elements.
+  Tensor stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids, std::size_t at = 0);
+  Tensor slot_tokens(int slot, std::size_t count);
+  void select_slot(int slot, const char* what);              // the saved activations act() sees
+  Tensor stream_rows(const Region& region, int batch_size);  // this rank's rows of the residual stream
   // Rows of the residual stream this rank holds, and the first of them (sequence parallelism: 1/tp).
   std::size_t local_rows(const Pass& pass) const;
   std::size_t first_row(const Pass& pass) const;
@@ -154,6 +193,7 @@ class GptModel {
   double mean_loss(const Pass& pass);
   void finish_grad(std::size_t param, const GradReadyFn& on_grad_ready);
   void zero(Tensor t);
+  void copy(const Tensor& src, Tensor dst);  // in stream order
 
   Tensor act(const Region& region, std::size_t count);
   Tensor weight(std::size_t param);
@@ -167,7 +207,8 @@ class GptModel {
   comm::Communicator* tensor_parallel_;  // null without tensor parallelism
   int tp_rank_;
   ParamList params_;
-  GptParamIndex index_;
+  PipelineStage stage_;
+  std::vector<Chunk> chunks_;
   DType weight_dtype_;
   DType grad_dtype_;        // gradients, layernorm statistics, losses: f32, or f64 for f64 weights
   DType activation_dtype_;  // bf16 on a GPU, else grad_dtype_
@@ -176,7 +217,9 @@ class GptModel {
   std::uint64_t seed_;
   std::size_t buffer_numel_;
   std::vector<bool> grad_reduced_over_tp_;  // sequence parallelism: the layernorms' gradients are partial
-  ActivationLayout layout_;
+  ActivationLayout layout_;                 // one chunk's layers
+  int passes_in_flight_;
+  std::size_t saved_base_ = 0;  // bytes: the saved activations of the pass running now
   Stream own_stream_;
   const Stream* stream_ = &own_stream_;
 
@@ -190,8 +233,8 @@ class GptModel {
   static constexpr std::size_t kAccumulatedInPlace = ~std::size_t{0};
   static constexpr std::size_t kMicroAlignment = 64;  // elements: 256-byte aligned fp32 views
   Buffer activations_;
-  Buffer device_tokens_;    // i32 [micro_batch_size, seq_length] on the model's device
-  Buffer device_targets_;   // same
+  Buffer device_tokens_;    // i32 [passes_in_flight, micro_batch_size, seq_length] on the model's device
+  Buffer device_targets_;   // i32 [micro_batch_size, seq_length]
   Buffer host_statistics_;  // per-token losses or one row of logits copied back to the host (grad_dtype_)
 };
 

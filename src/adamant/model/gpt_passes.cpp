@@ -87,8 +87,9 @@ Tensor GptModel::embed(const Pass& pass) {
   // positions; the sum over the group is the whole embedding.
   const kernels::EmbeddingShape shape{B, L, C, V, static_cast<std::int64_t>(tp_rank_) * V};
   Tensor all_rows = tensor_parallel_ == nullptr ? x : act(layout_.branch, static_cast<std::size_t>(B * L * C));
-  const Tensor position = tp_rank_ == 0 ? weight(index_.position_embedding) : Tensor{};
-  kernels::embedding_forward(pass.tokens, weight(index_.word_embedding), position, all_rows, shape, *stream_);
+  const GptParamIndex& index = pass.chunk->index;
+  const Tensor position = tp_rank_ == 0 ? weight(index.position_embedding) : Tensor{};
+  kernels::embedding_forward(pass.tokens, weight(index.word_embedding), position, all_rows, shape, *stream_);
   const Tensor mine = reduce_rows(pass, all_rows);
   kernels::dropout(mine, x, static_cast<std::int64_t>(rows * C), L * C,
                    dropout_at(pass, config_.hidden_dropout, kEmbeddingSite, first_row(pass) * C), *stream_);
@@ -103,11 +104,15 @@ void GptModel::forward(const Pass& pass) {
   const std::uint64_t first_element = first_row(pass) * C;
   const float hidden_p = config_.hidden_dropout;
 
-  Tensor x = embed(pass);
+  const ModelChunk& chunk = pass.chunk->layers;
+  const GptParamIndex& index = pass.chunk->index;
+  // A chunk without the embedding starts from the previous stage's output, received into its place.
+  Tensor x = chunk.has_embedding ? embed(pass) : act(layout_.embedded, RC);
   Tensor branch_sums = act(layout_.branch, NC);
-  for (int l = 0; l < config_.num_layers; ++l) {
-    const LayerActivations& a = layout_.layers[l];
-    const LayerParamIndex& w = index_.layers[l];
+  for (int i = 0; i < chunk.num_layers; ++i) {
+    const int l = chunk.first_layer + i;  // dropout sites are the whole model's layer numbers
+    const LayerActivations& a = layout_.layers[i];
+    const LayerParamIndex& w = index.layers[i];
     const Tensor ln1 = layernorm_rows(pass, x, w.ln1_weight, w.ln1_bias, a.ln1, a.ln1_mean, a.ln1_rstd);
     Tensor qkv = act(a.qkv, 3 * NW);
     kernels::linear_forward(ln1, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {B * L, C, 3 * W}, *stream_);
@@ -138,7 +143,8 @@ void GptModel::forward(const Pass& pass) {
     x = act(a.residual_mlp, RC);
     kernels::residual_add(residual_attention, branch, x, static_cast<std::int64_t>(RC), *stream_);
   }
-  layernorm_rows(pass, x, index_.final_ln_weight, index_.final_ln_bias, layout_.final_ln, layout_.final_ln_mean,
+  if (!chunk.has_head) return;
+  layernorm_rows(pass, x, index.final_ln_weight, index.final_ln_bias, layout_.final_ln, layout_.final_ln_mean,
                  layout_.final_ln_rstd);
 }
 
@@ -148,10 +154,11 @@ void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_s
   const Tensor x = act(layout_.final_ln, N * C);
   const Tensor scratch = act(layout_.logits_chunk, layout_.logits_chunk.numel);
   const Tensor d_x = with_grad ? act(layout_.d_ln, N * C) : Tensor{};
-  const Tensor d_embedding = with_grad ? micro_grad(index_.word_embedding) : Tensor{};
+  const std::size_t word_embedding = pass.chunk->index.word_embedding;
+  const Tensor d_embedding = with_grad ? micro_grad(word_embedding) : Tensor{};
   if (tensor_parallel_ == nullptr) {
-    kernels::fused_classifier(x, weight(index_.word_embedding), targets, act(layout_.losses, N), scratch, grad_scale,
-                              d_x, d_embedding, false, {static_cast<std::int64_t>(N), C, V}, *stream_);
+    kernels::fused_classifier(x, weight(word_embedding), targets, act(layout_.losses, N), scratch, grad_scale, d_x,
+                              d_embedding, false, {static_cast<std::int64_t>(N), C, V}, *stream_);
     return;
   }
   // Vocabulary-parallel cross-entropy: each rank's per-row logsumexp and target logit over its
@@ -161,12 +168,12 @@ void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_s
   const Tensor stats = act(layout_.classifier_stats, 2 * N);
   const Tensor gathered = act(layout_.classifier_gathered, static_cast<std::size_t>(tp_size()) * 2 * N);
   const Tensor lse = act(layout_.classifier_lse, N);
-  kernels::vocab_parallel_classifier_stats(x, weight(index_.word_embedding), targets, stats, scratch, shape, *stream_);
+  kernels::vocab_parallel_classifier_stats(x, weight(word_embedding), targets, stats, scratch, shape, *stream_);
   tp_all_gather(stats, gathered);
   kernels::vocab_parallel_combine(gathered, tp_size(), static_cast<std::int64_t>(N), act(layout_.losses, N), lse,
                                   *stream_);
   if (!with_grad) return;
-  kernels::vocab_parallel_classifier_backward(x, weight(index_.word_embedding), targets, lse, grad_scale, scratch, d_x,
+  kernels::vocab_parallel_classifier_backward(x, weight(word_embedding), targets, lse, grad_scale, scratch, d_x,
                                               d_embedding, false, shape, *stream_);
 }
 
@@ -180,22 +187,30 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     finish_grad(bias, on_grad_ready);
     finish_grad(weight_param, on_grad_ready);
   };
-  Tensor d_residual = act(layout_.d_residual, RC);
-  Tensor d_ln_sums = act(layout_.d_ln, NC);  // holds d(final_ln output) from the classifier
+  const ModelChunk& chunk = pass.chunk->layers;
+  const GptParamIndex& index = pass.chunk->index;
+  Tensor d_residual = act(layout_.d_residual, RC);  // a chunk without the head: d(output), received
+  Tensor d_ln_sums = act(layout_.d_ln, NC);         // holds d(final_ln output) from the classifier
 
-  zero(d_residual);
-  const Tensor last_x =
-      config_.num_layers > 0 ? act(layout_.layers.back().residual_mlp, RC) : act(layout_.embedded, RC);
-  kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), last_x, weight(index_.final_ln_weight),
-                              act(layout_.final_ln_mean, rows), act(layout_.final_ln_rstd, rows), d_residual,
-                              micro_grad(index_.final_ln_weight), micro_grad(index_.final_ln_bias), {local, C},
-                              *stream_);
-  finish(index_.final_ln_bias, index_.final_ln_weight);
+  if (chunk.has_head) {
+    zero(d_residual);
+    const Tensor last_x =
+        chunk.num_layers > 0 ? act(layout_.layers.back().residual_mlp, RC) : act(layout_.embedded, RC);
+    kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), last_x, weight(index.final_ln_weight),
+                                act(layout_.final_ln_mean, rows), act(layout_.final_ln_rstd, rows), d_residual,
+                                micro_grad(index.final_ln_weight), micro_grad(index.final_ln_bias), {local, C},
+                                *stream_);
+    finish(index.final_ln_bias, index.final_ln_weight);
+    // A head without the embedding (a later pipeline stage): the classifier's share is the whole
+    // gradient of its copy of the word embedding.
+    if (!chunk.has_embedding) finish_grad(index.word_embedding, on_grad_ready);
+  }
 
-  for (int l = config_.num_layers - 1; l >= 0; --l) {
-    const LayerActivations& a = layout_.layers[l];
-    const LayerParamIndex& w = index_.layers[l];
-    const Tensor x_in = l == 0 ? act(layout_.embedded, RC) : act(layout_.layers[l - 1].residual_mlp, RC);
+  for (int i = chunk.num_layers - 1; i >= 0; --i) {
+    const int l = chunk.first_layer + i;
+    const LayerActivations& a = layout_.layers[i];
+    const LayerParamIndex& w = index.layers[i];
+    const Tensor x_in = i == 0 ? act(layout_.embedded, RC) : act(layout_.layers[i - 1].residual_mlp, RC);
 
     Tensor d_fc = act(layout_.d_fc, NF);
     if (config_.recompute_activation) {
@@ -234,15 +249,24 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     finish(w.ln1_bias, w.ln1_weight);
   }
 
+  if (!chunk.has_embedding) {
+    // d(input) for the previous stage, in the slot's input region (no longer read): the scratch is
+    // the next backward's, while the send may still be reading.
+    copy(d_residual, act(layout_.embedded, RC));
+    return;
+  }
   // Every rank has the whole gradient of the embedding output here, so each computes the same
   // position gradient and its own vocabulary rows' word gradient.
   const Tensor d_embedded = branch_grad(pass, kEmbeddingSite);
-  Tensor d_position = micro_grad(index_.position_embedding);
+  Tensor d_position = micro_grad(index.position_embedding);
   zero(d_position);
-  kernels::embedding_backward(d_embedded, pass.tokens, micro_grad(index_.word_embedding), d_position,
+  // The lookup's gradient adds to the classifier's share of the tied weights; without the head on
+  // this chunk (pipeline stages) it starts from zero.
+  if (!chunk.has_head) zero(micro_grad(index.word_embedding));
+  kernels::embedding_backward(d_embedded, pass.tokens, micro_grad(index.word_embedding), d_position,
                               {B, L, C, V, static_cast<std::int64_t>(tp_rank_) * V}, *stream_);
-  finish_grad(index_.position_embedding, on_grad_ready);
-  finish_grad(index_.word_embedding, on_grad_ready);
+  finish_grad(index.position_embedding, on_grad_ready);
+  finish_grad(index.word_embedding, on_grad_ready);
 }
 
 }  // namespace adamant::model

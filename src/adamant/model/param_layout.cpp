@@ -11,13 +11,14 @@ namespace {
 
 std::string layer_name(int layer, const char* suffix) { return fmt::format("decoder.layers.{}.{}", layer, suffix); }
 
-}  // namespace
+constexpr const char* kWordEmbeddingName = "embedding.word_embeddings.weight";
 
-ParamList build_param_list(const GptConfig& config) {
-  config.validate();
+// The parameters of one chunk in order of first use in forward. tied_copy: the chunk's head reads a
+// word embedding that another stage owns.
+void add_chunk_params(const GptConfig& config, const ModelChunk& chunk, bool tied_copy,
+                      std::vector<ParamSpec>& in_order_of_use) {
   const std::int64_t hidden = config.hidden_size, ffn = config.local_ffn();
   const std::int64_t width = static_cast<std::int64_t>(config.local_heads()) * config.head_dim();  // attention
-  std::vector<ParamSpec> in_order_of_use;
   auto add = [&](std::string name, std::vector<std::int64_t> shape, bool decay, bool tp_duplicate) {
     ParamSpec spec;
     spec.name = std::move(name);
@@ -32,9 +33,11 @@ ParamList build_param_list(const GptConfig& config) {
     add(prefix + ".weight", {hidden}, false, true);
     add(prefix + ".bias", {hidden}, false, true);
   };
-  add("embedding.word_embeddings.weight", {config.local_vocab(), hidden}, true, false);
-  add("embedding.position_embeddings.weight", {config.seq_length, hidden}, true, true);
-  for (int l = 0; l < config.num_layers; ++l) {
+  if (chunk.has_embedding) {
+    add(kWordEmbeddingName, {config.local_vocab(), hidden}, true, false);
+    add("embedding.position_embeddings.weight", {config.seq_length, hidden}, true, true);
+  }
+  for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
     add_layernorm(layer_name(l, "input_layernorm"));
     add(layer_name(l, "self_attention.query_key_value.weight"), {3 * width, hidden}, true, false);
     add(layer_name(l, "self_attention.query_key_value.bias"), {3 * width}, false, false);
@@ -46,8 +49,16 @@ ParamList build_param_list(const GptConfig& config) {
     add(layer_name(l, "mlp.dense_4h_to_h.weight"), {hidden, ffn}, true, false);
     add(layer_name(l, "mlp.dense_4h_to_h.bias"), {hidden}, false, true);
   }
-  add_layernorm("decoder.final_layernorm");
+  if (chunk.has_head) {
+    add_layernorm("decoder.final_layernorm");
+    if (!chunk.has_embedding) {
+      add(kWordEmbeddingName, {config.local_vocab(), hidden}, true, false);
+      in_order_of_use.back().tied_copy = tied_copy;
+    }
+  }
+}
 
+ParamList reversed_list(const std::vector<ParamSpec>& in_order_of_use) {
   ParamList list;
   list.params.assign(in_order_of_use.rbegin(), in_order_of_use.rend());
   for (ParamSpec& spec : list.params) {
@@ -55,6 +66,26 @@ ParamList build_param_list(const GptConfig& config) {
     list.total_numel += spec.numel;
   }
   return list;
+}
+
+// The whole model as one chunk.
+ModelChunk whole_chunk(const GptConfig& config) { return {0, 0, config.num_layers, true, true}; }
+
+}  // namespace
+
+ParamList build_param_list(const GptConfig& config) {
+  config.validate();
+  std::vector<ParamSpec> in_order_of_use;
+  add_chunk_params(config, whole_chunk(config), false, in_order_of_use);
+  return reversed_list(in_order_of_use);
+}
+
+ParamList build_stage_param_list(const GptConfig& config, const PipelineStage& stage) {
+  config.validate();
+  std::vector<ParamSpec> in_order_of_use;
+  for (const ModelChunk& chunk : stage.chunks)
+    add_chunk_params(config, chunk, stage.holds_tied_copy(), in_order_of_use);
+  return reversed_list(in_order_of_use);
 }
 
 std::size_t TensorParallelSlice::global_index(std::size_t local, int rank, int size) const {
@@ -126,13 +157,15 @@ void gather_slice(const GptConfig& config, const ParamSpec& spec, int rank, cons
   }
 }
 
-GptParamIndex index_params(const GptConfig& config, const ParamList& params) {
+GptParamIndex index_chunk_params(const ParamList& params, const ModelChunk& chunk) {
   GptParamIndex index{};
-  index.word_embedding = params.index_of("embedding.word_embeddings.weight");
-  index.position_embedding = params.index_of("embedding.position_embeddings.weight");
-  index.final_ln_weight = params.index_of("decoder.final_layernorm.weight");
-  index.final_ln_bias = params.index_of("decoder.final_layernorm.bias");
-  for (int l = 0; l < config.num_layers; ++l) {
+  const bool has_word_embedding = chunk.has_embedding || chunk.has_head;
+  index.word_embedding = has_word_embedding ? params.index_of(kWordEmbeddingName) : kAbsentParam;
+  index.position_embedding =
+      chunk.has_embedding ? params.index_of("embedding.position_embeddings.weight") : kAbsentParam;
+  index.final_ln_weight = chunk.has_head ? params.index_of("decoder.final_layernorm.weight") : kAbsentParam;
+  index.final_ln_bias = chunk.has_head ? params.index_of("decoder.final_layernorm.bias") : kAbsentParam;
+  for (int l = chunk.first_layer; l < chunk.first_layer + chunk.num_layers; ++l) {
     auto at = [&](const char* suffix) { return params.index_of(layer_name(l, suffix)); };
     index.layers.push_back(
         {at("input_layernorm.weight"), at("input_layernorm.bias"), at("self_attention.query_key_value.weight"),
@@ -141,6 +174,10 @@ GptParamIndex index_params(const GptConfig& config, const ParamList& params) {
          at("mlp.dense_h_to_4h.bias"), at("mlp.dense_4h_to_h.weight"), at("mlp.dense_4h_to_h.bias")});
   }
   return index;
+}
+
+GptParamIndex index_params(const GptConfig& config, const ParamList& params) {
+  return index_chunk_params(params, whole_chunk(config));
 }
 
 }  // namespace adamant::model

@@ -8,6 +8,7 @@
 
 #include "adamant/core/param_spec.h"
 #include "adamant/model/gpt_config.h"
+#include "adamant/model/pipeline_stage.h"
 
 namespace adamant::model {
 
@@ -24,7 +25,12 @@ namespace adamant::model {
 // With config.tensor_parallel_size > 1 the shapes are one rank's (every rank has the same list):
 // query_key_value and dense_h_to_4h are split by output rows (column-parallel), dense and
 // dense_4h_to_h by input columns (row-parallel), the word embedding by vocabulary rows.
+// The whole model, whatever config.pipeline_parallel_size says (checkpoints, import, export).
 ParamList build_param_list(const GptConfig& config);
+// The parameters one pipeline stage holds: its chunks' (the last chunk's first), each in reverse order
+// of use. With one stage, the same list as build_param_list. The last stage of two or more holds the
+// word embedding again for its classifier, marked tied_copy (pipeline_stage.h).
+ParamList build_stage_param_list(const GptConfig& config, const PipelineStage& stage);
 
 // How one tensor-parallel rank's parameter sits in the whole one, seen as a [full_rows, full_cols]
 // matrix (a vector has one column).
@@ -54,15 +60,18 @@ void scatter_slice(const GptConfig& config, const ParamSpec& spec, int rank, con
 void gather_slice(const GptConfig& config, const ParamSpec& spec, int rank, const void* whole, void* slice,
                   std::size_t element_size);
 
-// Where each parameter of the model sits in a ParamList from build_param_list.
+// Where each parameter of the model (or of one chunk) sits in a ParamList; kAbsentParam for what
+// the chunk does not hold.
+inline constexpr std::size_t kAbsentParam = ~std::size_t{0};
 struct LayerParamIndex {
   std::size_t ln1_weight, ln1_bias, qkv_weight, qkv_bias, proj_weight, proj_bias;
   std::size_t ln2_weight, ln2_bias, fc_weight, fc_bias, fc_proj_weight, fc_proj_bias;
 };
 struct GptParamIndex {
   std::size_t word_embedding, position_embedding, final_ln_weight, final_ln_bias;
-  std::vector<LayerParamIndex> layers;
+  std::vector<LayerParamIndex> layers;  // the chunk's layers, first to last
 };
-GptParamIndex index_params(const GptConfig& config, const ParamList& params);
+GptParamIndex index_params(const GptConfig& config, const ParamList& params);  // the whole model
+GptParamIndex index_chunk_params(const ParamList& params, const ModelChunk& chunk);
 
 }  // namespace adamant::model

@@ -35,7 +35,8 @@ class BucketedAdam : public Optimizer, protected GradSync {
   std::size_t state_bytes() const override { return state_.bytes(); }
   std::int64_t step_count() const override { return step_count_; }
   void save(const std::filesystem::path& dir) const override;
-  void load(const std::filesystem::path& dir) override;
+  using Optimizer::load;
+  void load(std::span<const std::filesystem::path> dirs) override;
 
   const BucketPlan& plan() const { return grads_.plan(); }
 

@@ -103,7 +103,7 @@ double BucketedGrads::squared_norm() {
   if (partial) comm_.order_after(stream_);
   comm_waits_.time(stream_, [this, partial] {
     if (partial) comm_.all_reduce_async(norm_, comm::ReduceOp::sum).wait(stream_);
-    norm_scope_.add_tensor_parallel_ranks(norm_, stream_);
+    norm_scope_.add_model_parallel_ranks(norm_, stream_);
   });
   return read_squared_norm(norm_, stream_);
 }

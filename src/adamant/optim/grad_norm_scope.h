@@ -14,15 +14,19 @@ namespace adamant::optim {
 
 struct GradNormScope {
   comm::Communicator* tensor_parallel = nullptr;  // null or a group of one: no tensor parallelism
+  comm::Communicator* pipeline = nullptr;         // null or a group of one: no pipeline stages
 
   bool counts(const ParamSpec& spec) const {
+    if (spec.tied_copy) return false;
     return tensor_parallel == nullptr || tensor_parallel->rank() == 0 || !spec.tp_duplicate;
   }
   // After the data-parallel sum of `squared_norm` (one fp64 on the stream's device), in stream order.
-  void add_tensor_parallel_ranks(Tensor squared_norm, const Stream& stream) const {
-    if (tensor_parallel == nullptr || tensor_parallel->size() == 1) return;
-    tensor_parallel->order_after(stream);
-    tensor_parallel->all_reduce_async(squared_norm, comm::ReduceOp::sum).wait(stream);
+  void add_model_parallel_ranks(Tensor squared_norm, const Stream& stream) const {
+    for (comm::Communicator* group : {tensor_parallel, pipeline}) {
+      if (group == nullptr || group->size() == 1) continue;
+      group->order_after(stream);
+      group->all_reduce_async(squared_norm, comm::ReduceOp::sum).wait(stream);
+    }
   }
 };
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "adamant/comm/communicator.h"
@@ -97,8 +98,11 @@ class Optimizer {
   // Every rank writes dir/optim_rank_<r>.adm (fused_adam: rank 0 only); load() reads any earlier layout (other dp
   // size, bucket size, fused_adam <-> distributed_fused_adam), reshards it and rewrites the model weights from the
   // restored main weights. Both are collective over the data-parallel group and need attach() first.
+  // With pipeline stages each stage saves into a folder of its own and load() reads the folders of all
+  // the stages that saved (any stage count), taking each parameter by name.
   virtual void save(const std::filesystem::path& dir) const = 0;
-  virtual void load(const std::filesystem::path& dir) = 0;
+  virtual void load(std::span<const std::filesystem::path> dirs) = 0;
+  void load(const std::filesystem::path& dir) { load(std::span<const std::filesystem::path>(&dir, 1)); }
 };
 
 // Validates the options and builds the optimizer. The optimizer

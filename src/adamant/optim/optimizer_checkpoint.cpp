@@ -6,6 +6,7 @@
 #include <charconv>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "adamant/core/archive.h"
@@ -40,31 +41,43 @@ OptimizerCheckpointInfo info_from_meta(const nlohmann::json& meta, const std::fi
   return info;
 }
 
-void check_same_model(const nlohmann::json& meta, const ParamList& params, const std::filesystem::path& dir) {
-  const auto& saved = meta.at("params");
-  ADAMANT_CHECK(saved.size() == params.size(),
-                "checkpoint {} was written for another model: it has {} parameters, this model has {}", dir.string(),
-                saved.size(), params.size());
-  for (std::size_t p = 0; p < params.size(); ++p) {
-    const auto name = saved[p].at("name").get<std::string>();
-    const auto shape = saved[p].at("shape").get<std::vector<std::int64_t>>();
-    ADAMANT_CHECK(name == params[p].name,
-                  "checkpoint {} was written for another model: parameter {} is '{}' there, '{}' here", dir.string(), p,
-                  name, params[p].name);
-    ADAMANT_CHECK(shape == params[p].shape && saved[p].at("numel").get<std::size_t>() == params[p].numel,
+constexpr std::size_t kNotHere = ~std::size_t{0};
+
+// For each parameter a file lists, this model's index of the same name (kNotHere when this rank does not
+// hold it, or reads it from an earlier folder). A name of this model must have the same shape there.
+std::vector<std::size_t> match_saved_params(const nlohmann::json& meta, const ParamList& params,
+                                            const std::unordered_map<std::string, std::size_t>& index_of, int folder,
+                                            std::vector<int>& source_folder, const std::filesystem::path& dir) {
+  std::vector<std::size_t> to_mine;
+  for (const auto& saved : meta.at("params")) {
+    const auto name = saved.at("name").get<std::string>();
+    const auto shape = saved.at("shape").get<std::vector<std::int64_t>>();
+    const auto found = index_of.find(name);
+    if (found == index_of.end()) {
+      to_mine.push_back(kNotHere);
+      continue;
+    }
+    const ParamSpec& spec = params[found->second];
+    ADAMANT_CHECK(shape == spec.shape && saved.at("numel").get<std::size_t>() == spec.numel,
                   "checkpoint {} was written for another model: parameter {} has shape [{}] there, [{}] here",
-                  dir.string(), name, fmt::join(shape, ", "), fmt::join(params[p].shape, ", "));
+                  dir.string(), name, fmt::join(shape, ", "), fmt::join(spec.shape, ", "));
+    int& source = source_folder[found->second];
+    if (source == -1) source = folder;  // a tied copy saved by two stages is read from the first
+    to_mine.push_back(source == folder ? found->second : kNotHere);
   }
+  return to_mine;
 }
 
-std::vector<StatePiece> pieces_from_meta(const nlohmann::json& meta, const ParamList& params, std::size_t state_numel,
+std::vector<StatePiece> pieces_from_meta(const nlohmann::json& meta, std::size_t state_numel,
                                          const std::filesystem::path& file) {
+  const auto& saved = meta.at("params");
   std::vector<StatePiece> pieces;
   for (const auto& entry : meta.at("pieces")) {
     const auto values = entry.get<std::vector<std::size_t>>();
     ADAMANT_CHECK(values.size() == 4, "{}: a state piece must have 4 numbers", file.string());
     const StatePiece piece{values[0], values[1], values[2], values[3]};
-    ADAMANT_CHECK(piece.param < params.size() && piece.param_offset + piece.numel <= params[piece.param].numel &&
+    ADAMANT_CHECK(piece.param < saved.size() &&
+                      piece.param_offset + piece.numel <= saved[piece.param].at("numel").get<std::size_t>() &&
                       piece.state_offset + piece.numel <= state_numel,
                   "{} is damaged: state piece [{}, {}, {}, {}] lies outside its parameter or state", file.string(),
                   piece.param, piece.param_offset, piece.state_offset, piece.numel);
@@ -131,17 +144,10 @@ void write_optimizer_shard(const std::filesystem::path& dir, const ParamList& pa
   writer.commit();
 }
 
-OptimizerCheckpointInfo read_optimizer_state(const std::filesystem::path& dir, const ParamList& params,
+OptimizerCheckpointInfo read_optimizer_state(std::span<const std::filesystem::path> dirs, const ParamList& params,
                                              std::span<const StatePiece> pieces, std::span<float> main_weights,
                                              std::span<float> exp_avg, std::span<float> exp_avg_sq) {
-  // A checkpoint on node-local disks holds only its host's shards here: read those present, and
-  // name missing ones only if this rank's state lies in them.
-  const std::vector<int> present = present_shard_indices(dir);
-  ADAMANT_CHECK(!present.empty(),
-                "no optimizer checkpoint in {}: optim_rank_0.adm and every other optim_rank_<r>.adm are missing; pass "
-                "the folder that Optimizer::save wrote",
-                dir.string());
-  const auto first_file = optimizer_shard_file(dir, present.front());
+  ADAMANT_CHECK(!dirs.empty(), "read_optimizer_state: no checkpoint folder given");
   // My pieces by parameter, so each old piece finds its overlaps directly.
   std::vector<std::vector<const StatePiece*>> mine(params.size());
   std::size_t wanted = 0;
@@ -152,67 +158,102 @@ OptimizerCheckpointInfo read_optimizer_state(const std::filesystem::path& dir, c
     mine[piece.param].push_back(&piece);
     wanted += piece.numel;
   }
+  std::unordered_map<std::string, std::size_t> index_of;
+  for (std::size_t p = 0; p < params.size(); ++p) index_of.emplace(params[p].name, p);
+  std::vector<int> source_folder(params.size(), -1);
 
   OptimizerCheckpointInfo info;
   bool have_info = false;
   std::vector<std::string> missing;
   std::size_t copied = 0;
   std::vector<float> old_main, old_m, old_v;
-  for (int file_index = 0; file_index < (have_info ? info.file_count : present.back() + 1); ++file_index) {
-    const auto file = optimizer_shard_file(dir, file_index);
-    if (!std::filesystem::exists(file)) {
-      missing.push_back(file.filename().string());
-      continue;
-    }
-    const ArchiveReader reader(file);
-    const OptimizerCheckpointInfo file_info = info_from_meta(reader.meta(), file);
-    if (!have_info) {
-      info = file_info;
-      have_info = true;
-      check_same_model(reader.meta(), params, dir);
-    }
-    ADAMANT_CHECK(file_info.file_count == info.file_count && file_info.step == info.step &&
-                      file_info.rank == file_index && present.back() < info.file_count,
-                  "optimizer checkpoint {} mixes files of different saves ({} is rank {} of {} at step {}, {} is "
-                  "rank {} of {} at step {}); save again",
-                  dir.string(), file.filename().string(), file_info.rank, file_info.file_count, file_info.step,
-                  first_file.filename().string(), info.rank, info.file_count, info.step);
-    const std::size_t old_numel = reader.entry(kMainWeights).bytes / sizeof(float);
-    const auto old_pieces = pieces_from_meta(reader.meta(), params, old_numel, file);
-    const bool overlaps_mine = std::any_of(old_pieces.begin(), old_pieces.end(),
-                                           [&](const StatePiece& old) { return !mine[old.param].empty(); });
-    if (!overlaps_mine) continue;
-    old_main.resize(old_numel);
-    old_m.resize(old_numel);
-    old_v.resize(old_numel);
-    reader.read(kMainWeights, old_main.data(), old_numel * sizeof(float));
-    reader.read(kExpAvg, old_m.data(), old_numel * sizeof(float));
-    reader.read(kExpAvgSq, old_v.data(), old_numel * sizeof(float));
-    for (const StatePiece& old : old_pieces) {
-      for (const StatePiece* target : mine[old.param]) {
-        const std::size_t begin = std::max(old.param_offset, target->param_offset);
-        const std::size_t end = std::min(old.param_offset + old.numel, target->param_offset + target->numel);
-        if (begin >= end) continue;
-        const std::size_t from = old.state_offset + (begin - old.param_offset);
-        const std::size_t to = target->state_offset + (begin - target->param_offset);
-        const std::size_t count = end - begin;
-        std::copy_n(old_main.begin() + from, count, main_weights.begin() + to);
-        std::copy_n(old_m.begin() + from, count, exp_avg.begin() + to);
-        std::copy_n(old_v.begin() + from, count, exp_avg_sq.begin() + to);
-        copied += count;
+  for (std::size_t folder = 0; folder < dirs.size(); ++folder) {
+    const std::filesystem::path& dir = dirs[folder];
+    // A checkpoint on node-local disks holds only its host's shards here: read those present, and
+    // name missing ones only if this rank's state lies in them.
+    const std::vector<int> present = present_shard_indices(dir);
+    ADAMANT_CHECK(!present.empty(),
+                  "no optimizer checkpoint in {}: optim_rank_0.adm and every other optim_rank_<r>.adm are missing; "
+                  "pass the folder that Optimizer::save wrote",
+                  dir.string());
+    const auto first_file = optimizer_shard_file(dir, present.front());
+    OptimizerCheckpointInfo folder_info;
+    bool have_folder_info = false;
+    std::vector<std::size_t> to_mine;
+    for (int file_index = 0; file_index < (have_folder_info ? folder_info.file_count : present.back() + 1);
+         ++file_index) {
+      const auto file = optimizer_shard_file(dir, file_index);
+      if (!std::filesystem::exists(file)) {
+        missing.push_back(file.filename().string());
+        continue;
+      }
+      const ArchiveReader reader(file);
+      const OptimizerCheckpointInfo file_info = info_from_meta(reader.meta(), file);
+      if (!have_folder_info) {
+        folder_info = file_info;
+        have_folder_info = true;
+        to_mine = match_saved_params(reader.meta(), params, index_of, static_cast<int>(folder), source_folder, dir);
+      }
+      if (!have_info) {
+        info = file_info;
+        have_info = true;
+      }
+      ADAMANT_CHECK(file_info.file_count == folder_info.file_count && file_info.step == info.step &&
+                        file_info.rank == file_index && present.back() < folder_info.file_count,
+                    "optimizer checkpoint {} mixes files of different saves ({} is rank {} of {} at step {}, {} is "
+                    "rank {} of {} at step {}); save again",
+                    dir.string(), file.filename().string(), file_info.rank, file_info.file_count, file_info.step,
+                    first_file.filename().string(), folder_info.rank, folder_info.file_count, info.step);
+      const std::size_t old_numel = reader.entry(kMainWeights).bytes / sizeof(float);
+      const auto old_pieces = pieces_from_meta(reader.meta(), old_numel, file);
+      auto target_of = [&](const StatePiece& old) {
+        const std::size_t p = old.param < to_mine.size() ? to_mine[old.param] : kNotHere;
+        return p == kNotHere ? nullptr : &mine[p];
+      };
+      const bool overlaps_mine = std::any_of(old_pieces.begin(), old_pieces.end(), [&](const StatePiece& old) {
+        const auto* targets = target_of(old);
+        return targets != nullptr && !targets->empty();
+      });
+      if (!overlaps_mine) continue;
+      old_main.resize(old_numel);
+      old_m.resize(old_numel);
+      old_v.resize(old_numel);
+      reader.read(kMainWeights, old_main.data(), old_numel * sizeof(float));
+      reader.read(kExpAvg, old_m.data(), old_numel * sizeof(float));
+      reader.read(kExpAvgSq, old_v.data(), old_numel * sizeof(float));
+      for (const StatePiece& old : old_pieces) {
+        const auto* targets = target_of(old);
+        if (targets == nullptr) continue;
+        for (const StatePiece* target : *targets) {
+          const std::size_t begin = std::max(old.param_offset, target->param_offset);
+          const std::size_t end = std::min(old.param_offset + old.numel, target->param_offset + target->numel);
+          if (begin >= end) continue;
+          const std::size_t from = old.state_offset + (begin - old.param_offset);
+          const std::size_t to = target->state_offset + (begin - target->param_offset);
+          const std::size_t count = end - begin;
+          std::copy_n(old_main.begin() + from, count, main_weights.begin() + to);
+          std::copy_n(old_m.begin() + from, count, exp_avg.begin() + to);
+          std::copy_n(old_v.begin() + from, count, exp_avg_sq.begin() + to);
+          copied += count;
+        }
       }
     }
   }
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    ADAMANT_CHECK(mine[p].empty() || source_folder[p] != -1,
+                  "checkpoint {} was written for another model: it has no optimizer state for parameter '{}'",
+                  dirs.front().parent_path().string(), params[p].name);
+  }
   ADAMANT_CHECK(copied == wanted || missing.empty(),
-                "optimizer checkpoint {} is incomplete here: {} (of {} shard files) hold part of this rank's state "
+                "optimizer checkpoint {} is incomplete here: {} (of its shard files) hold part of this rank's state "
                 "but are missing. A checkpoint written to node-local disks "
                 "(exp_manager.checkpoint_callback_params.node_local) resumes on the same hosts and layout only; to "
                 "resume on another, copy every host's optim_rank_*.adm into one folder first",
-                dir.string(), fmt::format("{}", fmt::join(missing, ", ")), info.file_count);
+                dirs.front().string(), fmt::format("{}", fmt::join(missing, ", ")));
   ADAMANT_CHECK(copied == wanted,
                 "optimizer checkpoint {} covers {} of the {} state elements this rank needs (pieces overlap or are "
                 "missing); the checkpoint is damaged",
-                dir.string(), copied, wanted);
+                dirs.front().string(), copied, wanted);
   return info;
 }
 

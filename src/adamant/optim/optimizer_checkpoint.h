@@ -51,9 +51,11 @@ void write_optimizer_shard(const std::filesystem::path& dir, const ParamList& pa
                            std::span<const float> exp_avg_sq);
 
 // Fills this rank's state (host memory, the ranges named by `pieces`) from every file of the checkpoint in
-// `dir`, whatever layout wrote it, reading one old file at a time. Validates the model's parameter names and
-// shapes and that every piece was covered. Returns the info of the checkpoint (step, loss scaler, ...).
-OptimizerCheckpointInfo read_optimizer_state(const std::filesystem::path& dir, const ParamList& params,
+// `dirs` (one folder per pipeline stage that wrote it; one without stages), whatever layout wrote it, reading
+// one old file at a time. Parameters are matched by name, so a stage reads its layers from whichever folder
+// holds them (a tied copy saved twice from the first). Validates the shapes and that every piece was covered.
+// Returns the info of the checkpoint (step, loss scaler, ...).
+OptimizerCheckpointInfo read_optimizer_state(std::span<const std::filesystem::path> dirs, const ParamList& params,
                                              std::span<const StatePiece> pieces, std::span<float> main_weights,
                                              std::span<float> exp_avg, std::span<float> exp_avg_sq);
 

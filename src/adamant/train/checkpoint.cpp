@@ -45,9 +45,12 @@ Tensor host_weights(model::GptModel& model, std::vector<std::uint8_t>& staging) 
   return Tensor::flat(staging.data(), weights.dtype, Device::cpu(), weights.numel());
 }
 
-// Each tensor-parallel rank's optimizer files live in a folder of their own.
-std::filesystem::path optimizer_folder(int tp_rank, int tp_size) {
-  return tp_size > 1 ? std::filesystem::path(fmt::format("tp_rank_{}", tp_rank)) : std::filesystem::path();
+// Each pipeline stage's and tensor-parallel rank's optimizer files live in a folder of their own.
+std::filesystem::path optimizer_folder(int pp_rank, int pp_size, int tp_rank, int tp_size) {
+  std::filesystem::path folder;
+  if (pp_size > 1) folder /= fmt::format("pp_rank_{}", pp_rank);
+  if (tp_size > 1) folder /= fmt::format("tp_rank_{}", tp_rank);
+  return folder;
 }
 
 bool is_complete_checkpoint(const std::filesystem::path& folder) {
@@ -57,7 +60,8 @@ bool is_complete_checkpoint(const std::filesystem::path& folder) {
          std::filesystem::is_directory(folder, ec) && std::filesystem::exists(folder / kModelFile, ec);
 }
 
-// The header of model.adm. tensor_model_parallel_size: the size of the run whose optimizer files lie beside it.
+// The header of model.adm. tensor_model_parallel_size and pipeline_model_parallel_size: the sizes of the run whose
+// optimizer files lie beside it.
 void set_model_file_meta(nlohmann::json& meta, const TrainingPosition& position, const model::GptConfig& config,
                          DType weight_dtype, const nlohmann::json& names, const std::string& config_yaml) {
   meta["format"] = kFormatVersion;
@@ -66,6 +70,7 @@ void set_model_file_meta(nlohmann::json& meta, const TrainingPosition& position,
   meta["consumed_samples"] = position.consumed_samples;
   meta["architecture"] = architecture_of(config);
   meta["tensor_model_parallel_size"] = config.tensor_parallel_size;
+  meta["pipeline_model_parallel_size"] = config.pipeline_parallel_size;
   meta["weight_dtype"] = std::string(dtype_name(weight_dtype));
   meta["params"] = names;
   meta["config_yaml"] = config_yaml;
@@ -157,36 +162,41 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
   const std::string name = fmt::format("step_{:08}", position.step);
   const auto final_dir = dir_ / name;
   const auto partial_dir = dir_ / (name + ".partial");
-  const int tp = model.tp_size();
+  const int tp = model.tp_size(), pp = grid.pp_size();
   const CheckpointRoles roles = checkpoint_roles(grid, node_local_);
   if (roles.prepares_folder) {
     std::filesystem::remove_all(partial_dir);
     std::filesystem::create_directories(partial_dir);
-    for (int r = 0; tp > 1 && r < tp; ++r) std::filesystem::create_directories(partial_dir / optimizer_folder(r, tp));
+    for (int s = 0; s < pp; ++s) {
+      for (int r = 0; r < tp; ++r) std::filesystem::create_directories(partial_dir / optimizer_folder(s, pp, r, tp));
+    }
   }
   world.barrier();
 
-  optimizer.save(partial_dir / optimizer_folder(grid.tp_rank(), tp));
-  // The model file holds the whole model: the tensor-parallel ranks of data-parallel rank 0 send
-  // their slices to world rank 0, parameter by parameter (MPI counts stay small).
+  optimizer.save(partial_dir / optimizer_folder(grid.pp_rank(), pp, grid.tp_rank(), tp));
+  // The model file holds the whole model: the tensor-parallel ranks of data-parallel rank 0 of each stage
+  // join their slices, parameter by parameter (MPI counts stay small), and each later stage's first rank
+  // sends its whole parameters on to world rank 0.
   if (roles.gathers_model) {
     const ParamList& params = model.params();
     // optimizer.save() ended with a barrier on its communicator, so no parameter all-gather is pending.
     std::vector<std::uint8_t> staging;
     const Tensor weights = host_weights(model, staging);
     const std::size_t element = dtype_size(weights.dtype);
+    const bool joins = grid.tp_rank() == 0;  // holds the stage's whole parameters
     std::optional<ArchiveWriter> writer;
     if (roles.writes_model) writer.emplace(partial_dir / kModelFile);
     std::vector<std::uint8_t> gathered, whole;
     nlohmann::json names = nlohmann::json::array();
     for (const ParamSpec& p : params.params) {
+      if (p.tied_copy) continue;  // the first stage saves the word embedding
       const Tensor slice = weights.slice(p.offset, p.numel);
       const void* data = slice.data;
       if (tp > 1) {
         gathered.resize(static_cast<std::size_t>(tp) * slice.bytes());
         const Tensor all = Tensor::flat(gathered.data(), weights.dtype, Device::cpu(), tp * p.numel);
         grid.tensor_parallel_group().all_gather(slice, all);
-        if (writer) {  // only the writer joins the slices
+        if (joins) {
           whole.resize(gathered.size());
           for (int r = 0; r < tp; ++r) {
             model::scatter_slice(model.config(), p, r, gathered.data() + r * slice.bytes(), whole.data(), element);
@@ -194,10 +204,30 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
           data = whole.data();
         }
       }
-      if (writer) writer->add(p.name, data, weights.dtype, model::whole_shape(model.config(), p));
-      names.push_back(p.name);
+      if (writer) {
+        writer->add(p.name, data, weights.dtype, model::whole_shape(model.config(), p));
+        names.push_back(p.name);
+      } else if (joins && pp > 1) {
+        const std::size_t numel = static_cast<std::size_t>(tp) * p.numel;
+        grid.pipeline_group()
+            .send_async(Tensor::flat(const_cast<void*>(data), weights.dtype, Device::cpu(), numel), 0)
+            .wait(Stream());
+      }
     }
     if (writer) {
+      for (int s = 1; s < pp; ++s) {  // the later stages' parameters, in the order they send them
+        const ParamList stage_params =
+            model::build_stage_param_list(model.config(), model::pipeline_stage(model.config(), s));
+        for (const ParamSpec& p : stage_params.params) {
+          if (p.tied_copy) continue;
+          whole.resize(static_cast<std::size_t>(tp) * p.numel * element);
+          grid.pipeline_group()
+              .recv_async(Tensor::flat(whole.data(), weights.dtype, Device::cpu(), tp * p.numel), s)
+              .wait(Stream());
+          writer->add(p.name, whole.data(), weights.dtype, model::whole_shape(model.config(), p));
+          names.push_back(p.name);
+        }
+      }
       set_model_file_meta(writer->meta(), position, model.config(), weights.dtype, names, config_yaml);
       writer->meta()["run_id"] = run_id_;
       writer->commit();
@@ -278,12 +308,19 @@ TrainingPosition load_checkpoint(const std::filesystem::path& checkpoint, model:
   }
   if (optimizer != nullptr) {
     const int saved_tp = meta.value("tensor_model_parallel_size", 1);
+    const int saved_pp = meta.value("pipeline_model_parallel_size", 1);
     ADAMANT_CHECK(saved_tp == tp,
                   "checkpoint {} was written with model.tensor_model_parallel_size={} and this run uses {}: its "
                   "optimizer state is split by tensor-parallel rank and cannot be re-split; resume with "
                   "model.tensor_model_parallel_size={} (the model weights alone load at any size)",
                   checkpoint.string(), saved_tp, tp, saved_tp);
-    optimizer->load(checkpoint / optimizer_folder(model.tp_rank(), tp));
+    // Every stage that saved holds part of the state; each parameter is taken by name, so the stages
+    // may be split otherwise now.
+    std::vector<std::filesystem::path> stage_folders;
+    for (int s = 0; s < saved_pp; ++s) {
+      stage_folders.push_back(checkpoint / optimizer_folder(s, saved_pp, model.tp_rank(), tp));
+    }
+    optimizer->load(stage_folders);
   }
   return {meta.at("step").get<std::int64_t>(), meta.at("consumed_samples").get<std::int64_t>()};
 }

@@ -15,6 +15,11 @@ CheckpointRoles checkpoint_roles(const comm::ProcessGrid& grid, bool node_local)
     const bool first = rank == 0;
     return {first, grid.dp_rank() == 0, first};
   }
+  ADAMANT_CHECK(grid.pp_size() == 1,
+                "exp_manager.checkpoint_callback_params.node_local is true with model.pipeline_model_parallel_size={}: "
+                "each host would need every stage's layers to write a whole checkpoint; write checkpoints to shared "
+                "storage (node_local=false) with pipeline stages",
+                grid.pp_size());
   const std::vector<int>& node_of_rank = grid.topology().node_of_rank();
   // Each host's first rank must lead a tensor-parallel group that lies on the host.
   for (std::size_t r = 0; r < node_of_rank.size(); ++r) {

@@ -226,6 +226,23 @@ std::vector<FieldSpec> make_fields() {
       "(needs `encoder_seq_length` divisible by tp)",
       [](auto& c) -> auto& { return c.model.sequence_parallel; }));
   f.push_back(field(
+      "model.pipeline_model_parallel_size",
+      "pipeline stages: the layers split into this many consecutive blocks (embedding on the first, classifier "
+      "on the last), run by the 1F1B schedule; tp x pp must divide the world size",
+      [](auto& c) -> auto& { return c.model.pipeline_parallel_size; }));
+  // NeMo writes null for no interleaving; Adamant holds it as 1 chunk per stage.
+  f.push_back(custom(
+      "model.virtual_pipeline_model_parallel_size",
+      "model chunks per pipeline stage (interleaved schedule, bubble / chunks); null: 1",
+      [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+        c.model.virtual_pipeline_size =
+            v.IsNull() ? 1 : read_int(v, "model.virtual_pipeline_model_parallel_size", where);
+      },
+      [](const TrainConfig& c) {
+        return c.model.virtual_pipeline_size == 1 ? std::string("null")
+                                                  : fmt::format("{}", c.model.virtual_pipeline_size);
+      }));
+  f.push_back(field(
       "model.megatron_amp_O2", "bf16/fp16 model weights with fp32 main weights in the optimizer",
       [](auto& c) -> auto& { return c.optim.megatron_amp_O2; }));
   f.push_back(field(

@@ -1,6 +1,6 @@
 // NeMo keys (megatron_gpt_config.yaml, Lightning trainer, exp_manager) that a
 // user's file may carry and Adamant accepts without acting on them. Keys whose
-// value selects maths Adamant does not implement (rotary embeddings, pipeline
+// value selects maths Adamant does not implement (rotary embeddings, context
 // parallelism, fp8, ...) accept only the value Adamant matches; anything else is
 // an error naming the key. Values are read only when a rule needs them, so
 // interpolations Adamant cannot resolve (${multiply:...}) are harmless on keys
@@ -165,8 +165,6 @@ std::vector<NemoKeySpec> make_nemo_keys() {
     k.push_back(any(fmt::format("model.{}", key)));
   }
   k.push_back(only_null("model.rampup_batch_size", "batch-size ramp-up"));
-  k.push_back(only_int("model.pipeline_model_parallel_size", 1, "pipeline parallelism"));
-  k.push_back(only_null("model.virtual_pipeline_model_parallel_size", "interleaved pipeline parallelism"));
   k.push_back(only_int("model.context_parallel_size", 1, "context parallelism"));
   k.push_back(only_bool("model.use_scaled_init_method", true,
                         "unscaled output-projection init (Adamant scales by 1/sqrt(2*num_layers))"));

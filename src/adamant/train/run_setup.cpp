@@ -50,13 +50,18 @@ model::MicroBatch to_model_batch(const data::MicroBatch& batch) {
 
 RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world)
     : config_(config),
-      grid_(world, config.model.tensor_parallel_size, grid_options_of(config)),
+      grid_(world, config.model.tensor_parallel_size, config.model.pipeline_parallel_size, grid_options_of(config)),
       device_(device_of(config, grid_.topology())),
       compute_stream_(device_.is_cpu() ? Stream() : Stream(device_)) {
   config.trainer.check_launch(grid_.world_size(), grid_.topology());
   const data::DataOptions& d = config.data;
   dp_device_comm_ = grid_.make_data_parallel_communicator(device_);
   if (grid_.tp_size() > 1) tp_device_comm_ = grid_.make_tensor_parallel_communicator(device_);
+  if (grid_.pp_size() > 1) {
+    pp_activation_comm_ = grid_.make_pipeline_communicator(device_);
+    pp_gradient_comm_ = grid_.make_pipeline_communicator(device_);
+    embedding_comm_ = comm::make_device_communicator(grid_.embedding_group(), device_);
+  }
 
   const auto tokenizer = data::BpeTokenizer::load(d.tokenizer.vocab_file, d.tokenizer.merge_file);
   const model::GptConfig gpt = gpt_config_of(config, static_cast<int>(tokenizer.vocab_size()));
@@ -118,16 +123,23 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
     valid_loader_ = std::make_unique<data::DataLoader>(datasets.valid, loader_options);
   }
 
-  const ParamList params = model::build_param_list(gpt);
+  const model::PipelineStage stage = model::pipeline_stage(gpt, grid_.pp_rank());
+  const PipelineLayout pipeline{gpt.pipeline_parallel_size, gpt.virtual_pipeline_size,
+                                train_loader_->num_micro_batches()};
+  const int passes_in_flight = peak_passes_in_flight(pipeline, grid_.pp_rank());  // checks the layout
+  const ParamList params = model::build_stage_param_list(gpt, stage);
   optimizer_ = optim::make_optimizer(optimizer_options_of(config), params, *dp_device_comm_, compute_stream_,
-                                     optim::GradNormScope{tp_device_comm_.get()});
-  model_ = std::make_unique<model::GptModel>(gpt, weight_dtype_of(config), d.micro_batch_size, device_,
-                                             static_cast<std::uint64_t>(config.trainer.seed),
-                                             optimizer_->padded_numel(), tp_device_comm_.get());
+                                     optim::GradNormScope{tp_device_comm_.get(), pp_gradient_comm_.get()});
+  model_ = std::make_unique<model::GptModel>(
+      gpt, weight_dtype_of(config), d.micro_batch_size, device_, static_cast<std::uint64_t>(config.trainer.seed),
+      optimizer_->padded_numel(), tp_device_comm_.get(), grid_.pp_rank(), passes_in_flight);
   model_->set_stream(compute_stream_);  // one compute stream for the model's kernels and the optimizer's
   // Pretrained weights replace the init before the optimizer copies them into its main weights.
   if (!config.trainer.restore_from_path.empty()) load_pretrained_weights(config.trainer.restore_from_path, *model_);
   optimizer_->attach(model_->weights(), model_->grads());
+  pipeline_ = std::make_unique<PipelineRunner>(
+      *model_, PipelineComms{pp_activation_comm_.get(), pp_gradient_comm_.get(), embedding_comm_.get()},
+      train_loader_->num_micro_batches());
 }
 
 optim::LrSchedule RunSetup::lr_schedule() const { return lr_schedule_of(config_); }
@@ -147,16 +159,23 @@ std::string RunSetup::describe() const {
   constexpr double MiB = 1024.0 * 1024.0;
   return fmt::format(
              "model: GPT-3 {} layers, hidden {}, {} heads, seq {}, {:.2f}M parameters{} ({} weights)\n"
-             "parallel: {} data-parallel rank(s){} on {}, {} micro-batch(es) of {} per rank per step\n"
+             "parallel: {} data-parallel rank(s){}{} on {}, {} micro-batch(es) of {} per rank per step\n"
              "optimizer: {} (bucket {} MiB, grad sync {}, remainders {}, overlap grad/param {}/{})\n"
              "memory per rank: weights {:.1f} MiB + grads {:.1f} MiB + optimizer state {:.1f} MiB = {:.1f} MiB "
              "(formula {:.1f} MiB)\n",
              config_.model.num_layers, config_.model.hidden_size, config_.model.num_attention_heads,
-             config_.model.seq_length, n / 1e6, grid_.tp_size() > 1 ? " per tensor-parallel rank" : "",
+             config_.model.seq_length, n / 1e6, grid_.tp_size() > 1 || grid_.pp_size() > 1 ? " on this rank" : "",
              dtype_name(weight_dtype_of(config_)), d,
              grid_.tp_size() == 1 ? std::string()
                                   : fmt::format(" x {} tensor-parallel (sequence parallel {})", grid_.tp_size(),
                                                 config_.model.sequence_parallel ? "on" : "off"),
+             grid_.pp_size() == 1
+                 ? std::string()
+                 : fmt::format(" x {} pipeline stages{} (bubble {:.1f}% of the ideal step)", grid_.pp_size(),
+                               pipeline_->layout().virtual_stages > 1
+                                   ? fmt::format(", {} chunks each", pipeline_->layout().virtual_stages)
+                                   : std::string(),
+                               100.0 * pipeline_bubble_fraction(pipeline_->layout())),
              device_.str(), train_loader_->num_micro_batches(), config_.data.micro_batch_size, o.name, o.bucket_cap_mb,
              dtype_name(o.grad_sync_dtype), o.store_param_remainders ? "on" : "off", o.overlap_grad_sync ? "on" : "off",
              o.overlap_param_sync ? "on" : "off", weight_bytes / MiB, grad_bytes / MiB, state_bytes / MiB,

@@ -14,6 +14,7 @@
 #include "adamant/model/gpt_model.h"
 #include "adamant/optim/lr_schedule.h"
 #include "adamant/optim/optimizer.h"
+#include "adamant/train/pipeline_runner.h"
 #include "adamant/train/train_config.h"
 
 namespace adamant::train {
@@ -32,6 +33,8 @@ class RunSetup {
 
   comm::ProcessGrid& grid() { return grid_; }
   model::GptModel& model() { return *model_; }
+  // This stage's passes of each step (the plain micro-batch loop without pipeline stages).
+  PipelineRunner& pipeline() { return *pipeline_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
   data::DataLoader& train_loader() { return *train_loader_; }
   data::DataLoader* valid_loader() { return valid_loader_.get(); }
@@ -48,11 +51,16 @@ class RunSetup {
   Stream compute_stream_;
   std::unique_ptr<comm::Communicator> dp_device_comm_;
   std::unique_ptr<comm::Communicator> tp_device_comm_;  // null without tensor parallelism
+  // Pipeline stages only: activations, their gradients (and the grad norm), the tied embedding's sum.
+  std::unique_ptr<comm::Communicator> pp_activation_comm_;
+  std::unique_ptr<comm::Communicator> pp_gradient_comm_;
+  std::unique_ptr<comm::Communicator> embedding_comm_;
   std::vector<std::filesystem::path> data_files_;
   std::unique_ptr<data::DataLoader> train_loader_;
   std::unique_ptr<data::DataLoader> valid_loader_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<model::GptModel> model_;
+  std::unique_ptr<PipelineRunner> pipeline_;
 };
 
 }  // namespace adamant::train

@@ -85,20 +85,51 @@ void check_same_global_batch(const TrainingPosition& position, const std::filesy
       global_batch_size, position.consumed_samples / position.step);
 }
 
-double validation_loss(model::GptModel& model, data::DataLoader& loader, comm::Communicator& dp_group, int vocab_size,
-                       const std::vector<std::filesystem::path>& data) {
+// One micro-batch copied out of the loader (whose views last until its next call), with storage
+// kept from step to step.
+struct StoredMicroBatch {
+  std::vector<std::int32_t> tokens, targets;
+};
+
+// The micro-batches of one step of `loader` into `batches`, and their model views into `views`.
+void next_step_batches(data::DataLoader& loader, int vocab_size, const std::vector<std::filesystem::path>& data,
+                       std::vector<StoredMicroBatch>& batches, std::vector<model::MicroBatch>& views) {
+  batches.resize(static_cast<std::size_t>(loader.num_micro_batches()));
+  views.resize(batches.size());
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    const data::MicroBatch& batch = loader.next();
+    check_token_range(batch, vocab_size, data);
+    StoredMicroBatch& stored = batches[i];
+    stored.tokens.assign(batch.tokens.begin(), batch.tokens.end());
+    stored.targets.assign(batch.targets.begin(), batch.targets.end());
+    views[i] = to_model_batch(batch);
+    views[i].tokens = stored.tokens;
+    views[i].targets = stored.targets;
+  }
+}
+
+// The mean loss of a step's micro-batches over the data-parallel ranks, from the sum the last
+// pipeline stage holds (sent to the other stages first).
+double mean_step_loss(comm::ProcessGrid& grid, double last_stage_sum, int micro_batches) {
+  double sum = last_stage_sum;
+  if (grid.pp_size() > 1) {
+    grid.pipeline_group().broadcast(Tensor::flat(&sum, DType::f64, Device::cpu(), 1), grid.pp_size() - 1);
+  }
+  return group_mean(grid.data_parallel_group(), sum, micro_batches);
+}
+
+double validation_loss(PipelineRunner& pipeline, data::DataLoader& loader, comm::ProcessGrid& grid, int vocab_size,
+                       const std::vector<std::filesystem::path>& data, std::vector<StoredMicroBatch>& batches,
+                       std::vector<model::MicroBatch>& views) {
   loader.reset(0);
   double sum = 0;
   double count = 0;
   while (loader.has_next()) {
-    for (int i = 0; i < loader.num_micro_batches(); ++i) {
-      const data::MicroBatch& batch = loader.next();
-      check_token_range(batch, vocab_size, data);
-      sum += model.forward_loss(to_model_batch(batch));
-      count += 1;
-    }
+    next_step_batches(loader, vocab_size, data, batches, views);
+    sum += pipeline.evaluate(views);
+    count += static_cast<double>(views.size());
   }
-  return group_mean(dp_group, sum, count);
+  return mean_step_loss(grid, sum, static_cast<int>(count));
 }
 
 }  // namespace
@@ -115,7 +146,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
       verbose && ::isatty(::fileno(stdout)) != 0 && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr;
   model::GptModel& model = setup.model();
   optim::Optimizer& optimizer = setup.optimizer();
-  comm::Communicator& dp_host = grid.data_parallel_group();
+  PipelineRunner& pipeline = setup.pipeline();
   const int vocab_size = model.config().vocab_size;
   const int dp = grid.dp_size();
   const std::int64_t tokens_per_step =
@@ -166,6 +197,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   const double grad_scale = 1.0 / (static_cast<double>(micro_batches) * dp);
   const optim::LrSchedule schedule = setup.lr_schedule();
   const model::GradReadyFn on_grad_ready = [&optimizer](std::size_t index) { optimizer.on_grad_ready(index); };
+  std::vector<StoredMicroBatch> step_batches;  // a step's micro-batches, storage kept between steps
+  std::vector<model::MicroBatch> step_views;
 
   TrainSummary summary;
   summary.steps_done = position.step;
@@ -182,7 +215,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
 
   auto validate = [&](std::int64_t step) {
     if (setup.valid_loader() == nullptr) return;
-    const double val = validation_loss(model, *setup.valid_loader(), dp_host, vocab_size, setup.data_files());
+    const double val = validation_loss(pipeline, *setup.valid_loader(), grid, vocab_size, setup.data_files(),
+                                       step_batches, step_views);
     summary.val_losses.emplace_back(step, val);
     if (leader) {
       metrics->validation(step, val);
@@ -206,16 +240,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     const auto step_start = Clock::now();
     const double lr = optim::learning_rate(schedule, position.step);
     optimizer.wait_for_params();
-    double loss_sum = 0;
-    for (int i = 0; i < micro_batches; ++i) {
-      const data::MicroBatch& batch = train_loader.next();
-      check_token_range(batch, vocab_size, setup.data_files());
-      const bool last = i + 1 == micro_batches;
-      loss_sum += model.forward_backward(to_model_batch(batch), static_cast<float>(optimizer.loss_scale()),
-                                         last ? on_grad_ready : model::GradReadyFn{});
-    }
+    next_step_batches(train_loader, vocab_size, setup.data_files(), step_batches, step_views);
+    const double loss_sum = pipeline.train_step(step_views, static_cast<float>(optimizer.loss_scale()), on_grad_ready);
     const optim::StepResult result = optimizer.step(lr, grad_scale);
-    const double loss = group_mean(dp_host, loss_sum, micro_batches);
+    const double loss = mean_step_loss(grid, loss_sum, micro_batches);
     memory.sample();
     position.step += 1;
     position.consumed_samples = train_loader.consumed_samples();
