@@ -252,7 +252,7 @@ TEST(ConfigNemo, UnsupportedModelVariantsAreErrorsNamingTheKey) {
       {"model.bias=false", "model.bias: a model without biases is not supported"},
       {"trainer.accumulate_grad_batches=4", "trainer.accumulate_grad_batches: Lightning gradient accumulation"},
       {"trainer.max_epochs=3", "trainer.max_epochs: Adamant stops only at trainer.max_steps"},
-      {"model.pipeline_model_parallel_size=2", "model.pipeline_model_parallel_size: pipeline parallelism"},
+      {"model.context_parallel_size=2", "model.context_parallel_size: context parallelism"},
       {"model.layernorm_epsilon=1e-6", "model.layernorm_epsilon: Adamant's layernorm epsilon is fixed at 1e-05"},
       {"model.data.seq_length=1024", "model.data.seq_length (1024) differs from model.encoder_seq_length (512)"},
       {"model.num_query_groups=4", "model.num_query_groups: grouped-query attention is not supported"},
@@ -269,6 +269,20 @@ TEST(ConfigNemo, UnsupportedModelVariantsAreErrorsNamingTheKey) {
       EXPECT_THAT(std::string(error.what()), HasSubstr(expected)) << override_text;
       EXPECT_THAT(std::string(error.what()), HasSubstr("(from override '" + override_text + "')"));
     }
+  }
+  // Pipeline parallelism is NeMo's keys; a null virtual size is one chunk per stage.
+  const auto piped = parse_train_config(kNemoConfig, {"model.pipeline_model_parallel_size=2"});
+  EXPECT_EQ(piped.model.pipeline_parallel_size, 2);
+  EXPECT_EQ(piped.model.virtual_pipeline_size, 1);
+  EXPECT_EQ(parse_train_config(kNemoConfig,
+                               {"model.pipeline_model_parallel_size=2", "model.virtual_pipeline_model_parallel_size=2"})
+                .model.virtual_pipeline_size,
+            2);
+  try {
+    parse_train_config(kNemoConfig, {"model.virtual_pipeline_model_parallel_size=2"});
+    ADD_FAILURE() << "chunks without pipeline stages accepted";
+  } catch (const Error& error) {
+    EXPECT_THAT(std::string(error.what()), HasSubstr("model.pipeline_model_parallel_size is 1"));
   }
   // exp_manager.resume_from_checkpoint names the checkpoint folder to continue from.
   EXPECT_EQ(parse_train_config(kNemoConfig, {}).exp_manager.resume_from_checkpoint, std::filesystem::path());

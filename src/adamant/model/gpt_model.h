@@ -35,6 +35,12 @@
 // group. The weights of any tensor-parallel size are slices of the same whole model (init
 // draws by whole-parameter index), and the hidden dropout masks are the whole model's; the
 // attention dropout of a rank's heads draws from a site of its own.
+//
+// Pipeline parallelism (config.pipeline_parallel_size stages, pipeline_stage.h): a model holds one
+// stage's chunks of layers and runs one chunk's forward or backward pass at a time for a schedule
+// (train/pipeline_runner.h). The activations backward reads are kept per micro-batch in flight
+// (one slot each, activations.h), the scratch is shared. Dropout sites and init streams follow the
+// whole model's layer numbers and parameter names, so the stages compute what the whole model does.
 #include <cstddef>
 #include <cstdint>
 #include <functional>

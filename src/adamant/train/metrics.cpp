@@ -80,6 +80,7 @@ void MetricsLog::run_summary(const RunMetrics& m) {
                    {"world_size", m.world_size},
                    {"data_parallel_size", m.data_parallel_size},
                    {"tensor_parallel_size", m.tensor_parallel_size},
+                   {"pipeline_parallel_size", m.pipeline_parallel_size},
                    {"peak_allocated_bytes_max", m.memory.allocated_peak.max},
                    {"peak_allocated_bytes_min", m.memory.allocated_peak.min}};
   if (m.memory.gpu) {

@@ -34,6 +34,7 @@ struct RunMetrics {
   int world_size = 1;
   int data_parallel_size = 1;
   int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
   MemoryReport memory;
 };
 

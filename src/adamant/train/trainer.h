@@ -1,7 +1,8 @@
 #pragma once
-// The training loop: data-parallel micro-batches with gradient accumulation, the
-// optimizer step (fused_adam or distributed_fused_adam), validation, metrics,
-// checkpoints and resumption. The same code runs on CPU and CUDA.
+// The training loop: each step this stage's passes over the micro-batches (pipeline_runner.h;
+// gradient accumulation), the optimizer step (fused_adam or distributed_fused_adam); validation
+// and checkpoints at their intervals, resumption, and the run's reports (run_reporter.h). The
+// same code runs on CPU and CUDA.
 #include <mpi.h>
 
 #include <cstdint>
