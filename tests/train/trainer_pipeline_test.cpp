@@ -15,19 +15,20 @@ namespace {
 
 struct Layout {
   int tp = 1, pp = 1, chunks = 1;
+  std::string optimizer = "distributed_fused_adam";
   int ranks() const { return tp * pp; }  // times the data-parallel size
   std::string name() const {
-    return "tp" + std::to_string(tp) + "-pp" + std::to_string(pp) + "-v" + std::to_string(chunks);
+    return "tp" + std::to_string(tp) + "-pp" + std::to_string(pp) + "-v" + std::to_string(chunks) + "-" + optimizer;
   }
 };
 
-// Four layers, hidden dropout on (the masks must follow the whole model's layers), clipping on (the norm is
+// Eight layers, hidden dropout on (the masks must follow the whole model's layers), clipping on (the norm is
 // summed over the stages with the tied word embedding counted once), a global batch of 8: 4 or 8
 // micro-batches per data-parallel rank and step.
 train::TrainConfig pipeline_config(const std::filesystem::path& prefix, const std::filesystem::path& run_dir,
                                    const Layout& layout) {
   train::TrainConfig config = tiny_config(prefix, run_dir);
-  config.model.num_layers = 4;
+  config.model.num_layers = 8;
   config.model.hidden_dropout = 0.1f;
   // Attention dropout stays off: each tensor-parallel rank's heads draw from a site of their own, so
   // with tp it is not the whole model's (the stages' attention masks are checked in model_tests).
@@ -37,6 +38,7 @@ train::TrainConfig pipeline_config(const std::filesystem::path& prefix, const st
   config.model.sequence_parallel = layout.tp > 1;
   config.model.pipeline_parallel_size = layout.pp;
   config.model.virtual_pipeline_size = layout.chunks;
+  config.optim.name = layout.optimizer;
   config.model.make_vocab_size_divisible_by = 256 / layout.tp;  // the same padded vocabulary at every tp
   config.data.global_batch_size = 8;
   return config;
@@ -64,8 +66,8 @@ TEST(PipelineTraining, EveryLayoutTrainsAsTheWholeModelOnOneRank) {
   const int ranks = world_size();
   if (ranks < 2) GTEST_SKIP() << "needs 2 ranks or more";
   std::vector<Layout> layouts;
-  if (ranks == 2) layouts = {{1, 2, 1}, {1, 2, 2}};
-  if (ranks == 4) layouts = {{1, 4, 1}, {1, 2, 1}, {2, 2, 1}, {1, 2, 2}};
+  if (ranks == 2) layouts = {{1, 2, 1}, {1, 2, 2}, {1, 2, 1, "fused_adam"}};
+  if (ranks == 4) layouts = {{1, 4, 1}, {1, 4, 2}, {1, 2, 1}, {2, 2, 1}, {1, 2, 2}};
   if (ranks == 8) layouts = {{2, 2, 1}};
   const auto dir = shared_temp_dir("pipeline-layouts");
   const auto prefix = write_random_dataset(dir, 400, 50257);
@@ -94,6 +96,12 @@ TEST(PipelineTraining, EveryLayoutTrainsAsTheWholeModelOnOneRank) {
     train::TrainConfig starved = pipeline_config(prefix, dir / "starved", {1, 2, 1});
     starved.data.global_batch_size = 1;
     expect_error_containing([&] { train_on_ranks(starved, ranks); }, "model.pipeline_model_parallel_size");
+    // More stages than ranks
+    expect_error_containing(
+        [&] {
+          train_on_ranks(pipeline_config(prefix, dir / "too-deep", {1, 4, 1}), ranks);
+        },
+        "model.pipeline_model_parallel_size = 4");
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
