@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "adamant/model/param_layout.h"
 #include "model_test_util.h"
@@ -85,6 +86,32 @@ TEST(ParamList, ReverseOrderOfUseContiguousOffsets) {
   EXPECT_EQ(qkv.shape, (std::vector<std::int64_t>{48, 16}));
   EXPECT_TRUE(list[list.index_of("decoder.layers.0.self_attention.dense.bias")].tp_duplicate);
   EXPECT_FALSE(list[list.index_of("decoder.layers.0.self_attention.query_key_value.bias")].tp_duplicate);
+}
+
+// Every element of every rank's slice is found again at its place: locate() inverts global_index(),
+// and the slices of the ranks cover the whole parameter once.
+TEST(TensorParallelSlice, LocateInvertsGlobalIndex) {
+  for (const int tp : {2, 4}) {
+    GptConfig config = testing::two_layer_config(32, 4, 8, 60);
+    config.make_vocab_size_divisible_by = 8;
+    config.tensor_parallel_size = tp;
+    for (const ParamSpec& spec : build_param_list(config).params) {
+      const TensorParallelSlice slice = tensor_parallel_slice(config, spec);
+      if (slice.split == TensorParallelSplit::replicated) continue;
+      std::vector<int> seen(spec.numel * static_cast<std::size_t>(tp), 0);
+      for (int rank = 0; rank < tp; ++rank) {
+        for (std::size_t i = 0; i < spec.numel; ++i) {
+          const std::size_t global = slice.global_index(i, rank, tp);
+          ASSERT_LT(global, seen.size()) << spec.name;
+          seen[global] += 1;
+          const auto [owner, local] = slice.locate(global, tp);
+          ASSERT_EQ(owner, rank) << spec.name << " element " << i;
+          ASSERT_EQ(local, i) << spec.name << " element " << i;
+        }
+      }
+      for (const int count : seen) ASSERT_EQ(count, 1) << spec.name;
+    }
+  }
 }
 
 TEST(GptModel, InitFollowsTheSpecAndDependsOnlyOnSeed) {

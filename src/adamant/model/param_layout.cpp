@@ -110,6 +110,28 @@ std::size_t TensorParallelSlice::global_index(std::size_t local, int rank, int s
   return local;
 }
 
+std::pair<int, std::size_t> TensorParallelSlice::locate(std::size_t global, int size) const {
+  const auto t = static_cast<std::size_t>(size);
+  const auto cols = static_cast<std::size_t>(full_cols);
+  const std::size_t row = global / cols, col = global % cols;
+  switch (split) {
+    case TensorParallelSplit::replicated:
+      return {0, global};
+    case TensorParallelSplit::rows: {
+      const std::size_t part_rows = static_cast<std::size_t>(full_rows) / static_cast<std::size_t>(parts);
+      const std::size_t local_part_rows = part_rows / t;
+      const std::size_t part = row / part_rows, in_part = row % part_rows;
+      const std::size_t local_row = part * local_part_rows + in_part % local_part_rows;
+      return {static_cast<int>(in_part / local_part_rows), local_row * cols + col};
+    }
+    case TensorParallelSplit::columns: {
+      const std::size_t local_cols = cols / t;
+      return {static_cast<int>(col / local_cols), row * local_cols + col % local_cols};
+    }
+  }
+  return {0, global};
+}
+
 TensorParallelSlice tensor_parallel_slice(const GptConfig& config, const ParamSpec& spec) {
   const std::int64_t hidden = config.hidden_size, ffn = config.ffn_hidden_size;
   const std::string& name = spec.name;

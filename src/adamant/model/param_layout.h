@@ -4,6 +4,7 @@
 // the order in which backward completes the gradients.
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "adamant/core/param_spec.h"
@@ -47,6 +48,9 @@ struct TensorParallelSlice {
 
   // Index in the whole parameter of element `local` of tensor-parallel rank `rank` of `size`.
   std::size_t global_index(std::size_t local, int rank, int size) const;
+  // The inverse: which rank of `size` holds element `global` of the whole parameter, and at which index
+  // (a replicated parameter: every rank, reported as rank 0).
+  std::pair<int, std::size_t> locate(std::size_t global, int size) const;
 };
 TensorParallelSlice tensor_parallel_slice(const GptConfig& config, const ParamSpec& spec);
 

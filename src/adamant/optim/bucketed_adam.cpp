@@ -73,12 +73,12 @@ void BucketedAdam::save(const std::filesystem::path& dir) const {
   comm_.barrier();  // the checkpoint is complete when save() returns on any rank
 }
 
-void BucketedAdam::load(std::span<const std::filesystem::path> dirs) {
+void BucketedAdam::load(const SavedState& saved) {
   check_attached("load");
   wait_for_params();
   stream_.synchronize();
   HostAdamState host(grads_.ranges().state_numel());
-  const OptimizerCheckpointInfo info = read_optimizer_state(dirs, grads_.params(), grads_.ranges().state_pieces(),
+  const OptimizerCheckpointInfo info = read_optimizer_state(saved, grads_.params(), grads_.ranges().state_pieces(),
                                                             host.main, host.exp_avg, host.exp_avg_sq);
   state_.upload(host);
   for (std::size_t r = 0; r < grads_.ranges().size(); ++r) publish_params(r);

@@ -36,7 +36,7 @@ class BucketedAdam : public Optimizer, protected GradSync {
   std::int64_t step_count() const override { return step_count_; }
   void save(const std::filesystem::path& dir) const override;
   using Optimizer::load;
-  void load(std::span<const std::filesystem::path> dirs) override;
+  void load(const SavedState& saved) override;
 
   const BucketPlan& plan() const { return grads_.plan(); }
 

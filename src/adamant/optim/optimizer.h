@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <span>
 #include <string>
 
 #include "adamant/comm/communicator.h"
@@ -23,6 +22,7 @@
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
 #include "adamant/optim/grad_norm_scope.h"
+#include "adamant/optim/optimizer_checkpoint.h"
 
 namespace adamant::optim {
 
@@ -98,11 +98,12 @@ class Optimizer {
   // Every rank writes dir/optim_rank_<r>.adm (fused_adam: rank 0 only); load() reads any earlier layout (other dp
   // size, bucket size, fused_adam <-> distributed_fused_adam), reshards it and rewrites the model weights from the
   // restored main weights. Both are collective over the data-parallel group and need attach() first.
-  // With pipeline stages each stage saves into a folder of its own and load() reads the folders of all
-  // the stages that saved (any stage count), taking each parameter by name.
+  // With pipeline stages (and tensor-parallel ranks) each saves into a folder of its own and load() reads
+  // the folders of all the stages that saved (any stage count), taking each parameter by name.
+  // Loading at another tensor-parallel size takes the saved slices through SavedState::remap.
   virtual void save(const std::filesystem::path& dir) const = 0;
-  virtual void load(std::span<const std::filesystem::path> dirs) = 0;
-  void load(const std::filesystem::path& dir) { load(std::span<const std::filesystem::path>(&dir, 1)); }
+  virtual void load(const SavedState& saved) = 0;
+  void load(const std::filesystem::path& dir) { load(SavedState::single_folder(dir)); }
 };
 
 // Validates the options and builds the optimizer. The optimizer

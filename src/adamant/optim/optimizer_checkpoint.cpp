@@ -44,10 +44,12 @@ OptimizerCheckpointInfo info_from_meta(const nlohmann::json& meta, const std::fi
 constexpr std::size_t kNotHere = ~std::size_t{0};
 
 // For each parameter a file lists, this model's index of the same name (kNotHere when this rank does not
-// hold it, or reads it from an earlier folder). A name of this model must have the same shape there.
+// hold it, or reads it from an earlier stage's folder). Unless the slices are remapped, a name of this
+// model must have the same shape there.
 std::vector<std::size_t> match_saved_params(const nlohmann::json& meta, const ParamList& params,
-                                            const std::unordered_map<std::string, std::size_t>& index_of, int folder,
-                                            std::vector<int>& source_folder, const std::filesystem::path& dir) {
+                                            const std::unordered_map<std::string, std::size_t>& index_of, int stage,
+                                            bool remapped, std::vector<int>& source_stage,
+                                            const std::filesystem::path& dir) {
   std::vector<std::size_t> to_mine;
   for (const auto& saved : meta.at("params")) {
     const auto name = saved.at("name").get<std::string>();
@@ -58,12 +60,12 @@ std::vector<std::size_t> match_saved_params(const nlohmann::json& meta, const Pa
       continue;
     }
     const ParamSpec& spec = params[found->second];
-    ADAMANT_CHECK(shape == spec.shape && saved.at("numel").get<std::size_t>() == spec.numel,
+    ADAMANT_CHECK(remapped || (shape == spec.shape && saved.at("numel").get<std::size_t>() == spec.numel),
                   "checkpoint {} was written for another model: parameter {} has shape [{}] there, [{}] here",
                   dir.string(), name, fmt::join(shape, ", "), fmt::join(spec.shape, ", "));
-    int& source = source_folder[found->second];
-    if (source == -1) source = folder;  // a tied copy saved by two stages is read from the first
-    to_mine.push_back(source == folder ? found->second : kNotHere);
+    int& source = source_stage[found->second];
+    if (source == -1) source = stage;  // a tied copy saved by two stages is read from the first
+    to_mine.push_back(source == stage ? found->second : kNotHere);
   }
   return to_mine;
 }
@@ -144,10 +146,10 @@ void write_optimizer_shard(const std::filesystem::path& dir, const ParamList& pa
   writer.commit();
 }
 
-OptimizerCheckpointInfo read_optimizer_state(std::span<const std::filesystem::path> dirs, const ParamList& params,
+OptimizerCheckpointInfo read_optimizer_state(const SavedState& saved, const ParamList& params,
                                              std::span<const StatePiece> pieces, std::span<float> main_weights,
                                              std::span<float> exp_avg, std::span<float> exp_avg_sq) {
-  ADAMANT_CHECK(!dirs.empty(), "read_optimizer_state: no checkpoint folder given");
+  ADAMANT_CHECK(!saved.folders.empty(), "read_optimizer_state: no checkpoint folder given");
   // My pieces by parameter, so each old piece finds its overlaps directly.
   std::vector<std::vector<const StatePiece*>> mine(params.size());
   std::size_t wanted = 0;
@@ -160,15 +162,16 @@ OptimizerCheckpointInfo read_optimizer_state(std::span<const std::filesystem::pa
   }
   std::unordered_map<std::string, std::size_t> index_of;
   for (std::size_t p = 0; p < params.size(); ++p) index_of.emplace(params[p].name, p);
-  std::vector<int> source_folder(params.size(), -1);
+  std::vector<int> source_stage(params.size(), -1);
+  const bool remapped = static_cast<bool>(saved.remap);
 
   OptimizerCheckpointInfo info;
   bool have_info = false;
   std::vector<std::string> missing;
   std::size_t copied = 0;
   std::vector<float> old_main, old_m, old_v;
-  for (std::size_t folder = 0; folder < dirs.size(); ++folder) {
-    const std::filesystem::path& dir = dirs[folder];
+  for (const SavedStateFolder& folder : saved.folders) {
+    const std::filesystem::path& dir = folder.dir;
     // A checkpoint on node-local disks holds only its host's shards here: read those present, and
     // name missing ones only if this rank's state lies in them.
     const std::vector<int> present = present_shard_indices(dir);
@@ -192,7 +195,7 @@ OptimizerCheckpointInfo read_optimizer_state(std::span<const std::filesystem::pa
       if (!have_folder_info) {
         folder_info = file_info;
         have_folder_info = true;
-        to_mine = match_saved_params(reader.meta(), params, index_of, static_cast<int>(folder), source_folder, dir);
+        to_mine = match_saved_params(reader.meta(), params, index_of, folder.stage, remapped, source_stage, dir);
       }
       if (!have_info) {
         info = file_info;
@@ -221,39 +224,53 @@ OptimizerCheckpointInfo read_optimizer_state(std::span<const std::filesystem::pa
       reader.read(kMainWeights, old_main.data(), old_numel * sizeof(float));
       reader.read(kExpAvg, old_m.data(), old_numel * sizeof(float));
       reader.read(kExpAvgSq, old_v.data(), old_numel * sizeof(float));
+      auto copy = [&](std::size_t from, std::size_t to, std::size_t count) {
+        std::copy_n(old_main.begin() + from, count, main_weights.begin() + to);
+        std::copy_n(old_m.begin() + from, count, exp_avg.begin() + to);
+        std::copy_n(old_v.begin() + from, count, exp_avg_sq.begin() + to);
+        copied += count;
+      };
       for (const StatePiece& old : old_pieces) {
         const auto* targets = target_of(old);
         if (targets == nullptr) continue;
+        if (remapped) {  // element by element: the saved slice and this rank's interleave
+          const std::size_t param = to_mine[old.param];
+          for (std::size_t j = 0; j < old.numel; ++j) {
+            const std::optional<std::size_t> at = saved.remap(param, folder.split_rank, old.param_offset + j);
+            if (!at) continue;
+            for (const StatePiece* target : *targets) {
+              if (*at >= target->param_offset && *at < target->param_offset + target->numel) {
+                copy(old.state_offset + j, target->state_offset + (*at - target->param_offset), 1);
+              }
+            }
+          }
+          continue;
+        }
         for (const StatePiece* target : *targets) {
           const std::size_t begin = std::max(old.param_offset, target->param_offset);
           const std::size_t end = std::min(old.param_offset + old.numel, target->param_offset + target->numel);
           if (begin >= end) continue;
-          const std::size_t from = old.state_offset + (begin - old.param_offset);
-          const std::size_t to = target->state_offset + (begin - target->param_offset);
-          const std::size_t count = end - begin;
-          std::copy_n(old_main.begin() + from, count, main_weights.begin() + to);
-          std::copy_n(old_m.begin() + from, count, exp_avg.begin() + to);
-          std::copy_n(old_v.begin() + from, count, exp_avg_sq.begin() + to);
-          copied += count;
+          copy(old.state_offset + (begin - old.param_offset), target->state_offset + (begin - target->param_offset),
+               end - begin);
         }
       }
     }
   }
   for (std::size_t p = 0; p < params.size(); ++p) {
-    ADAMANT_CHECK(mine[p].empty() || source_folder[p] != -1,
+    ADAMANT_CHECK(mine[p].empty() || source_stage[p] != -1,
                   "checkpoint {} was written for another model: it has no optimizer state for parameter '{}'",
-                  dirs.front().parent_path().string(), params[p].name);
+                  saved.folders.front().dir.string(), params[p].name);
   }
   ADAMANT_CHECK(copied == wanted || missing.empty(),
                 "optimizer checkpoint {} is incomplete here: {} (of its shard files) hold part of this rank's state "
                 "but are missing. A checkpoint written to node-local disks "
                 "(exp_manager.checkpoint_callback_params.node_local) resumes on the same hosts and layout only; to "
                 "resume on another, copy every host's optim_rank_*.adm into one folder first",
-                dirs.front().string(), fmt::format("{}", fmt::join(missing, ", ")));
+                saved.folders.front().dir.string(), fmt::format("{}", fmt::join(missing, ", ")));
   ADAMANT_CHECK(copied == wanted,
                 "optimizer checkpoint {} covers {} of the {} state elements this rank needs (pieces overlap or are "
                 "missing); the checkpoint is damaged",
-                dirs.front().string(), copied, wanted);
+                saved.folders.front().dir.string(), copied, wanted);
   return info;
 }
 

@@ -13,7 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,12 +52,34 @@ void write_optimizer_shard(const std::filesystem::path& dir, const ParamList& pa
                            std::span<const float> main_weights, std::span<const float> exp_avg,
                            std::span<const float> exp_avg_sq);
 
-// Fills this rank's state (host memory, the ranges named by `pieces`) from every file of the checkpoint in
-// `dirs` (one folder per pipeline stage that wrote it; one without stages), whatever layout wrote it, reading
-// one old file at a time. Parameters are matched by name, so a stage reads its layers from whichever folder
-// holds them (a tied copy saved twice from the first). Validates the shapes and that every piece was covered.
+// One folder of a checkpoint's optimizer files: those of one pipeline stage and one tensor-parallel
+// rank (split_rank) of the run that saved it.
+struct SavedStateFolder {
+  std::filesystem::path dir;
+  int stage = 0;
+  int split_rank = 0;
+};
+
+// Where element `element` of saved tensor-parallel rank `split_rank`'s slice of this rank's parameter
+// `param` lies in this rank's slice of it; nullopt when another rank holds it, or when it is read from
+// another saved rank (a replicated parameter, from rank 0 only).
+using SplitRemap = std::function<std::optional<std::size_t>(std::size_t param, int split_rank, std::size_t element)>;
+
+// What load() reads: the folders of every stage (and tensor-parallel rank) that saved, and, when the
+// checkpoint was written at another tensor-parallel size, how the saved slices map onto this rank's.
+struct SavedState {
+  std::vector<SavedStateFolder> folders;
+  SplitRemap remap;  // empty: the files hold this rank's own slices
+
+  static SavedState single_folder(const std::filesystem::path& dir) { return {{{dir, 0, 0}}, {}}; }
+};
+
+// Fills this rank's state (host memory, the ranges named by `pieces`) from every file of the saved
+// folders, whatever layout wrote them, reading one old file at a time. Parameters are matched by name, so
+// a stage reads its layers from whichever stage's folder holds them (a tied copy saved twice from the
+// first). Validates the shapes (unless remapped) and that every element was covered exactly once.
 // Returns the info of the checkpoint (step, loss scaler, ...).
-OptimizerCheckpointInfo read_optimizer_state(std::span<const std::filesystem::path> dirs, const ParamList& params,
+OptimizerCheckpointInfo read_optimizer_state(const SavedState& saved, const ParamList& params,
                                              std::span<const StatePiece> pieces, std::span<float> main_weights,
                                              std::span<float> exp_avg, std::span<float> exp_avg_sq);
 

@@ -53,6 +53,32 @@ std::filesystem::path optimizer_folder(int pp_rank, int pp_size, int tp_rank, in
   return folder;
 }
 
+// How the slices of a run at tensor-parallel size `saved_tp` map onto this rank's of `config` (the padded
+// vocabulary is the same: the checkpoint's architecture was checked).
+optim::SplitRemap split_remap(const model::GptConfig& config, const ParamList& params, int saved_tp, int tp_rank) {
+  model::GptConfig saved = config;
+  saved.tensor_parallel_size = saved_tp;
+  saved.sequence_parallel = false;
+  ADAMANT_CHECK(config.padded_vocab_size() % saved_tp == 0,
+                "a checkpoint saved at model.tensor_model_parallel_size={} cannot have the padded vocabulary {}",
+                saved_tp, config.padded_vocab_size());
+  saved.make_vocab_size_divisible_by = config.padded_vocab_size() / saved_tp;
+  std::vector<std::pair<model::TensorParallelSlice, model::TensorParallelSlice>> slices;  // saved, this rank's
+  for (const ParamSpec& spec : params.params) {
+    slices.emplace_back(model::tensor_parallel_slice(saved, spec), model::tensor_parallel_slice(config, spec));
+  }
+  const int tp = config.tensor_parallel_size;
+  return [slices = std::move(slices), saved_tp, tp, tp_rank](std::size_t param, int split_rank,
+                                                             std::size_t element) -> std::optional<std::size_t> {
+    const auto& [from, to] = slices[param];
+    if (from.split == model::TensorParallelSplit::replicated) {  // every saved rank holds it: take rank 0's
+      return split_rank == 0 ? std::optional<std::size_t>(element) : std::nullopt;
+    }
+    const auto [owner, local] = to.locate(from.global_index(element, split_rank, saved_tp), tp);
+    return owner == tp_rank ? std::optional<std::size_t>(local) : std::nullopt;
+  };
+}
+
 bool is_complete_checkpoint(const std::filesystem::path& folder) {
   const std::string name = folder.filename().string();
   std::error_code ec;
@@ -309,18 +335,18 @@ TrainingPosition load_checkpoint(const std::filesystem::path& checkpoint, model:
   if (optimizer != nullptr) {
     const int saved_tp = meta.value("tensor_model_parallel_size", 1);
     const int saved_pp = meta.value("pipeline_model_parallel_size", 1);
-    ADAMANT_CHECK(saved_tp == tp,
-                  "checkpoint {} was written with model.tensor_model_parallel_size={} and this run uses {}: its "
-                  "optimizer state is split by tensor-parallel rank and cannot be re-split; resume with "
-                  "model.tensor_model_parallel_size={} (the model weights alone load at any size)",
-                  checkpoint.string(), saved_tp, tp, saved_tp);
-    // Every stage that saved holds part of the state; each parameter is taken by name, so the stages
-    // may be split otherwise now.
-    std::vector<std::filesystem::path> stage_folders;
+    // Every stage (and tensor-parallel rank) that saved holds part of the state; each parameter is taken
+    // by name, so the stages may be split otherwise now, and at another tensor-parallel size the saved
+    // slices are mapped onto this rank's element by element.
+    optim::SavedState saved;
     for (int s = 0; s < saved_pp; ++s) {
-      stage_folders.push_back(checkpoint / optimizer_folder(s, saved_pp, model.tp_rank(), tp));
+      for (int t = 0; t < saved_tp; ++t) {
+        if (saved_tp == tp && t != model.tp_rank()) continue;
+        saved.folders.push_back({checkpoint / optimizer_folder(s, saved_pp, t, saved_tp), s, t});
+      }
     }
-    optimizer->load(stage_folders);
+    if (saved_tp != tp) saved.remap = split_remap(model.config(), model.params(), saved_tp, model.tp_rank());
+    optimizer->load(saved);
   }
   return {meta.at("step").get<std::int64_t>(), meta.at("consumed_samples").get<std::int64_t>()};
 }
