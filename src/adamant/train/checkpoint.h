@@ -1,8 +1,10 @@
 #pragma once
 // Training checkpoints: <run>/checkpoints/step_<N>/ holds model.adm (rank 0: the
-// whole model's weights per parameter, tensor-parallel slices joined, the resolved config,
-// the training position) and optim_rank_<r>.adm (each data-parallel rank's optimizer shard;
-// with tensor parallelism in tp_rank_<t>/, one folder per tensor-parallel rank). A checkpoint is
+// whole model's weights per parameter, tensor-parallel slices joined and the later pipeline
+// stages' parameters sent to it, the resolved config, the training position) and
+// optim_rank_<r>.adm (each data-parallel rank's optimizer shard; with pipeline and tensor
+// parallelism in pp_rank_<s>/tp_rank_<t>/, one folder per stage and tensor-parallel rank). Both
+// load at any tensor-parallel, pipeline and data-parallel size. A checkpoint is
 // assembled under a temporary name and renamed when every rank has written its
 // part, so a crash mid-save never leaves a checkpoint that looks complete.
 //
