@@ -11,3 +11,7 @@ adamant_gpu_test(NAME gpu_tensor_parallel_tests
 adamant_gpu_test(NAME gpu_decoder_tests
                  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/gpu_decoder_test.cpp
                  LIBS adamant_model)
+# Pipeline stages on one GPU (activations and gradients handed from stage to stage) against the whole model.
+adamant_gpu_test(NAME gpu_pipeline_stage_tests
+                 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/gpu_pipeline_stage_test.cpp
+                 LIBS adamant_model)

@@ -6,12 +6,12 @@
 // Dtypes: on a GPU the activations, weights and the cache are bf16; on the CPU every
 // floating operand is fp32 or fp64 (one dtype). tokens and positions are i32 on the
 // operands' device.
-#include <bit>
 #include <cstdint>
 
 #include "adamant/core/error.h"
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
+#include "adamant/kernels/decode_order.h"
 #include "adamant/kernels/dispatch.h"
 #include "adamant/kernels/gelu.h"
 #include "adamant/kernels/gemm.h"
@@ -44,13 +44,6 @@ struct DecodeLinearArgs {
 // Rows that a GPU's matrix-vector kernel takes; beyond them decode_linear uses a GEMM.
 constexpr std::int64_t kMaxDecodeGemvRows = 8;
 constexpr std::int64_t kMaxDecodeTopK = 256;
-
-// The order decode_top_k sorts by: unsigned keys that order like the floats (-0 as +0).
-constexpr std::uint32_t decode_order_key(float value) {
-  std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-  if (bits == 0x80000000u) bits = 0;
-  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
-}
 
 namespace cpu {  // kernels/cpu/decode_cpu.cpp, decode_linear_cpu.cpp: the references, fp64 sums for attention
 void decode_embedding(const Tensor& tokens, const Tensor& positions, const Tensor& word, const Tensor& position,

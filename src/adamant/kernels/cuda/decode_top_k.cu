@@ -9,6 +9,7 @@
 // the selection is exactly the first k in (larger, then lower id) order. One more pass collects them, and each of the k
 // candidates counts the candidates that come before it, which is its place in the sorted output.
 #include "adamant/kernels/cuda/decode_launchers.h"
+#include "adamant/kernels/decode_order.h"
 
 namespace adamant::kernels::cuda::launchers {
 
@@ -19,13 +20,6 @@ constexpr int kBins = 256;
 // Dynamic shared memory for the keys, beside the ~3 KB of static shared memory (227 KB per block
 // on Hopper).
 constexpr std::size_t kMaxSharedKeyBytes = 200 * 1024;
-
-// kernels::decode_order_key: unsigned keys that order like the floats, -0 as +0.
-__device__ std::uint32_t order_key(float value) {
-  std::uint32_t bits = __float_as_uint(value);
-  if (bits == 0x80000000u) bits = 0;
-  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
-}
 
 struct Selection {
   int histogram[kBins];
@@ -85,10 +79,10 @@ __global__ void __launch_bounds__(kThreads) decode_top_k_kernel(const float* log
   }
   __syncthreads();
   if (kKeysShared) {
-    for (int v = threadIdx.x; v < vocab; v += kThreads) shared_keys[v] = order_key(row[v]);
+    for (int v = threadIdx.x; v < vocab; v += kThreads) shared_keys[v] = decode_order_key(row[v]);
   }
   const auto any = [](int) { return true; };
-  const auto key_of = [&](int v) { return kKeysShared ? shared_keys[v] : order_key(row[v]); };
+  const auto key_of = [&](int v) { return kKeysShared ? shared_keys[v] : decode_order_key(row[v]); };
   std::uint32_t mask = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {
     radix_step(sel, vocab, masked, shift, mask, any, key_of);
