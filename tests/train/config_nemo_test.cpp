@@ -252,7 +252,6 @@ TEST(ConfigNemo, UnsupportedModelVariantsAreErrorsNamingTheKey) {
       {"model.bias=false", "model.bias: a model without biases is not supported"},
       {"trainer.accumulate_grad_batches=4", "trainer.accumulate_grad_batches: Lightning gradient accumulation"},
       {"trainer.max_epochs=3", "trainer.max_epochs: Adamant stops only at trainer.max_steps"},
-      {"model.pipeline_model_parallel_size=2", "model.pipeline_model_parallel_size: pipeline parallelism"},
       {"model.layernorm_epsilon=1e-6", "model.layernorm_epsilon: Adamant's layernorm epsilon is fixed at 1e-05"},
       {"model.data.seq_length=1024", "model.data.seq_length (1024) differs from model.encoder_seq_length (512)"},
       {"model.num_query_groups=4", "model.num_query_groups: grouped-query attention is not supported"},
