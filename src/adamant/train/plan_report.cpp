@@ -20,7 +20,7 @@ std::string plan_row(const LayoutPlan& p, double fastest_seconds) {
   const StepCommunication& c = p.communication;
   return fmt::format(
       "{:>3} {:>3} {:>2} {:>5} {:>5} | {:>10} = {:>9} + {:>9} + {:>9} + {:>9} + {:>9} (stage {}, {} in flight) | "
-      "{:>5.1f}% | {:>9} {:>9} {:>9} | {:>9.3f} s {:>5.2f}\n",
+      "{:>5.1f}% | {:>9} {:>9} {:>9} | {:>9.4g} s {:>5.2f}\n",
       l.tp, l.pp, l.virtual_pp, l.dp, l.micro_batches, memory_text(m.total()), memory_text(m.weights),
       memory_text(m.grads), memory_text(m.optimizer_state), memory_text(m.activations), memory_text(m.workspaces),
       m.stage, m.passes_in_flight, 100.0 * p.bubble, volume_text(c.dp_grad_sync + c.dp_param_sync),
@@ -28,7 +28,7 @@ std::string plan_row(const LayoutPlan& p, double fastest_seconds) {
 }
 
 std::string header() {
-  return " tp  pp  v    dp     m |  memory/GPU =   weights +     grads + optimizer + activ'ns + workspace "
+  return " tp  pp  v    dp     m | memory/rank =   weights +     grads + optimizer + activ'ns + workspace "
          "(busiest rank) | bubble |   dp comm   tp comm   pp comm | est. step  rel.\n";
 }
 
@@ -72,7 +72,7 @@ PlanReport plan_report(const TrainConfig& config, const PlanRequest& request, co
   }
   report.fitting = static_cast<int>(fitting.size());
   report.text += fmt::format(
-      "{} valid layout(s), {} fit. Memory per GPU of the busiest rank; communication: bytes one GPU sends per step; "
+      "{} valid layout(s), {} fit. Memory: the busiest rank's; communication: bytes one rank sends per step; "
       "est. step: the cost model of docs/pipeline.md, rel.: against the fastest that fits\n",
       plans.size(), fitting.size());
   if (!fitting.empty()) {
