@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "adamant/core/error.h"
 #include "adamant/model/param_layout.h"
 #include "adamant/train/run_setup.h"
@@ -81,6 +83,39 @@ TEST(MemoryBudget, AbsurdSizesAreRefusedWithTheNumbersAndTheKeys) {
   const std::string gpu = refusal(config, 2048 * GiB, 141 * GiB, true);
   EXPECT_THAT(gpu, HasSubstr("of GPU memory per rank"));
   EXPECT_THAT(gpu, HasSubstr("there is 141.0 GiB per rank"));
+}
+
+TEST(MemoryBudget, PipelineStagesAreSizedByTheBusiestStageNotTheWholeModel) {
+  TrainConfig config = small_config();
+  config.model.num_layers = 32;
+  config.model.hidden_size = 1024;
+  config.model.ffn_hidden_size = 4096;
+  config.model.num_attention_heads = 16;
+  config.data.micro_batch_size = 1;
+  config.data.global_batch_size = 8;
+  const MemoryEstimate whole = estimate_memory(config, gpt_config_of(config, 50257), 1, false);
+  config.model.pipeline_parallel_size = 4;
+  const model::GptConfig staged = gpt_config_of(config, 50257);
+  const MemoryEstimate stage = estimate_memory(config, staged, 1, false);
+  // The busiest of four stages holds 8 of the 32 layers and the word embedding (first stage, or its tied
+  // copy on the last): its parameter list, not a quarter of the closed form.
+  double most = 0;
+  for (int s = 0; s < 4; ++s) {
+    most = std::max(
+        most, static_cast<double>(model::build_stage_param_list(staged, model::pipeline_stage(staged, s)).total_numel));
+  }
+  EXPECT_EQ(stage.parameters, most);
+  EXPECT_LT(stage.on_compute_device, 0.5 * whole.on_compute_device);
+  // A budget between the two: the whole model on one rank is refused, four stages run.
+  const double budget = 0.5 * (stage.on_host + whole.on_host);
+  EXPECT_NO_THROW(check_memory_budget(config, stage, budget, 0, false));
+  config.model.pipeline_parallel_size = 1;
+  try {
+    check_memory_budget(config, whole, budget, 0, false);
+    ADD_FAILURE() << "the whole model fitted " << budget << " bytes";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("model.pipeline_model_parallel_size"));
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "adamant/kernels/dispatch.h"
 #include "adamant/kernels/elementwise.h"
 #include "adamant/kernels/gemm.h"
+#include "adamant/model/model_memory.h"
 
 namespace adamant::model {
 
@@ -96,41 +97,22 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   for (const ParamSpec& spec : params_.params) {
     grad_reduced_over_tp_.push_back(config.sequence_parallel && is_layernorm(spec.name));
   }
-  ActivationDtypes dtypes;
-  dtypes.activation = activation_dtype_;
-  dtypes.statistic = grad_dtype_;
-  dtypes.classifier_chunk_elements = kernels::classifier_chunk_elements(device);
-  layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes, stage_.chunks.front().num_layers);
-  const std::size_t grad_size = dtype_size(grad_dtype_);
-  weights_ = Buffer(buffer_numel_ * dtype_size(weight_dtype_), device_);
-  if (weight_dtype_ != compute_weight_dtype) {
-    working_weights_ = Buffer(params_.total_numel * dtype_size(compute_weight_dtype), device_);
-  }
-  grads_ = Buffer(buffer_numel_ * grad_size, device_);
+  const ModelDtypes dtypes = model_dtypes(weight_dtype_, device_);
+  const ModelMemory memory =
+      model_memory(config_, weight_dtype_, micro_batch_size_, device_, padded_numel, stage_, passes_in_flight_);
+  layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes.activations, stage_.chunks.front().num_layers);
+  weights_ = Buffer(memory.weights, device_);
+  if (memory.working_weights > 0) working_weights_ = Buffer(memory.working_weights, device_);
+  grads_ = Buffer(memory.grads, device_);
   // The linear layers' weight gradients (most of the elements) are accumulated into grads_ by
   // their GEMMs; the other parameters get a place in the per-micro-batch scratch.
-  std::vector<bool> in_place(params_.size(), false);
-  for (const Chunk& chunk : chunks_) {
-    for (const LayerParamIndex& layer : chunk.index.layers) {
-      for (const std::size_t param : {layer.qkv_weight, layer.proj_weight, layer.fc_weight, layer.fc_proj_weight}) {
-        in_place[param] = true;
-      }
-    }
-  }
-  std::size_t scratch_numel = 0;
-  micro_offsets_.assign(params_.size(), kAccumulatedInPlace);
-  for (std::size_t p = 0; p < params_.size(); ++p) {
-    if (in_place[p]) continue;
-    micro_offsets_[p] = scratch_numel;
-    scratch_numel += (params_[p].numel + kMicroAlignment - 1) / kMicroAlignment * kMicroAlignment;
-  }
-  micro_grads_ = Buffer(scratch_numel * grad_size, device_);
-  activations_ = Buffer(layout_.total_bytes(passes_in_flight_), device_);
+  micro_offsets_ = micro_grad_layout(params_, stage_).offsets;
+  micro_grads_ = Buffer(memory.micro_grads, device_);
+  activations_ = Buffer(memory.activations, device_);
   const std::size_t tokens = static_cast<std::size_t>(micro_batch_size_) * config_.seq_length;
   device_tokens_ = Buffer(static_cast<std::size_t>(passes_in_flight_) * tokens * sizeof(std::int32_t), device_);
-  device_targets_ = Buffer(tokens * sizeof(std::int32_t), device_);
-  const std::size_t statistics = std::max(tokens, static_cast<std::size_t>(config_.padded_vocab_size()));
-  host_statistics_ = Buffer(statistics * dtype_size(grad_dtype_), Device::cpu());
+  device_targets_ = Buffer(memory.tokens - device_tokens_.bytes(), device_);
+  host_statistics_ = Buffer(memory.host_statistics, Device::cpu());
   init_weights();
 }
 

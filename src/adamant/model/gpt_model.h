@@ -55,6 +55,7 @@
 #include "adamant/kernels/dropout.h"
 #include "adamant/model/activations.h"
 #include "adamant/model/gpt_config.h"
+#include "adamant/model/model_memory.h"
 #include "adamant/model/param_layout.h"
 #include "adamant/model/pipeline_stage.h"
 
@@ -236,8 +237,7 @@ class GptModel {
   Buffer micro_grads_;  // this micro-batch's gradient of the parameters not accumulated in place
   // Each parameter's offset in micro_grads_, or kAccumulatedInPlace for the linear weights.
   std::vector<std::size_t> micro_offsets_;
-  static constexpr std::size_t kAccumulatedInPlace = ~std::size_t{0};
-  static constexpr std::size_t kMicroAlignment = 64;  // elements: 256-byte aligned fp32 views
+  static constexpr std::size_t kAccumulatedInPlace = MicroGradLayout::kAccumulatedInPlace;
   Buffer activations_;
   Buffer device_tokens_;    // i32 [passes_in_flight, micro_batch_size, seq_length] on the model's device
   Buffer device_targets_;   // i32 [micro_batch_size, seq_length]

@@ -12,5 +12,6 @@ void add_export_command(CLI::App& app);
 void add_import_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
 void add_config_keys_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 
 }  // namespace adamant::tools

@@ -1,4 +1,4 @@
-// The `adamant` command: train, preprocess, generate, bench, export, import, plot, config-keys.
+// The `adamant` command: train, preprocess, generate, bench, export, import, plot, config-keys, plan.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   adamant::tools::add_import_command(app);
   adamant::tools::add_plot_command(app);
   adamant::tools::add_config_keys_command(app);
+  adamant::tools::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,16 +11,21 @@
 
 namespace adamant::train {
 
+// For the busiest pipeline stage of the run (rank_memory.h): a run with pipeline stages is sized by
+// what one stage holds, not the whole model.
 struct MemoryEstimate {
-  double parameters = 0;         // on one tensor-parallel rank
-  double model_state = 0;        // weights + gradients + optimizer state, bytes per rank
-  double activations = 0;        // one micro-batch's saved activations, bytes per rank (rough)
-  double bookkeeping = 0;        // host: per-tensor tables (parameter list, bucket fragments)
-  double on_compute_device = 0;  // model state + activations: on the GPU, or on the host for a CPU run
-  double on_host = 0;            // what the host holds in any case (+ the compute device's share on CPU)
+  double parameters = 0;   // on one tensor-parallel rank of the busiest stage
+  double model_state = 0;  // weights + gradients + optimizer state by the formula per weight (padding aside)
+  double activations = 0;  // every pass in flight's saved activations plus the scratch, bytes per rank
+  double bookkeeping = 0;  // host: per-tensor tables (parameter list, bucket fragments)
+  // Every buffer on the GPU, or on the host for a CPU run (rank_memory.h's total, padding and workspaces included).
+  double on_compute_device = 0;
+  double on_host = 0;  // what the host holds in any case (+ the compute device's share on CPU)
 };
 
-// gpt: the model as one tensor-parallel rank builds it; dp: data-parallel ranks.
+// gpt: the model as one tensor-parallel rank builds it (its pipeline sizes say the stages); dp:
+// data-parallel ranks. Exact (the buffers the run allocates) up to thousands of layers per stage, the
+// closed form beyond.
 MemoryEstimate estimate_memory(const TrainConfig& config, const model::GptConfig& gpt, int dp, bool on_gpu);
 
 // The parameter count of one tensor-parallel rank, in closed form (no parameter list is built).

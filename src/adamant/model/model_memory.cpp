@@ -1,0 +1,66 @@
+#include "adamant/model/model_memory.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "adamant/kernels/cross_entropy.h"
+#include "adamant/kernels/dispatch.h"
+#include "adamant/model/param_layout.h"
+
+namespace adamant::model {
+
+MicroGradLayout micro_grad_layout(const ParamList& params, const PipelineStage& stage) {
+  std::vector<bool> in_place(params.size(), false);
+  for (const ModelChunk& chunk : stage.chunks) {
+    for (const LayerParamIndex& layer : index_chunk_params(params, chunk).layers) {
+      for (const std::size_t param : {layer.qkv_weight, layer.proj_weight, layer.fc_weight, layer.fc_proj_weight}) {
+        in_place[param] = true;
+      }
+    }
+  }
+  MicroGradLayout layout;
+  layout.offsets.assign(params.size(), MicroGradLayout::kAccumulatedInPlace);
+  for (std::size_t p = 0; p < params.size(); ++p) {
+    if (in_place[p]) continue;
+    layout.offsets[p] = layout.scratch_numel;
+    layout.scratch_numel +=
+        (params[p].numel + MicroGradLayout::kAlignment - 1) / MicroGradLayout::kAlignment * MicroGradLayout::kAlignment;
+  }
+  return layout;
+}
+
+ModelDtypes model_dtypes(DType weight_dtype, Device device) {
+  ModelDtypes d;
+  d.weight = weight_dtype;
+  d.grad = weight_dtype == DType::f64 ? DType::f64 : DType::f32;
+  d.compute_weight = kernels::model_dtype(device, kernels::Role::weight, d.grad);
+  d.activations.activation = kernels::model_dtype(device, kernels::Role::activation, d.grad);
+  d.activations.statistic = d.grad;
+  d.activations.classifier_chunk_elements = kernels::classifier_chunk_elements(device);
+  return d;
+}
+
+ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device,
+                         std::size_t padded_numel, const PipelineStage& stage, int passes_in_flight) {
+  const ParamList params = build_stage_param_list(config, stage);
+  const ModelDtypes dtypes = model_dtypes(weight_dtype, device);
+  const std::size_t buffer_numel = std::max(params.total_numel, padded_numel);
+  const std::size_t grad_size = dtype_size(dtypes.grad);
+  const ActivationLayout layout =
+      ActivationLayout::plan(config, micro_batch_size, dtypes.activations, stage.chunks.front().num_layers);
+  const std::size_t tokens = static_cast<std::size_t>(micro_batch_size) * config.seq_length;
+  ModelMemory m;
+  m.weights = buffer_numel * dtype_size(weight_dtype);
+  if (dtypes.compute_weight != weight_dtype) m.working_weights = params.total_numel * dtype_size(dtypes.compute_weight);
+  m.grads = buffer_numel * grad_size;
+  m.micro_grads = micro_grad_layout(params, stage).scratch_numel * grad_size;
+  m.activations_saved_per_pass = layout.saved_bytes;
+  m.activations_scratch = layout.scratch_bytes;
+  m.activations = layout.total_bytes(passes_in_flight);
+  // Token ids for every pass in flight, target ids for the one running.
+  m.tokens = (static_cast<std::size_t>(passes_in_flight) + 1) * tokens * sizeof(std::int32_t);
+  m.host_statistics = std::max(tokens, static_cast<std::size_t>(config.padded_vocab_size())) * grad_size;
+  return m;
+}
+
+}  // namespace adamant::model

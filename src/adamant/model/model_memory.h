@@ -1,0 +1,56 @@
+#pragma once
+// The bytes of every buffer GptModel allocates, as a function of its constructor's arguments: the
+// constructor sizes its buffers from here, and the memory planner (train/rank_memory.h) adds them up
+// for layouts no process has built.
+#include <cstddef>
+#include <vector>
+
+#include "adamant/core/device.h"
+#include "adamant/core/dtype.h"
+#include "adamant/core/param_spec.h"
+#include "adamant/model/activations.h"
+#include "adamant/model/gpt_config.h"
+#include "adamant/model/pipeline_stage.h"
+
+namespace adamant::model {
+
+// Where backward forms each parameter's gradient of one micro-batch: the linear layers' weights
+// accumulate in place in the gradient buffer (kAccumulatedInPlace); every other parameter has a
+// 64-element aligned place in a per-micro-batch scratch of scratch_numel elements.
+struct MicroGradLayout {
+  static constexpr std::size_t kAccumulatedInPlace = ~std::size_t{0};
+  static constexpr std::size_t kAlignment = 64;  // elements: 256-byte aligned fp32 views
+  std::vector<std::size_t> offsets;              // per parameter of the stage's list
+  std::size_t scratch_numel = 0;
+};
+MicroGradLayout micro_grad_layout(const ParamList& params, const PipelineStage& stage);
+
+// The dtypes GptModel computes in on `device` with `weight_dtype` weights.
+struct ModelDtypes {
+  DType weight = DType::f32;
+  DType compute_weight = DType::f32;  // what the kernels read: an fp32 working copy of 16-bit weights on the CPU
+  DType grad = DType::f32;
+  ActivationDtypes activations;
+};
+ModelDtypes model_dtypes(DType weight_dtype, Device device);
+
+// Bytes of each buffer; host_statistics is on the host, the others on the model's device.
+struct ModelMemory {
+  std::size_t weights = 0;
+  std::size_t working_weights = 0;
+  std::size_t grads = 0;
+  std::size_t micro_grads = 0;
+  std::size_t activations = 0;  // activations_saved_per_pass * passes_in_flight + activations_scratch
+  std::size_t activations_saved_per_pass = 0;
+  std::size_t activations_scratch = 0;
+  std::size_t tokens = 0;  // token and target ids
+  std::size_t host_statistics = 0;
+
+  std::size_t on_device() const { return weights + working_weights + grads + micro_grads + activations + tokens; }
+};
+
+// GptModel(config, weight_dtype, micro_batch_size, device, seed, padded_numel, tp, stage, passes_in_flight).
+ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device,
+                         std::size_t padded_numel, const PipelineStage& stage, int passes_in_flight);
+
+}  // namespace adamant::model

@@ -1,0 +1,42 @@
+// The planner's memory per GPU against the peak a short training run on one GPU measures (every byte
+// Adamant allocates there: buffers and the CUDA kernels' workspaces; TrainSummary.memory.allocated_peak).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "adamant/train/layout_plan.h"
+#include "adamant/train/rank_memory.h"
+#include "trainer_test_util.h"
+
+namespace adamant::testing {
+namespace {
+
+TEST(PlanMemoryGpu, EstimateMatchesTheMeasuredPeakOnOneGpu) {
+  const auto dir = shared_temp_dir("plan-memory-gpu");
+  const auto prefix = write_random_dataset(dir, 200, 50257);
+  for (const bool selective : {false, true}) {
+    SCOPED_TRACE(selective ? "selective recomputation" : "all activations kept");
+    train::TrainConfig config = tiny_config(prefix, dir / (selective ? "selective" : "kept"));
+    config.trainer.accelerator = "gpu";
+    // A model whose buffers outweigh the kernels' fixed workspaces: 512 wide, 512 tokens per sample.
+    model::GptConfig& m = config.model;
+    m.seq_length = m.max_position_embeddings = m.hidden_size = 512;
+    m.ffn_hidden_size = 4 * m.hidden_size;
+    m.num_attention_heads = m.hidden_size / 64;
+    m.num_layers *= 2;
+    m.recompute_activation = selective;
+    config.data.micro_batch_size = 4;
+    config.data.global_batch_size = 2 * config.data.micro_batch_size;
+    config.trainer.max_steps = 2;
+    config.trainer.limit_val_batches = 0;
+    const train::TrainSummary summary = train_on_ranks(config, 1);
+    const model::GptConfig gpt = train::layout_model(config, {1, 1, 1, 1, 2}, 50257);
+    const double planned = train::busiest_rank_memory(config, gpt, 1, 2, Device::cuda(0)).total();
+    const double measured = summary.memory.allocated_peak.max;
+    std::printf("planned %.0f bytes, measured peak %.0f\n", planned, measured);
+    EXPECT_NEAR(planned / measured, 1.0, 0.05);
+  }
+}
+
+}  // namespace
+}  // namespace adamant::testing
