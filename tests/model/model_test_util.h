@@ -1,7 +1,10 @@
 #pragma once
 // Tiny configurations and synthetic batches for the model tests.
 #include <cstdint>
+#include <map>
 #include <random>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "adamant/model/gpt_model.h"
@@ -59,6 +62,18 @@ inline SyntheticBatch random_batch(const GptConfig& config, int batch_size, std:
   for (std::size_t i = 0; i < n; ++i) batch.tokens.push_back(id(rng));
   for (std::size_t i = 0; i < n; ++i) batch.targets.push_back(id(rng));
   return batch;
+}
+
+// Each parameter's gradient over pipeline stages, by name: a tied copy's adds to its owner's.
+// Call once per stage with its parameter list and its (host) gradients.
+template <typename T>
+void add_stage_grads(std::map<std::string, std::vector<double>>& by_name, const ParamList& params,
+                     std::span<const T> grads) {
+  for (const ParamSpec& spec : params.params) {
+    auto& sum = by_name[spec.name];
+    sum.resize(spec.numel, 0.0);
+    for (std::size_t i = 0; i < spec.numel; ++i) sum[i] += grads[spec.offset + i];
+  }
 }
 
 template <typename T>

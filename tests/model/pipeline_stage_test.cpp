@@ -137,12 +137,7 @@ void expect_stages_match_whole_model(const GptConfig& config) {
   const auto whole_grads = whole.grads().span<double>();
   std::map<std::string, std::vector<double>> summed;  // the tied copies' gradients add up
   for (const auto& stage : stages) {
-    const auto grads = stage->grads().span<double>();
-    for (const ParamSpec& spec : stage->params().params) {
-      auto& sum = summed[spec.name];
-      sum.resize(spec.numel, 0.0);
-      for (std::size_t i = 0; i < spec.numel; ++i) sum[i] += grads[spec.offset + i];
-    }
+    testing::add_stage_grads(summed, stage->params(), std::span<const double>(stage->grads().span<double>()));
   }
   ASSERT_EQ(summed.size(), whole.params().size());
   for (const ParamSpec& spec : whole.params().params) {

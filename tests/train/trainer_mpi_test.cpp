@@ -18,15 +18,6 @@
 namespace adamant::testing {
 namespace {
 
-void expect_error_containing(const std::function<void()>& run, const std::string& text) {
-  try {
-    run();
-    ADD_FAILURE() << "expected an error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
-
 // The reference: fused_adam on this rank alone (MPI_COMM_SELF) with the same global batch.
 train::TrainSummary fused_adam_alone(train::TrainConfig config, const std::filesystem::path& run_dir) {
   config.optim.name = "fused_adam";

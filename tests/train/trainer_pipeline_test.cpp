@@ -53,15 +53,6 @@ train::TrainConfig one_rank(train::TrainConfig config) {
   return config;
 }
 
-void expect_error_containing(const std::function<void()>& run, const std::string& text) {
-  try {
-    run();
-    ADD_FAILURE() << "expected an error containing: " << text;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
-
 TEST(PipelineTraining, EveryLayoutTrainsAsTheWholeModelOnOneRank) {
   const int ranks = world_size();
   if (ranks < 2) GTEST_SKIP() << "needs 2 ranks or more";

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "adamant/core/error.h"
 #include "adamant/data/indexed_dataset.h"
 #include "support/test_data.h"
 
@@ -96,6 +97,15 @@ double max_relative_difference(const std::vector<double>& a, const std::vector<d
     worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-30));
   }
   return worst;
+}
+
+void expect_error_containing(const std::function<void()>& run, const std::string& text) {
+  try {
+    run();
+    ADD_FAILURE() << "expected an error containing: " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace adamant::testing

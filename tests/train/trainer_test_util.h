@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ train::TrainConfig tiny_config(const std::filesystem::path& prefix, const std::f
 // Runs training on world ranks [0, ranks) (the others wait) and returns the summary on
 // those ranks (an empty summary elsewhere).
 train::TrainSummary train_on_ranks(const train::TrainConfig& config, int ranks, train::TrainOptions options = {});
+
+// Runs `run` and expects an adamant::Error whose message contains `text`.
+void expect_error_containing(const std::function<void()>& run, const std::string& text);
 
 // Largest |a - b| / max(|b|, 1e-30) over the two sequences (they must have the same length).
 double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b);
