@@ -1,7 +1,9 @@
 #pragma once
 // Tiny configurations and synthetic batches for the model tests.
+#include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -62,6 +64,37 @@ inline SyntheticBatch random_batch(const GptConfig& config, int batch_size, std:
   for (std::size_t i = 0; i < n; ++i) batch.tokens.push_back(id(rng));
   for (std::size_t i = 0; i < n; ++i) batch.targets.push_back(id(rng));
   return batch;
+}
+
+// Two micro-batches of `batch` (samples 0-1 and 2-3) through the pipeline stages of one model (stage s in
+// stages[s], built with 2 x chunks passes in flight), chained in one process: every forward of both
+// micro-batches first, then every backward, each (micro-batch, chunk) pass in an activation slot of its own.
+// hand_over(from, to) copies a pass's output into the next virtual stage's input, and an input gradient
+// into the previous one's output gradient, as the schedule's sends would. Returns the losses.
+template <typename HandOver>
+std::array<double, 2> run_chained_stages(const std::vector<std::unique_ptr<GptModel>>& stages,
+                                         const SyntheticBatch& batch, float loss_scale, HandOver hand_over) {
+  const int p = static_cast<int>(stages.size());
+  const int chunks = stages.front()->config().virtual_pipeline_size, virtual_stages = p * chunks;
+  auto slot = [&](int m, int v) { return m * chunks + v / p; };
+  auto stage = [&](int v) -> GptModel& { return *stages[static_cast<std::size_t>(v % p)]; };
+  for (int m = 0; m < 2; ++m) {
+    const MicroBatch mb = batch.view(2 * m, 2 * m, 2);
+    for (int v = 0; v < virtual_stages; ++v) {
+      if (v > 0) hand_over(stage(v - 1).pass_output(slot(m, v - 1), 2), stage(v).pass_input(slot(m, v), 2));
+      stage(v).forward_pass(v / p, slot(m, v), mb, true);
+    }
+  }
+  std::array<double, 2> losses{};
+  for (int m = 0; m < 2; ++m) {
+    const MicroBatch mb = batch.view(2 * m, 2 * m, 2);
+    for (int v = virtual_stages - 1; v >= 0; --v) {
+      if (v + 1 < virtual_stages) hand_over(stage(v + 1).input_grad(slot(m, v + 1), 2), stage(v).output_grad(2));
+      const double loss = stage(v).backward_pass(v / p, slot(m, v), mb, loss_scale);
+      if (v + 1 == virtual_stages) losses[static_cast<std::size_t>(m)] = loss;
+    }
+  }
+  return losses;
 }
 
 // Each parameter's gradient over pipeline stages, by name: a tied copy's adds to its owner's.

@@ -100,39 +100,14 @@ void expect_stages_match_whole_model(const GptConfig& config) {
   double whole_loss[2];
   for (int m = 0; m < 2; ++m) whole_loss[m] = whole.forward_backward(batch.view(2 * m, 2 * m, 2), 2.0f);
 
-  const int p = config.pipeline_parallel_size, chunks = config.virtual_pipeline_size, virtual_stages = p * chunks;
-  // Each (micro-batch, chunk) pass of a stage keeps its activations in a slot of its own.
-  auto slot = [&](int m, int v) { return m * chunks + v / p; };
   std::vector<std::unique_ptr<GptModel>> stages;
-  for (int s = 0; s < p; ++s) {
-    stages.push_back(
-        std::make_unique<GptModel>(config, DType::f64, 2, Device::cpu(), kSeed, 0, nullptr, s, 2 * chunks));
+  for (int s = 0; s < config.pipeline_parallel_size; ++s) {
+    stages.push_back(std::make_unique<GptModel>(config, DType::f64, 2, Device::cpu(), kSeed, 0, nullptr, s,
+                                                2 * config.virtual_pipeline_size));
     stages.back()->zero_grads();
   }
-  for (int m = 0; m < 2; ++m) {  // every forward of both micro-batches before any backward
-    const MicroBatch mb = batch.view(2 * m, 2 * m, 2);
-    for (int v = 0; v < virtual_stages; ++v) {
-      GptModel& stage = *stages[static_cast<std::size_t>(v % p)];
-      if (v > 0) {
-        copy_tensor(stages[static_cast<std::size_t>((v - 1) % p)]->pass_output(slot(m, v - 1), 2),
-                    stage.pass_input(slot(m, v), 2));
-      }
-      stage.forward_pass(v / p, slot(m, v), mb, true);
-    }
-  }
-  for (int m = 0; m < 2; ++m) {
-    const MicroBatch mb = batch.view(2 * m, 2 * m, 2);
-    for (int v = virtual_stages - 1; v >= 0; --v) {
-      GptModel& stage = *stages[static_cast<std::size_t>(v % p)];
-      if (v + 1 < virtual_stages) {
-        copy_tensor(stages[static_cast<std::size_t>((v + 1) % p)]->input_grad(slot(m, v + 1), 2), stage.output_grad(2));
-      }
-      const double loss = stage.backward_pass(v / p, slot(m, v), mb, 2.0f);
-      if (v + 1 == virtual_stages) {
-        EXPECT_EQ(loss, whole_loss[m]) << "micro-batch " << m;
-      }
-    }
-  }
+  const auto losses = testing::run_chained_stages(stages, batch, 2.0f, copy_tensor);
+  for (int m = 0; m < 2; ++m) EXPECT_EQ(losses[static_cast<std::size_t>(m)], whole_loss[m]) << "micro-batch " << m;
 
   const auto whole_grads = whole.grads().span<double>();
   std::map<std::string, std::vector<double>> summed;  // the tied copies' gradients add up
