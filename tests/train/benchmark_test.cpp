@@ -51,6 +51,28 @@ TEST(Benchmark, TimesTheStepsAfterTheWarmUp) {
   EXPECT_EQ(j.at("parameters").get<std::int64_t>(), r.parameters);
 }
 
+// With pipeline stages the data-parallel size is what tp x pp leaves of the world.
+TEST(Benchmark, CountsPipelineStagesInTheLayout) {
+  const int ranks = world_size();
+  if (ranks % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
+  const auto dir = shared_temp_dir("bench-pipeline");
+  const auto prefix = write_random_dataset(dir, 400, 50257);
+  train::TrainConfig config = tiny_config(prefix, dir / "ignored");
+  config.model.pipeline_parallel_size = 2;
+  config.data.global_batch_size = ranks;  // 2 micro-batches per data-parallel rank: one per stage
+  train::BenchmarkOptions options;
+  options.warmup_steps = 1;
+  options.steps = 2;
+  train::TrainOptions quiet;
+  quiet.quiet = true;
+  const train::BenchmarkResult r =
+      train::run_benchmark(train::benchmark_config(config, options, dir / "bench"), options, quiet);
+  EXPECT_EQ(r.pipeline_parallel_size, 2);
+  EXPECT_EQ(r.data_parallel_size, ranks / 2);
+  EXPECT_NE(train::describe(r).find("x pp 2"), std::string::npos) << train::describe(r);
+  EXPECT_EQ(nlohmann::json::parse(train::to_json(r)).at("pp").get<int>(), 2);
+}
+
 TEST(Benchmark, NoTimedStepIsAnError) {
   train::BenchmarkOptions options;
   options.steps = 0;

@@ -47,7 +47,8 @@ BenchmarkResult run_benchmark(const TrainConfig& config, const BenchmarkOptions&
   MPI_Comm_size(train_options.world, &world);
   r.world_size = world;
   r.tensor_parallel_size = m.tensor_parallel_size;
-  r.data_parallel_size = world / m.tensor_parallel_size;
+  r.pipeline_parallel_size = m.pipeline_parallel_size;
+  r.data_parallel_size = world / (m.tensor_parallel_size * m.pipeline_parallel_size);
   const double tokens_per_step = static_cast<double>(config.data.global_batch_size) * m.seq_length;
   r.tokens_per_second = tokens_per_step / (r.step_ms / 1e3);
   r.tokens_per_second_per_device = r.tokens_per_second / world;
@@ -79,6 +80,7 @@ std::string to_json(const BenchmarkResult& r) {
                       {"world_size", r.world_size},
                       {"dp", r.data_parallel_size},
                       {"tp", r.tensor_parallel_size},
+                      {"pp", r.pipeline_parallel_size},
                       {"peak_allocated_bytes_max", r.memory.allocated_peak.max},
                       {"peak_allocated_bytes_min", r.memory.allocated_peak.min}};
   if (r.memory.gpu) {
@@ -91,12 +93,13 @@ std::string to_json(const BenchmarkResult& r) {
 
 std::string describe(const BenchmarkResult& r) {
   std::string text = fmt::format(
-      "bench: {} ranks (dp {} x tp {}), {:.2f}M parameters: {:.0f} tokens/s ({:.0f} per device), step {:.1f} ms, "
+      "bench: {} ranks (dp {} x tp {} x pp {}), {:.2f}M parameters: {:.0f} tokens/s ({:.0f} per device), step {:.1f} "
+      "ms, "
       "exposed comm {:.1f} ms/step (medians of {} steps after the warm-up); loss {:.4f} -> {:.4f}\n"
       "peak memory per rank: {}",
-      r.world_size, r.data_parallel_size, r.tensor_parallel_size, static_cast<double>(r.parameters) / 1e6,
-      r.tokens_per_second, r.tokens_per_second_per_device, r.step_ms, r.exposed_comm_ms, r.steps, r.first_loss,
-      r.last_loss, format_memory(r.memory));
+      r.world_size, r.data_parallel_size, r.tensor_parallel_size, r.pipeline_parallel_size,
+      static_cast<double>(r.parameters) / 1e6, r.tokens_per_second, r.tokens_per_second_per_device, r.step_ms,
+      r.exposed_comm_ms, r.steps, r.first_loss, r.last_loss, format_memory(r.memory));
   if (r.memory.gpu) {
     text += fmt::format("\nMFU {:.1f}% of {:.0f} TFLOP/s per GPU (6 N + 12 layers seq hidden FLOPs per token)",
                         100.0 * model_flops_utilisation(r), r.peak_flops / 1e12);

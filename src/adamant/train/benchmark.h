@@ -26,7 +26,7 @@ struct BenchmarkResult {
   double model_flops_per_token = 0;  // 6 N + 12 layers seq hidden (N: the whole model's parameters)
   double exposed_comm_ms = 0;        // median per step, rank 0 (docs/distributed_fused_adam.md)
   double first_loss = 0, last_loss = 0;
-  int world_size = 0, data_parallel_size = 0, tensor_parallel_size = 0;
+  int world_size = 0, data_parallel_size = 0, tensor_parallel_size = 0, pipeline_parallel_size = 0;
   std::int64_t parameters = 0;  // the whole model's
   double peak_flops = 0;        // per GPU, as given
   MemoryReport memory;
