@@ -60,11 +60,12 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
     : config_(config),
       tensor_parallel_(config.tensor_parallel_size > 1 ? tensor_parallel : nullptr),
       tp_rank_(tensor_parallel_ != nullptr ? tensor_parallel_->rank() : 0),
-      params_(build_stage_param_list(config, pipeline_stage(config, pipeline_stage_index))),
       stage_(pipeline_stage(config, pipeline_stage_index)),
+      params_(build_stage_param_list(config, stage_)),
+      dtypes_(model_dtypes(weight_dtype, device)),
       weight_dtype_(weight_dtype),
-      grad_dtype_(weight_dtype == DType::f64 ? DType::f64 : DType::f32),
-      activation_dtype_(kernels::model_dtype(device, kernels::Role::activation, grad_dtype_)),
+      grad_dtype_(dtypes_.grad),
+      activation_dtype_(dtypes_.activations.activation),
       micro_batch_size_(micro_batch_size),
       device_(device),
       seed_(seed),
@@ -79,7 +80,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
                 dtype_name(weight_dtype));
   ADAMANT_CHECK(micro_batch_size >= 1, "model.micro_batch_size is {}; use 1 or more", micro_batch_size);
   // The kernels take their own weight dtype, or on the CPU an fp32 working copy of 16-bit weights.
-  const DType compute_weight_dtype = kernels::model_dtype(device, kernels::Role::weight, grad_dtype_);
+  const DType compute_weight_dtype = dtypes_.compute_weight;
   ADAMANT_CHECK(weight_dtype == compute_weight_dtype ||
                     (compute_weight_dtype == DType::f32 && (weight_dtype == DType::bf16 || weight_dtype == DType::f16)),
                 "GptModel on {} with {} weights: the GPU path computes with bf16 weights and activations; set "
@@ -97,10 +98,9 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   for (const ParamSpec& spec : params_.params) {
     grad_reduced_over_tp_.push_back(config.sequence_parallel && is_layernorm(spec.name));
   }
-  const ModelDtypes dtypes = model_dtypes(weight_dtype_, device_);
   const ModelMemory memory =
       model_memory(config_, weight_dtype_, micro_batch_size_, device_, padded_numel, stage_, passes_in_flight_);
-  layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes.activations, stage_.chunks.front().num_layers);
+  layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes_.activations, stage_.chunks.front().num_layers);
   weights_ = Buffer(memory.weights, device_);
   if (memory.working_weights > 0) working_weights_ = Buffer(memory.working_weights, device_);
   grads_ = Buffer(memory.grads, device_);
@@ -109,9 +109,8 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   micro_offsets_ = micro_grad_layout(params_, stage_).offsets;
   micro_grads_ = Buffer(memory.micro_grads, device_);
   activations_ = Buffer(memory.activations, device_);
-  const std::size_t tokens = static_cast<std::size_t>(micro_batch_size_) * config_.seq_length;
-  device_tokens_ = Buffer(static_cast<std::size_t>(passes_in_flight_) * tokens * sizeof(std::int32_t), device_);
-  device_targets_ = Buffer(memory.tokens - device_tokens_.bytes(), device_);
+  device_tokens_ = Buffer(memory.tokens, device_);
+  device_targets_ = Buffer(memory.targets, device_);
   host_statistics_ = Buffer(memory.host_statistics, Device::cpu());
   init_weights();
 }
@@ -304,6 +303,14 @@ double GptModel::mean_loss(const Pass& pass) {
   copy_bytes(host_statistics_.data(), Device::cpu(), losses.data, device_, losses.bytes());
   // In order, in fp64: the reported loss does not depend on threads.
   return host_sum(host_statistics_, grad_dtype_, n) / static_cast<double>(n);
+}
+
+std::size_t GptModel::tied_embedding() const {
+  if (stage_.stages == 1) return kAbsentParam;
+  for (const Chunk& chunk : chunks_) {
+    if (chunk.index.word_embedding != kAbsentParam) return chunk.index.word_embedding;
+  }
+  return kAbsentParam;
 }
 
 const GptParamIndex& GptModel::whole_model_index(const char* what) const {

@@ -98,6 +98,9 @@ class GptModel {
   const PipelineStage& stage() const { return stage_; }
   int passes_in_flight() const { return passes_in_flight_; }
   const ParamList& params() const { return params_; }  // this stage's (build_stage_param_list)
+  // This stage's word embedding when another stage holds it too (the first and the last of two or
+  // more stages: its gradient is summed over them), else kAbsentParam.
+  std::size_t tied_embedding() const;
   int micro_batch_size() const { return micro_batch_size_; }
   DType weight_dtype() const { return weight_dtype_; }
   DType grad_dtype() const { return grad_dtype_; }
@@ -213,9 +216,10 @@ class GptModel {
   GptConfig config_;
   comm::Communicator* tensor_parallel_;  // null without tensor parallelism
   int tp_rank_;
-  ParamList params_;
   PipelineStage stage_;
+  ParamList params_;
   std::vector<Chunk> chunks_;
+  ModelDtypes dtypes_;
   DType weight_dtype_;
   DType grad_dtype_;        // gradients, layernorm statistics, losses: f32, or f64 for f64 weights
   DType activation_dtype_;  // bf16 on a GPU, else grad_dtype_

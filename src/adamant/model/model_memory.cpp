@@ -57,8 +57,8 @@ ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_
   m.activations_saved_per_pass = layout.saved_bytes;
   m.activations_scratch = layout.scratch_bytes;
   m.activations = layout.total_bytes(passes_in_flight);
-  // Token ids for every pass in flight, target ids for the one running.
-  m.tokens = (static_cast<std::size_t>(passes_in_flight) + 1) * tokens * sizeof(std::int32_t);
+  m.tokens = static_cast<std::size_t>(passes_in_flight) * tokens * sizeof(std::int32_t);
+  m.targets = tokens * sizeof(std::int32_t);
   m.host_statistics = std::max(tokens, static_cast<std::size_t>(config.padded_vocab_size())) * grad_size;
   return m;
 }

@@ -11,7 +11,8 @@ PipelineRunner::PipelineRunner(model::GptModel& model, const PipelineComms& comm
       layout_{model.stage().stages, model.config().virtual_pipeline_size, micro_batches},
       stage_(model.stage().stage),
       schedule_(pipeline_schedule(layout_, stage_)),
-      slot_sends_(static_cast<std::size_t>(model.passes_in_flight())) {
+      slot_sends_(static_cast<std::size_t>(model.passes_in_flight())),
+      tied_embedding_(model.tied_embedding()) {
   const int needed = peak_passes_in_flight(layout_, stage_);
   ADAMANT_CHECK(model.passes_in_flight() >= needed,
                 "PipelineRunner: stage {} holds up to {} micro-batches' activations in this schedule but the model "
@@ -24,12 +25,6 @@ PipelineRunner::PipelineRunner(model::GptModel& model, const PipelineComms& comm
   }
   for (int slot = model.passes_in_flight() - 1; slot >= 0; --slot) free_slots_.push_back(slot);
   slot_of_pass_.assign(static_cast<std::size_t>(micro_batches * layout_.virtual_stages), -1);
-  const model::PipelineStage& stage = model.stage();
-  if (stage.stages > 1 && (stage.first() || stage.last())) {
-    for (std::size_t p = 0; p < model.params().size(); ++p) {
-      if (model.params()[p].name == "embedding.word_embeddings.weight") tied_embedding_ = p;
-    }
-  }
 }
 
 int PipelineRunner::take_slot() {

@@ -61,9 +61,9 @@ class PipelineRunner {
   int stage_;
   std::vector<PipelineStep> schedule_;
   std::vector<int> free_slots_;
-  std::vector<int> slot_of_pass_;                     // [micro-batch * chunks + chunk]
-  std::vector<comm::CommHandle> slot_sends_;          // the send reading each slot, if any
-  std::size_t tied_embedding_ = model::kAbsentParam;  // this stage's word embedding when it is tied across stages
+  std::vector<int> slot_of_pass_;             // [micro-batch * chunks + chunk]
+  std::vector<comm::CommHandle> slot_sends_;  // the send reading each slot, if any
+  std::size_t tied_embedding_;  // this stage's word embedding when it is tied across stages, else kAbsentParam
 };
 
 }  // namespace adamant::train
