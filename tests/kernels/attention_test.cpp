@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "adamant/kernels/attention_dropout_layout.h"
+#include "attention_dropout_reference.h"
 #include "model_kernels_test_util.h"
 
 namespace adamant::kernels {
@@ -34,12 +38,7 @@ std::vector<double> naive_attention(const std::vector<double>& qkv, const Attent
         for (int64_t j = 0; j <= i; ++j) {
           double p = std::exp(scores[j] - max_score) / total;
           if (drop.probability > 0) {
-            // One Philox draw per rows {r, r + 8} x columns {c, c + 8} of each 16 x 16 block.
-            const int64_t blocks = (s.seq + 15) / 16;
-            const auto draw =
-                static_cast<std::uint64_t>(((h * blocks + i / 16) * blocks + j / 16) * 64 + (i % 8) * 8 + j % 8);
-            const auto word = static_cast<std::size_t>(((i / 8) % 2) * 2 + (j / 8) % 2);
-            const bool keep = dropout_keeps(dropout_bits(drop, b, draw)[word], drop.probability);
+            const bool keep = testing::attention_dropout_keeps(drop, s.seq, b, h, i, j);
             p = keep ? p / (1.0 - drop.probability) : 0.0;
           }
           for (int64_t d = 0; d < s.head_dim; ++d) {
@@ -122,6 +121,51 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
     std::vector<double> d_probs(probs.size()), d_qkv(qkv.size(), 99.0);
     cpu::attention_backward(view(d_out), view(qkv), view(probs), view(d_probs), view(d_qkv), shape, drop);
     testing::expect_gradient(qkv, d_qkv, loss, p > 0 ? "d_qkv with dropout" : "d_qkv");
+  }
+}
+
+// 16 bits per element: p resolves to 2^-16, ceil(p * 65536) being the first kept value.
+TEST(AttentionDropout, KeepThresholdIsTheCeilingOfP65536) {
+  namespace layout = attention_dropout_layout;
+  EXPECT_EQ(layout::keep_threshold(0.0f), 0u);
+  EXPECT_EQ(layout::keep_threshold(0.5f), 32768u);
+  EXPECT_EQ(layout::keep_threshold(0.1f), 6554u);  // 0.1f * 65536 = 6553.6
+  EXPECT_EQ(layout::keep_threshold(0x1p-16f), 1u);
+  EXPECT_EQ(layout::keep_threshold(0.99999f), 65536u);  // 65535.34: every half is dropped
+  EXPECT_TRUE(layout::keeps(0x0000FFFFu, 0, 65535u));
+  EXPECT_FALSE(layout::keeps(0x0000FFFFu, 1, 1u));
+  EXPECT_TRUE(layout::keeps(0x80000000u, 1, 32768u));
+}
+
+// The eight elements a draw decides are independent: over 2 x 4 heads x 256 x 256
+// elements (524,288), each is dropped with probability p and two neighbours of one word
+// (keys 2c, 2c + 1) or of one draw (rows r, r + 8) together with p^2, within five
+// standard deviations.
+TEST(AttentionDropout, DropsTheRequestedFractionIndependently) {
+  const std::int64_t seq = 256, heads = 4, batch = 2;
+  for (const float p : {0.1f, 0.5f}) {
+    const DropoutArgs drop{p, 31, 7, 2};
+    double dropped = 0, word_pairs = 0, row_pairs = 0, count = 0, pairs = 0;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      for (std::int64_t h = 0; h < heads; ++h) {
+        for (std::int64_t i = 0; i < seq; ++i) {
+          for (std::int64_t j = 0; j < seq; ++j) {
+            const bool drops = !testing::attention_dropout_keeps(drop, seq, b, h, i, j);
+            dropped += drops;
+            ++count;
+            if (j % 2 == 0 && i % 16 < 8) {
+              word_pairs += drops && !testing::attention_dropout_keeps(drop, seq, b, h, i, j + 1);
+              row_pairs += drops && !testing::attention_dropout_keeps(drop, seq, b, h, i + 8, j);
+              ++pairs;
+            }
+          }
+        }
+      }
+    }
+    const double q = static_cast<double>(p);
+    EXPECT_NEAR(dropped / count, q, 5 * std::sqrt(q * (1 - q) / count)) << "p=" << p;
+    EXPECT_NEAR(word_pairs / pairs, q * q, 5 * std::sqrt(q * q * (1 - q * q) / pairs)) << "p=" << p;
+    EXPECT_NEAR(row_pairs / pairs, q * q, 5 * std::sqrt(q * q * (1 - q * q) / pairs)) << "p=" << p;
   }
 }
 

@@ -16,6 +16,7 @@
 #include "adamant/core/half.h"
 #include "adamant/kernels/attention.h"
 #include "adamant/kernels/dropout.h"
+#include "attention_dropout_reference.h"
 #include "kernels/cuda_test_util.h"
 
 namespace adamant::kernels::attention_testing {
@@ -126,12 +127,7 @@ inline void expect_within_bf16_bound(const std::vector<float>& actual, const std
 inline float dropout_factor(const DropoutArgs& args, const AttentionShape& s, std::int64_t b, std::int64_t h,
                             std::int64_t i, std::int64_t j) {
   if (args.probability <= 0.0f) return 1.0f;
-  // The documented layout (kernels/attention_dropout_layout.h), spelled out: one draw per
-  // rows {r, r + 8} x columns {c, c + 8} of each 16 x 16 block.
-  const std::int64_t blocks = (s.seq + 15) / 16;
-  const auto draw = static_cast<std::uint64_t>(((h * blocks + i / 16) * blocks + j / 16) * 64 + (i % 8) * 8 + j % 8);
-  const auto word = static_cast<std::size_t>(((i / 8) % 2) * 2 + (j / 8) % 2);
-  const bool keep = dropout_keeps(dropout_bits(args, static_cast<std::uint64_t>(b), draw)[word], args.probability);
+  const bool keep = testing::attention_dropout_keeps(args, s.seq, b, h, i, j);
   return keep ? 1.0f / (1.0f - args.probability) : 0.0f;
 }
 

@@ -11,7 +11,7 @@
 
 namespace adamant::kernels::cpu {
 
-// Factors (0 or 1/(1-p)) along one query row of one sample's head: the eight draws of a
+// Factors (0 or 1/(1-p)) along one query row of one sample's head: the four draws of a
 // 16-key block serve its 16 keys, so they are made together when the row enters the block.
 template <typename T>
 class DropoutRow {
@@ -22,6 +22,7 @@ class DropoutRow {
         head_(static_cast<std::uint64_t>(head)),
         query_(static_cast<std::uint64_t>(query)),
         blocks_(attention_dropout_layout::blocks_per_row(static_cast<std::uint64_t>(seq))),
+        threshold_(attention_dropout_layout::keep_threshold(args.probability)),
         keep_scale_(T(1) / (T(1) - static_cast<T>(args.probability))) {}
 
   T factor(std::int64_t key) {
@@ -29,14 +30,14 @@ class DropoutRow {
     const auto column = static_cast<std::uint64_t>(key);
     const std::uint64_t block = column / layout::kBlock;
     if (block != cached_block_) {
-      for (std::uint64_t lane = 0; lane < 8; ++lane) {
-        draws_[lane] = dropout_bits(
-            args_, sample_, layout::draw_index(head_, query_ / layout::kBlock, block, query_ % 8, lane, blocks_));
+      for (std::uint64_t pair = 0; pair < 4; ++pair) {
+        draws_[pair] = dropout_bits(
+            args_, sample_, layout::draw_index(head_, query_ / layout::kBlock, block, query_ % 8, pair, blocks_));
       }
       cached_block_ = block;
     }
-    const std::uint32_t bits = draws_[column % 8][layout::element_word(query_, column)];
-    return dropout_keeps(bits, args_.probability) ? keep_scale_ : T(0);
+    const std::uint32_t word = draws_[(column % 8) / 2][layout::element_word(query_, column)];
+    return layout::keeps(word, layout::element_half(column), threshold_) ? keep_scale_ : T(0);
   }
 
  private:
@@ -45,9 +46,10 @@ class DropoutRow {
   std::uint64_t head_;
   std::uint64_t query_;
   std::uint64_t blocks_;
+  std::uint32_t threshold_;
   T keep_scale_;
   std::uint64_t cached_block_ = std::numeric_limits<std::uint64_t>::max();
-  std::array<PhiloxCounter, 8> draws_{};
+  std::array<PhiloxCounter, 4> draws_{};
 };
 
 template <typename T>

@@ -37,23 +37,9 @@ __device__ __forceinline__ uint4 philox_draw(std::uint64_t seed, std::uint64_t i
   return philox4x32_10(counter, make_uint2(static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)));
 }
 
-__device__ __forceinline__ std::uint32_t philox_word(const uint4& words, unsigned which) {
-  switch (which) {
-    case 0:
-      return words.x;
-    case 1:
-      return words.y;
-    case 2:
-      return words.z;
-    default:
-      return words.w;
-  }
-}
-
 // Dropout factors (0 or 1/(1-p)) of one sample's attention elements, in the draw
-// layout of kernels/attention_dropout_layout.h: one draw decides four elements, rows
-// {r, r + 8} x columns {c, c + 8} of a 16 x 16 block, which one thread of an m16n8
-// accumulator tile holds in either orientation.
+// layout of kernels/attention_dropout_layout.h: one draw decides eight elements, rows
+// {r, r + 8} x columns {c, c + 1, c + 8, c + 9} of a 16 x 16 block, 16 bits each.
 class DropoutMask {
  public:
   __device__ DropoutMask(const flash_attention_launchers::Dropout& dropout, int sample, int head, int seq)
@@ -61,28 +47,66 @@ class DropoutMask {
         stream_(dropout.stream_base + static_cast<std::uint64_t>(sample) * dropout.stream_per_sample),
         head_(static_cast<std::uint64_t>(head)),
         blocks_(attention_dropout_layout::blocks_per_row(static_cast<std::uint64_t>(seq))),
-        probability_(dropout.probability),
+        threshold_(attention_dropout_layout::keep_threshold(dropout.probability)),
         keep_scale_(dropout.keep_scale) {}
 
-  // The four words of block (query_block, key_block)'s draw for lanes q % 8 and k % 8.
-  __device__ uint4 draw(int query_block, int key_block, int query_lane, int key_lane) const {
+  // The four words of block (query_block, key_block)'s draw for rows q % 8 = query_lane
+  // and columns (k % 8) / 2 = key_pair.
+  __device__ uint4 draw(int query_block, int key_block, int query_lane, int key_pair) const {
     return philox_draw(seed_,
                        attention_dropout_layout::draw_index(
                            head_, static_cast<std::uint64_t>(query_block), static_cast<std::uint64_t>(key_block),
-                           static_cast<std::uint64_t>(query_lane), static_cast<std::uint64_t>(key_lane), blocks_),
+                           static_cast<std::uint64_t>(query_lane), static_cast<std::uint64_t>(key_pair), blocks_),
                        stream_);
   }
 
-  // kernels/dropout.h dropout_keeps with core/rng.h uniform_float: 24 bits in [0, 1).
-  __device__ float factor(std::uint32_t bits) const {
-    return static_cast<float>(bits >> 8) * 0x1p-24f >= probability_ ? keep_scale_ : 0.0f;
+  // The factor of the element whose 16 bits are half `half` (0 low, 1 high) of `word`.
+  __device__ float factor(std::uint32_t word, unsigned half) const {
+    return attention_dropout_layout::keeps(word, half, threshold_) ? keep_scale_ : 0.0f;
   }
 
-  // One element on its own (a draw each: for kernels that visit elements one by one).
-  __device__ float factor_at(int query, int key) const {
-    const uint4 words = draw(query / 16, key / 16, query % 8, key % 8);
-    return factor(philox_word(words, attention_dropout_layout::element_word(static_cast<std::uint64_t>(query),
-                                                                            static_cast<std::uint64_t>(key))));
+  // Factors of the scores tiles a thread holds with queries as rows: rows {group,
+  // group + 8} x keys {16 m + 2 pair + j, + 8} of one 16-key step, elements e = 2 h + j
+  // of its n8 tiles 0 and 1 (the forward and the query pass). `words` is draw
+  // (query block, key block, group, pair).
+  __device__ void row_factors(const uint4& words, float (&factors)[2][4]) const {
+#pragma unroll
+    for (unsigned j = 0; j < 2; ++j) {
+      factors[0][j] = factor(words.x, j);
+      factors[1][j] = factor(words.y, j);
+      factors[0][2 + j] = factor(words.z, j);
+      factors[1][2 + j] = factor(words.w, j);
+    }
+  }
+
+  // Factors of the transposed tiles of the key pass: keys {group, group + 8} of the
+  // warp's block as rows x queries {16-query step + 8 t + 2 pair + j} as columns, element
+  // e = 2 h + j of n8 tile t. They lie in draws (query lane 2 pair + j, key pair group / 2)
+  // for j = 0 and 1, in the halves of the key's parity group % 2. The lane of even group
+  // draws j = 0 and its neighbour (lane ^ 4, odd group, same pair) j = 1; each keeps its
+  // own parity's halves and sends the neighbour the other's.
+  __device__ void column_factors(int query_block, int key_block, int group, int pair, float (&factors)[2][4]) const {
+    const unsigned odd = static_cast<unsigned>(group) & 1u;
+    const uint4 words = draw(query_block, key_block, 2 * pair + static_cast<int>(odd), group / 2);
+    // __byte_perm selectors: the low halves of (x, y) packed low-first, or the high halves.
+    const unsigned own_select = odd != 0u ? 0x7632u : 0x5410u;
+    const unsigned other_select = odd != 0u ? 0x5410u : 0x7632u;
+    // Packed per tile t: (word 2 t, h = 0) in the low half, (word 2 t + 1, h = 1) in the high.
+    const std::uint32_t own[2] = {__byte_perm(words.x, words.y, own_select), __byte_perm(words.z, words.w, own_select)};
+    const std::uint32_t sent[2] = {__byte_perm(words.x, words.y, other_select),
+                                   __byte_perm(words.z, words.w, other_select)};
+    const std::uint32_t received[2] = {__shfl_xor_sync(0xffffffffu, sent[0], 4),
+                                       __shfl_xor_sync(0xffffffffu, sent[1], 4)};
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const std::uint32_t even_draw = odd != 0u ? received[t] : own[t];  // j = 0
+      const std::uint32_t odd_draw = odd != 0u ? own[t] : received[t];   // j = 1
+#pragma unroll
+      for (unsigned h = 0; h < 2; ++h) {
+        factors[t][2 * h] = factor(even_draw, h);
+        factors[t][2 * h + 1] = factor(odd_draw, h);
+      }
+    }
   }
 
  private:
@@ -90,7 +114,7 @@ class DropoutMask {
   std::uint64_t stream_;
   std::uint64_t head_;
   std::uint64_t blocks_;
-  float probability_;
+  std::uint32_t threshold_;
   float keep_scale_;
 };
 

@@ -174,19 +174,11 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
           }
         }
         const bool needs_mask = kEdge && (chunk_first < warp_first + 15 || chunk_first + 15 >= seq);
-        // Draw j decides queries {chunk_first + 2 pair + j, + 8} x this thread's two keys:
-        // element e = 2 h + j of n8 tiles 0 and 1 (attention_dropout_layout.h).
+        // Queries {chunk_first + 8 t + 2 pair + j} x this thread's two keys, element
+        // e = 2 h + j of n8 tile t, from two draws shared with the neighbouring lane
+        // (attention_dropout_layout.h).
         float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
-        if constexpr (kDropout) {
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const uint4 words = mask.draw(chunk_first / 16, warp_first / 16, 2 * pair + j, group);
-            factors[0][j] = mask.factor(words.x);
-            factors[0][2 + j] = mask.factor(words.y);
-            factors[1][j] = mask.factor(words.z);
-            factors[1][2 + j] = mask.factor(words.w);
-          }
-        }
+        if constexpr (kDropout) mask.column_factors(chunk_first / 16, warp_first / 16, group, pair, factors);
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
           // (D, lse log2 e) of queries 2 pair and 2 pair + 1 of this n8 tile.

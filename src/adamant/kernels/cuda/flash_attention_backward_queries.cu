@@ -156,19 +156,10 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim, kDropout>:
           mma_pair(dp[0], dp[1], d_out_frags[kk], b);
         }
         const bool needs_mask = kEdge && chunk_first + 15 > warp_first;
-        // Draw j decides rows {group, group + 8} x keys {chunk_first + 2 pair + j, + 8}:
+        // The draw decides rows {group, group + 8} x keys {chunk_first + 2 pair + j, + 8}:
         // element e = 2 h + j of n8 tiles 0 and 1 (attention_dropout_layout.h).
         float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
-        if constexpr (kDropout) {
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const uint4 words = mask.draw(warp_first / 16, chunk_first / 16, group, 2 * pair + j);
-            factors[0][j] = mask.factor(words.x);
-            factors[1][j] = mask.factor(words.y);
-            factors[0][2 + j] = mask.factor(words.z);
-            factors[1][2 + j] = mask.factor(words.w);
-          }
-        }
+        if constexpr (kDropout) mask.row_factors(mask.draw(warp_first / 16, chunk_first / 16, group, pair), factors);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
 #pragma unroll

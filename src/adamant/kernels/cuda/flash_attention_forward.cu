@@ -200,17 +200,16 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
       row_sum[0] += sums[0][0] + sums[0][1];
       row_sum[1] += sums[1][0] + sums[1][1];
       if constexpr (kDropout) {
-        // Draw (m, j) decides rows {group, group + 8} x keys {16 m + 2 pair + j, + 8}:
-        // element e = 2 h + j of n8 tiles 2 m and 2 m + 1 (attention_dropout_layout.h).
+        // Draw m decides rows {group, group + 8} x keys {16 m + 2 pair + j, + 8}: n8
+        // tiles 2 m and 2 m + 1 (attention_dropout_layout.h).
 #pragma unroll
         for (int m = 0; m < kKeyTiles / 2; ++m) {
+          float factors[2][4];
+          mask.row_factors(mask.draw(warp_first / 16, first_key / 16 + m, group, pair), factors);
 #pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const uint4 words = mask.draw(warp_first / 16, first_key / 16 + m, group, 2 * pair + j);
-            scores[2 * m][j] *= mask.factor(words.x);
-            scores[2 * m + 1][j] *= mask.factor(words.y);
-            scores[2 * m][2 + j] *= mask.factor(words.z);
-            scores[2 * m + 1][2 + j] *= mask.factor(words.w);
+          for (int e = 0; e < 4; ++e) {
+            scores[2 * m][e] *= factors[0][e];
+            scores[2 * m + 1][e] *= factors[1][e];
           }
         }
       }
