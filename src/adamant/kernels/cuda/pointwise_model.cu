@@ -107,6 +107,9 @@ __global__ void __launch_bounds__(kThreads)
 // g / groups_per_sample, as the CPU kernel walks them. kVectorized: sample_numel % 4
 // == 0, first_element % 4 == 0 and in/out 8-byte aligned, so every whole group inside
 // the range is one aligned 8-byte access; the groups cut by the range's end are scalar.
+// A thread divides by groups_per_sample once: its later groups are one grid stride apart,
+// so (sample, group) advances by that stride's quotient and remainder (64-bit divisions
+// cost as much as the Philox draw).
 template <bool kVectorized>
 __global__ void __launch_bounds__(kThreads)
     dropout_kernel(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
@@ -116,11 +119,12 @@ __global__ void __launch_bounds__(kThreads)
   const auto first_element = static_cast<std::int64_t>(params.first_element);
   const std::int64_t end_element = first_element + numel;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t local = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; local < group_count;
-       local += stride) {
-    const std::int64_t g = group_begin + local;
-    const std::int64_t sample = g / groups_per_sample;
-    const std::int64_t group = g - sample * groups_per_sample;
+  const std::int64_t stride_samples = stride / groups_per_sample;
+  const std::int64_t stride_groups = stride - stride_samples * groups_per_sample;
+  std::int64_t local = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::int64_t sample = (group_begin + local) / groups_per_sample;
+  std::int64_t group = group_begin + local - sample * groups_per_sample;
+  for (; local < group_count; local += stride) {
     const pointwise_detail::PhiloxWords bits =
         pointwise_detail::dropout_bits(params.seed, params.first_sample_index + static_cast<std::uint64_t>(sample),
                                        params.site, static_cast<std::uint64_t>(group));
@@ -147,6 +151,12 @@ __global__ void __launch_bounds__(kThreads)
                        : 0.0f;
         store_bf16<1>(out + (e - first_element), value);
       }
+    }
+    sample += stride_samples;
+    group += stride_groups;
+    if (group >= groups_per_sample) {
+      group -= groups_per_sample;
+      ++sample;
     }
   }
 }
