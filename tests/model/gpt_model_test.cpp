@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "adamant/core/half.h"
@@ -128,6 +129,28 @@ TEST(GptModel, SelectiveRecomputationChangesNoBitAndKeepsOneGeluBuffer) {
   // The shared output is scratch: a pipeline stage holding several micro-batches keeps none of them.
   EXPECT_EQ(kept.saved_bytes - shared.saved_bytes, config.num_layers * aligned);
   for (const LayerActivations& layer : shared.layers) EXPECT_EQ(layer.fc_gelu.offset, shared.layers[0].fc_gelu.offset);
+}
+
+// The classifier's logits live over the blocks' scratch (branch, d_branch, d_attention,
+// d_qkv, d_fc), which no pass uses while the classifier runs: the scratch ends with the
+// larger of the two, and the regions the classifier does use lie before them.
+TEST(GptModel, ClassifierLogitsShareTheBlocksScratch) {
+  const GptConfig config = tiny_config();
+  ActivationDtypes dtypes;
+  dtypes.activation = DType::bf16;
+  auto end_of = [](const Region& r) { return r.offset + r.numel * dtype_size(r.dtype); };
+  for (const std::size_t chunk_elements : {std::size_t{64}, std::size_t{1} << 22}) {
+    dtypes.classifier_chunk_elements = chunk_elements;
+    const ActivationLayout layout = ActivationLayout::plan(config, 2, dtypes, config.num_layers);
+    EXPECT_EQ(layout.logits_chunk.offset, layout.branch.offset);
+    const std::size_t blocks_end = end_of(layout.d_fc);
+    const std::size_t logits_end = end_of(layout.logits_chunk);
+    EXPECT_LE(layout.scratch_bytes - std::max(blocks_end, logits_end), ActivationLayout::kRegionAlignment);
+    EXPECT_GE(layout.scratch_bytes, std::max(blocks_end, logits_end));
+    for (const Region* used : {&layout.losses, &layout.d_ln, &layout.d_residual}) {
+      EXPECT_LE(end_of(*used), layout.logits_chunk.offset);
+    }
+  }
 }
 
 TEST(GptModel, GradReadyOncePerParameterInLayoutOrderWithFinalValues) {

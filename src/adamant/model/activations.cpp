@@ -17,10 +17,18 @@ class Planner {
     return region;
   }
   std::size_t total() const { return total_; }
+  // Plans the next regions over those planned since `mark` (which must no longer be in use
+  // when they are); total() stays the larger of the two ends.
+  void overlay_from(std::size_t mark) {
+    overlay_end_ = std::max(overlay_end_, total_);
+    total_ = mark;
+  }
+  void end_overlay() { total_ = std::max(total_, overlay_end_); }
 
  private:
   bool saved_;
   std::size_t total_ = 0;  // bytes
+  std::size_t overlay_end_ = 0;
 };
 
 }  // namespace
@@ -78,21 +86,26 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   layout.final_ln_mean = stat(rows);
   layout.final_ln_rstd = stat(rows);
   // The classifier runs at the start of backward (or after forward when there is none): its
-  // regions are scratch.
+  // regions are scratch. It reads final_ln and writes d_ln and the losses; the logits share
+  // their memory with the scratch of the blocks' forward and backward passes, which run
+  // before or after it, never during.
   layout.losses = scratch_stat(tokens);
-  layout.logits_chunk = scratch_stat(layout.classifier_chunk_rows * vocab);
   if (tp > 1) {  // the vocabulary-parallel cross-entropy's per-row statistics
     layout.classifier_stats = scratch_stat(2 * tokens);
     layout.classifier_gathered = scratch_stat(tp * 2 * tokens);
     layout.classifier_lse = scratch_stat(tokens);
   }
-  layout.branch = scratch_act(tokens * hidden);  // whole: a row-parallel GEMM's partial sums before their reduction
   layout.d_residual = scratch_act(rows * hidden);
-  layout.d_branch = scratch_act(tokens * hidden);
   layout.d_ln = scratch_act(tokens * hidden);
+  const std::size_t classifier_overlay = scratch.total();
+  layout.logits_chunk = scratch_stat(layout.classifier_chunk_rows * vocab);
+  scratch.overlay_from(classifier_overlay);
+  layout.branch = scratch_act(tokens * hidden);  // whole: a row-parallel GEMM's partial sums before their reduction
+  layout.d_branch = scratch_act(tokens * hidden);
   layout.d_attention = scratch_act(tokens * width);
   layout.d_qkv = scratch_act(tokens * 3 * width);
   layout.d_fc = scratch_act(tokens * ffn);
+  scratch.end_overlay();
   layout.saved_bytes = saved.total();
   layout.scratch_bytes = scratch.total();
   return layout;
