@@ -538,9 +538,12 @@ TEST(CudaEmbedding, BackwardMatchesCpuAndIsDeterministic) {
     auto d_out_gpu = bf16_on_gpu(d_out);
     auto d_word_gpu = f32_on_gpu(d_word_initial);
     auto d_position_gpu = f32_on_gpu(d_position_initial);
+    MirroredArray<float> scratch(
+        static_cast<std::size_t>(embedding_backward_scratch_floats(testing::gpu(), s.batch * s.seq, s.channels)),
+        DType::f32);
     auto run = [&] {
       embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
-                         d_position_gpu.device_view(), s, stream);
+                         d_position_gpu.device_view(), scratch.device_view(), s, stream);
       stream.synchronize();
     };
     run();
@@ -577,8 +580,10 @@ TEST(CudaEmbedding, TokenOutsideTheTableGivesZeroWordRowAndNegativeGivesNaN) {
   auto d_out_gpu = bf16_on_gpu(std::vector<float>(48, 1.0f));
   auto d_word_gpu = f32_on_gpu(std::vector<float>(160, 0.0f));
   auto d_position_gpu = f32_on_gpu(std::vector<float>(48, 0.0f));
+  MirroredArray<float> scratch(static_cast<std::size_t>(embedding_backward_scratch_floats(testing::gpu(), 3, 16)),
+                               DType::f32);
   embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
-                     d_position_gpu.device_view(), s, stream);
+                     d_position_gpu.device_view(), scratch.device_view(), s, stream);
   stream.synchronize();
   const std::vector<float> out = download_bf16(out_gpu);
   const std::vector<float> d_word = d_word_gpu.download();
@@ -590,6 +595,23 @@ TEST(CudaEmbedding, TokenOutsideTheTableGivesZeroWordRowAndNegativeGivesNaN) {
   for (std::size_t i = 0; i < d_word.size(); ++i) {
     EXPECT_EQ(d_word[i], i / 16 == 4 ? 1.0f : 0.0f) << "d_word[" << i << "]";
   }
+}
+
+// The word gradient sorts in the caller's scratch: one that is too small is refused.
+TEST(CudaEmbedding, BackwardRefusesATooSmallScratch) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  const EmbeddingShape s{2, 64, 16, 10};
+  MirroredArray<std::int32_t> tokens(128, DType::i32);
+  tokens.host.assign(128, 3);
+  tokens.upload();
+  auto d_out_gpu = bf16_on_gpu(std::vector<float>(128 * 16, 1.0f));
+  auto d_word_gpu = f32_on_gpu(std::vector<float>(160, 0.0f));
+  const auto needed = static_cast<std::size_t>(embedding_backward_scratch_floats(testing::gpu(), 128, 16));
+  MirroredArray<float> scratch(needed - 1, DType::f32);
+  EXPECT_THROW(embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(), Tensor{},
+                                  scratch.device_view(), s, stream),
+               Error);
 }
 
 }  // namespace

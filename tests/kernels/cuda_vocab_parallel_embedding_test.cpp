@@ -159,8 +159,11 @@ TEST(CudaVocabParallelEmbedding, BackwardSlicesMatchTheCpu) {
 
       auto d_word_gpu = f32_array(d_word_start);
       auto d_position_gpu = f32_array(d_position_initial);
+      MirroredArray<float> scratch(
+          static_cast<std::size_t>(embedding_backward_scratch_floats(testing::gpu(), c.batch * c.seq, c.channels)),
+          DType::f32);
       embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
-                         s == 0 ? d_position_gpu.device_view() : Tensor{}, shape, stream);
+                         s == 0 ? d_position_gpu.device_view() : Tensor{}, scratch.device_view(), shape, stream);
       stream.synchronize();
       const std::vector<float> gpu_d_word = d_word_gpu.download();
       std::size_t mismatches = 0, first = 0;

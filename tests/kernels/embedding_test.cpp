@@ -27,7 +27,7 @@ TEST(Embedding, ForwardAndBackwardWithRepeatedTokens) {
   const auto d_out = random_normal(24, 3);
   auto d_out_copy = d_out;
   std::vector<double> d_word(20, 0.5), d_position(12, -1.0);
-  embedding_backward(view(d_out_copy), view(tokens), view(d_word), view(d_position), shape, stream);
+  embedding_backward(view(d_out_copy), view(tokens), view(d_word), view(d_position), Tensor{}, shape, stream);
   for (int v = 0; v < 5; ++v) {
     for (int c = 0; c < 4; ++c) {
       double expected = 0.5;
@@ -47,8 +47,9 @@ TEST(Embedding, RejectsNegativeTokens) {
   std::vector<double> word(10), position(4), out(4);
   EXPECT_THROW(embedding_forward(view(tokens), view(word), view(position), view(out), {1, 2, 2, 5}, stream), Error);
   std::vector<double> d_word(10), d_position(4);
-  EXPECT_THROW(embedding_backward(view(out), view(tokens), view(d_word), view(d_position), {1, 2, 2, 5}, stream),
-               Error);
+  EXPECT_THROW(
+      embedding_backward(view(out), view(tokens), view(d_word), view(d_position), Tensor{}, {1, 2, 2, 5}, stream),
+      Error);
 }
 
 // Vocabulary-parallel lookup: slice s holds rows [starts[s], starts[s + 1]) of the table;
@@ -86,8 +87,8 @@ void check_vocabulary_slices(const std::vector<std::int64_t>& starts) {
 
     auto d_out_copy = d_out;
     std::vector<double> d_word(d_word_start.begin() + starts[s] * C, d_word_start.begin() + starts[s + 1] * C);
-    embedding_backward(view(d_out_copy), view(tokens), view(d_word), s == 0 ? view(d_position) : Tensor{}, slice,
-                       stream);
+    embedding_backward(view(d_out_copy), view(tokens), view(d_word), s == 0 ? view(d_position) : Tensor{}, Tensor{},
+                       slice, stream);
     d_word_slices.insert(d_word_slices.end(), d_word.begin(), d_word.end());
   }
   ASSERT_EQ(d_word_slices.size(), expected_d_word.size());
@@ -120,7 +121,7 @@ TEST(Embedding, EmptyPositionAddsNoneAndSkipsItsGradient) {
   }
   auto d_out = random_normal(24, 10);
   std::vector<double> d_word(20, 0.0);
-  embedding_backward(view(d_out), view(tokens), view(d_word), Tensor{}, shape, stream);
+  embedding_backward(view(d_out), view(tokens), view(d_word), Tensor{}, Tensor{}, shape, stream);
   for (int v = 0; v < 5; ++v) {
     for (int c = 0; c < 4; ++c) {
       double expected = 0.0;
@@ -128,6 +129,21 @@ TEST(Embedding, EmptyPositionAddsNoneAndSkipsItsGradient) {
       EXPECT_NEAR(d_word[v * 4 + c], expected, 1e-14);
     }
   }
+}
+
+// The GPU's scratch, by hand for 2,048 tokens of 768 channels: four word arrays (keys and
+// positions, twice) of 8,192 bytes, the digit counts of 8 sort tiles (256 x 8 words), two
+// partial sums of 16 chunks x 768 floats, and three words per chunk (64 bytes each, padded
+// to 256). The CPU needs none.
+TEST(Embedding, BackwardScratchIsTheGpuSortAndPartials) {
+  EXPECT_EQ(embedding_backward_scratch_floats(Device::cpu(), 2048, 768), 0);
+  const std::size_t bytes = 4 * 8192 + 8192 + 2 * 16 * 768 * 4 + 3 * 256;
+  EXPECT_EQ(embedding_backward_scratch_floats(Device::cuda(0), 2048, 768), static_cast<std::int64_t>(bytes / 4));
+  const embedding_scratch::Layout l = embedding_scratch::layout(2048, 768);
+  EXPECT_EQ(l.total, bytes);
+  EXPECT_EQ(l.digit_counts, 4u * 8192);
+  EXPECT_EQ(l.partial_last - l.partial_first, 16u * 768 * 4);
+  EXPECT_EQ(embedding_scratch::layout(0, 768).total, 0u);
 }
 
 }  // namespace

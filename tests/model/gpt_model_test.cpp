@@ -131,24 +131,30 @@ TEST(GptModel, SelectiveRecomputationChangesNoBitAndKeepsOneGeluBuffer) {
   for (const LayerActivations& layer : shared.layers) EXPECT_EQ(layer.fc_gelu.offset, shared.layers[0].fc_gelu.offset);
 }
 
-// The classifier's logits live over the blocks' scratch (branch, d_branch, d_attention,
-// d_qkv, d_fc), which no pass uses while the classifier runs: the scratch ends with the
-// larger of the two, and the regions the classifier does use lie before them.
-TEST(GptModel, ClassifierLogitsShareTheBlocksScratch) {
+// The classifier's logits live over the blocks' scratch (d_branch, branch, d_attention,
+// d_qkv, d_fc), which no pass uses while the classifier runs, and the embedding backward's
+// sort over all of it but d_branch, which it may read: the scratch ends with the largest
+// of the three, and the regions both use lie before them.
+TEST(GptModel, ClassifierLogitsAndEmbeddingSortShareTheBlocksScratch) {
   const GptConfig config = tiny_config();
   ActivationDtypes dtypes;
   dtypes.activation = DType::bf16;
+  dtypes.device = Device::cuda(0);  // sizes only: the GPU's embedding backward has a scratch
   auto end_of = [](const Region& r) { return r.offset + r.numel * dtype_size(r.dtype); };
   for (const std::size_t chunk_elements : {std::size_t{64}, std::size_t{1} << 22}) {
     dtypes.classifier_chunk_elements = chunk_elements;
     const ActivationLayout layout = ActivationLayout::plan(config, 2, dtypes, config.num_layers);
-    EXPECT_EQ(layout.logits_chunk.offset, layout.branch.offset);
-    const std::size_t blocks_end = end_of(layout.d_fc);
-    const std::size_t logits_end = end_of(layout.logits_chunk);
-    EXPECT_LE(layout.scratch_bytes - std::max(blocks_end, logits_end), ActivationLayout::kRegionAlignment);
-    EXPECT_GE(layout.scratch_bytes, std::max(blocks_end, logits_end));
+    EXPECT_EQ(layout.logits_chunk.offset, layout.d_branch.offset);
+    EXPECT_GE(layout.embedding_grad_scratch.offset, end_of(layout.d_branch));
+    EXPECT_LT(layout.embedding_grad_scratch.offset - end_of(layout.d_branch), ActivationLayout::kRegionAlignment);
+    EXPECT_EQ(layout.branch.offset, layout.embedding_grad_scratch.offset);
+    EXPECT_GT(layout.embedding_grad_scratch.numel, 0u);
+    const std::size_t end =
+        std::max({end_of(layout.d_fc), end_of(layout.logits_chunk), end_of(layout.embedding_grad_scratch)});
+    EXPECT_GE(layout.scratch_bytes, end);
+    EXPECT_LE(layout.scratch_bytes - end, ActivationLayout::kRegionAlignment);
     for (const Region* used : {&layout.losses, &layout.d_ln, &layout.d_residual}) {
-      EXPECT_LE(end_of(*used), layout.logits_chunk.offset);
+      EXPECT_LE(end_of(*used), layout.d_branch.offset);
     }
   }
 }

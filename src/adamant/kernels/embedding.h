@@ -4,11 +4,13 @@
 // each tensor-parallel rank looks up the tokens of its slice, the ranks' outputs
 // are summed).
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
 #include "adamant/kernels/dispatch.h"
+#include "adamant/kernels/embedding_scratch.h"
 
 namespace adamant::kernels {
 
@@ -35,10 +37,22 @@ namespace cuda {
 int embedding_forward(const std::int32_t* tokens, const std::uint16_t* word, const std::uint16_t* position,
                       std::uint16_t* out, std::int64_t batch, std::int64_t seq, std::int64_t channels,
                       std::int64_t vocab, std::int64_t vocab_start, const CudaLaunch& launch);
+// The word gradient sorts the positions by table row in `scratch`, laid out by
+// kernels/embedding_scratch.h.
 int embedding_backward(const std::uint16_t* d_out, const std::int32_t* tokens, float* d_word, float* d_position,
-                       std::int64_t batch, std::int64_t seq, std::int64_t channels, std::int64_t vocab,
-                       std::int64_t vocab_start, const CudaLaunch& launch);
+                       void* scratch, std::size_t scratch_bytes, std::int64_t batch, std::int64_t seq,
+                       std::int64_t channels, std::int64_t vocab, std::int64_t vocab_start, const CudaLaunch& launch);
 }  // namespace cuda
+
+// fp32 elements of the scratch embedding_backward needs on `device` for `rows` tokens of
+// `channels`: on a GPU the sort of the positions by table row and the partial sums of the
+// rows that span chunks of it (about 17 bytes a token plus channels / 16 floats, a few
+// MiB at GPT-3's shapes); none on the CPU.
+inline std::int64_t embedding_backward_scratch_floats(Device device, std::int64_t rows, std::int64_t channels) {
+  if (!device.is_cuda()) return 0;
+  const std::size_t bytes = embedding_scratch::layout(rows, channels).total;
+  return static_cast<std::int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
+}
 
 namespace detail {
 
@@ -82,9 +96,11 @@ inline void embedding_forward(const Tensor& tokens, const Tensor& word, const Te
 
 // d_word[tokens[b, t] - vocab_start] += d_out[b, t] for the tokens of the slice, and
 // d_position[t] += sum over b of d_out[b, t] (both accumulate: the word table is shared
-// with the output layer). An empty d_position (data == nullptr) is skipped.
+// with the output layer). An empty d_position (data == nullptr) is skipped. `scratch`
+// (fp32, at least embedding_backward_scratch_floats elements) is the GPU kernel's; the
+// CPU needs none.
 inline void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor d_word, Tensor d_position,
-                               const EmbeddingShape& shape, const Stream& stream) {
+                               Tensor scratch, const EmbeddingShape& shape, const Stream& stream) {
   const KernelCall call = KernelCall::model("embedding_backward", d_out, stream);
   detail::check_tokens(call, tokens, shape);
   call.exact("d_out", d_out, shape.batch * shape.seq * shape.channels, Role::activation);
@@ -92,11 +108,16 @@ inline void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor
   if (d_position.data != nullptr) {
     call.at_least("d_position", d_position, shape.seq * shape.channels, Role::weight_grad);
   }
+  if (call.on_cuda()) {
+    call.at_least("scratch", scratch,
+                  embedding_backward_scratch_floats(d_out.device, shape.batch * shape.seq, shape.channels), DType::f32);
+  }
   call.run([&] { cpu::embedding_backward(d_out, tokens, d_word, d_position, shape); },
            ADAMANT_CUDA_CALL(cuda::embedding_backward(
                bits16_of(d_out), static_cast<const std::int32_t*>(tokens.data), static_cast<float*>(d_word.data),
-               static_cast<float*>(d_position.data), shape.batch, shape.seq, shape.channels, shape.vocab,
-               shape.vocab_start, launch.vectorized_if(aligned_to(16, {&d_out, &d_position})))));
+               static_cast<float*>(d_position.data), scratch.data, scratch.numel() * sizeof(float), shape.batch,
+               shape.seq, shape.channels, shape.vocab, shape.vocab_start,
+               launch.vectorized_if(aligned_to(16, {&d_out, &d_word, &d_position})))));
 }
 
 }  // namespace adamant::kernels

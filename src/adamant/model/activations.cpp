@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "adamant/kernels/embedding.h"
+
 namespace adamant::model {
 
 namespace {
@@ -87,8 +89,8 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   layout.final_ln_rstd = stat(rows);
   // The classifier runs at the start of backward (or after forward when there is none): its
   // regions are scratch. It reads final_ln and writes d_ln and the losses; the logits share
-  // their memory with the scratch of the blocks' forward and backward passes, which run
-  // before or after it, never during.
+  // their memory with the scratch of the blocks' forward and backward passes (and of the
+  // embedding backward), which run before or after it, never during.
   layout.losses = scratch_stat(tokens);
   if (tp > 1) {  // the vocabulary-parallel cross-entropy's per-row statistics
     layout.classifier_stats = scratch_stat(2 * tokens);
@@ -100,11 +102,18 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   const std::size_t classifier_overlay = scratch.total();
   layout.logits_chunk = scratch_stat(layout.classifier_chunk_rows * vocab);
   scratch.overlay_from(classifier_overlay);
-  layout.branch = scratch_act(tokens * hidden);  // whole: a row-parallel GEMM's partial sums before their reduction
   layout.d_branch = scratch_act(tokens * hidden);
+  // The embedding backward, last of all, reads d_residual or d_branch: its sort lies over the rest.
+  const std::size_t embedding_overlay = scratch.total();
+  layout.branch = scratch_act(tokens * hidden);  // whole: a row-parallel GEMM's partial sums before their reduction
   layout.d_attention = scratch_act(tokens * width);
   layout.d_qkv = scratch_act(tokens * 3 * width);
   layout.d_fc = scratch_act(tokens * ffn);
+  scratch.overlay_from(embedding_overlay);
+  layout.embedding_grad_scratch =
+      scratch.take(static_cast<std::size_t>(kernels::embedding_backward_scratch_floats(
+                       dtypes.device, static_cast<std::int64_t>(tokens), static_cast<std::int64_t>(hidden))),
+                   DType::f32);
   scratch.end_overlay();
   layout.saved_bytes = saved.total();
   layout.scratch_bytes = scratch.total();

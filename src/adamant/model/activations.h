@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "adamant/core/device.h"
 #include "adamant/core/dtype.h"
 #include "adamant/model/gpt_config.h"
 
@@ -45,6 +46,8 @@ struct ActivationDtypes {
   DType statistic = DType::f32;   // layernorm mean/rstd, per-token losses, the classifier's logits chunk
   // Logits per classifier chunk: a larger chunk gives the embedding-gradient GEMM a longer inner dimension.
   std::size_t classifier_chunk_elements = std::size_t{1} << 23;
+  // Where the kernels run: the GPU's embedding backward sorts in a scratch of its own.
+  Device device = Device::cpu();
 };
 
 struct ActivationLayout {
@@ -56,7 +59,8 @@ struct ActivationLayout {
   // Tensor parallelism only: per-row logsumexp and target logit over this rank's vocabulary
   // [2, tokens], every rank's copy of them [tp, 2, tokens], and the whole vocabulary's logsumexp.
   Region classifier_stats, classifier_gathered, classifier_lse;
-  Region branch;  // a block's output before the residual add
+  Region embedding_grad_scratch;  // the embedding backward's sort (fp32 elements; empty on the CPU)
+  Region branch;                  // a block's output before the residual add
   // Backward scratch, reused by every layer.
   Region d_residual, d_branch, d_ln, d_attention, d_qkv, d_fc;
   std::size_t classifier_chunk_rows = 0;

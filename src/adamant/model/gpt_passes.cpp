@@ -264,6 +264,7 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
   // this chunk (pipeline stages) it starts from zero.
   if (!chunk.has_head) zero(micro_grad(index.word_embedding));
   kernels::embedding_backward(d_embedded, pass.tokens, micro_grad(index.word_embedding), d_position,
+                              act(layout_.embedding_grad_scratch, layout_.embedding_grad_scratch.numel),
                               {B, L, C, V, static_cast<std::int64_t>(tp_rank_) * V}, *stream_);
   finish_grad(index.position_embedding, on_grad_ready);
   finish_grad(index.word_embedding, on_grad_ready);

@@ -37,6 +37,7 @@ ModelDtypes model_dtypes(DType weight_dtype, Device device) {
   d.activations.activation = kernels::model_dtype(device, kernels::Role::activation, d.grad);
   d.activations.statistic = d.grad;
   d.activations.classifier_chunk_elements = kernels::classifier_chunk_elements(device);
+  d.activations.device = device;
   return d;
 }
 
