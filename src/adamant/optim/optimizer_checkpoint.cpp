@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "adamant/core/archive.h"
@@ -107,6 +108,97 @@ std::vector<int> present_shard_indices(const std::filesystem::path& dir) {
   return indices;
 }
 
+// This rank's state arrays and its pieces by parameter: where the elements of a saved
+// file's pieces go, and how many have arrived.
+class StateTargets {
+ public:
+  StateTargets(const ParamList& params, std::span<const StatePiece> pieces, std::span<float> main_weights,
+               std::span<float> exp_avg, std::span<float> exp_avg_sq)
+      : mine_(params.size()), main_weights_(main_weights), exp_avg_(exp_avg), exp_avg_sq_(exp_avg_sq) {
+    for (const StatePiece& piece : pieces) {
+      ADAMANT_CHECK(piece.param < params.size() && piece.state_offset + piece.numel <= main_weights.size() &&
+                        main_weights.size() == exp_avg.size() && exp_avg.size() == exp_avg_sq.size(),
+                    "read_optimizer_state: a piece lies outside the state arrays");
+      mine_[piece.param].push_back(&piece);
+      wanted_ += piece.numel;
+    }
+  }
+
+  bool holds(std::size_t param) const { return !mine_[param].empty(); }
+  std::size_t wanted() const { return wanted_; }
+  std::size_t copied() const { return copied_; }
+
+  // Copies the state of one saved file into the pieces it overlaps. to_mine maps the file's
+  // parameters to this model's (kNotHere: not read from this file); with a remap (another
+  // tensor-parallel size) elements are placed one by one.
+  void copy_file(const ArchiveReader& reader, std::span<const StatePiece> old_pieces,
+                 std::span<const std::size_t> to_mine, const SavedState& saved, int split_rank) {
+    auto targets_of = [&](const StatePiece& old) -> const std::vector<const StatePiece*>* {
+      const std::size_t p = old.param < to_mine.size() ? to_mine[old.param] : kNotHere;
+      return p == kNotHere || mine_[p].empty() ? nullptr : &mine_[p];
+    };
+    if (std::none_of(old_pieces.begin(), old_pieces.end(),
+                     [&](const StatePiece& old) { return targets_of(old) != nullptr; })) {
+      return;  // nothing of this rank's: the arrays are not read
+    }
+    const std::size_t old_numel = reader.entry(kMainWeights).bytes / sizeof(float);
+    for (const auto& [name, values] :
+         {std::pair{kMainWeights, &old_main_}, std::pair{kExpAvg, &old_m_}, std::pair{kExpAvgSq, &old_v_}}) {
+      values->resize(old_numel);
+      reader.read(name, values->data(), old_numel * sizeof(float));
+    }
+    for (const StatePiece& old : old_pieces) {
+      const auto* targets = targets_of(old);
+      if (targets == nullptr) continue;
+      if (saved.remap) {
+        copy_remapped(old, to_mine[old.param], *targets, saved, split_rank);
+      } else {
+        copy_overlaps(old, *targets);
+      }
+    }
+  }
+
+ private:
+  void copy(std::size_t from, std::size_t to, std::size_t count) {
+    std::copy_n(old_main_.begin() + from, count, main_weights_.begin() + to);
+    std::copy_n(old_m_.begin() + from, count, exp_avg_.begin() + to);
+    std::copy_n(old_v_.begin() + from, count, exp_avg_sq_.begin() + to);
+    copied_ += count;
+  }
+
+  // The same slicing on both sides: each overlap of parameter ranges is one copy.
+  void copy_overlaps(const StatePiece& old, const std::vector<const StatePiece*>& targets) {
+    for (const StatePiece* target : targets) {
+      const std::size_t begin = std::max(old.param_offset, target->param_offset);
+      const std::size_t end = std::min(old.param_offset + old.numel, target->param_offset + target->numel);
+      if (begin >= end) continue;
+      copy(old.state_offset + (begin - old.param_offset), target->state_offset + (begin - target->param_offset),
+           end - begin);
+    }
+  }
+
+  // Another slicing (tensor-parallel size): the saved slice and this rank's interleave, so
+  // each element is mapped on its own.
+  void copy_remapped(const StatePiece& old, std::size_t param, const std::vector<const StatePiece*>& targets,
+                     const SavedState& saved, int split_rank) {
+    for (std::size_t j = 0; j < old.numel; ++j) {
+      const std::optional<std::size_t> at = saved.remap(param, split_rank, old.param_offset + j);
+      if (!at) continue;
+      for (const StatePiece* target : targets) {
+        if (*at >= target->param_offset && *at < target->param_offset + target->numel) {
+          copy(old.state_offset + j, target->state_offset + (*at - target->param_offset), 1);
+        }
+      }
+    }
+  }
+
+  std::vector<std::vector<const StatePiece*>> mine_;
+  std::span<float> main_weights_, exp_avg_, exp_avg_sq_;
+  std::size_t wanted_ = 0;
+  std::size_t copied_ = 0;
+  std::vector<float> old_main_, old_m_, old_v_;  // one saved file's arrays
+};
+
 }  // namespace
 
 std::filesystem::path optimizer_shard_file(const std::filesystem::path& dir, int rank) {
@@ -150,26 +242,14 @@ OptimizerCheckpointInfo read_optimizer_state(const SavedState& saved, const Para
                                              std::span<const StatePiece> pieces, std::span<float> main_weights,
                                              std::span<float> exp_avg, std::span<float> exp_avg_sq) {
   ADAMANT_CHECK(!saved.folders.empty(), "read_optimizer_state: no checkpoint folder given");
-  // My pieces by parameter, so each old piece finds its overlaps directly.
-  std::vector<std::vector<const StatePiece*>> mine(params.size());
-  std::size_t wanted = 0;
-  for (const StatePiece& piece : pieces) {
-    ADAMANT_CHECK(piece.param < params.size() && piece.state_offset + piece.numel <= main_weights.size() &&
-                      main_weights.size() == exp_avg.size() && exp_avg.size() == exp_avg_sq.size(),
-                  "read_optimizer_state: a piece lies outside the state arrays");
-    mine[piece.param].push_back(&piece);
-    wanted += piece.numel;
-  }
+  StateTargets targets(params, pieces, main_weights, exp_avg, exp_avg_sq);
   std::unordered_map<std::string, std::size_t> index_of;
   for (std::size_t p = 0; p < params.size(); ++p) index_of.emplace(params[p].name, p);
   std::vector<int> source_stage(params.size(), -1);
-  const bool remapped = static_cast<bool>(saved.remap);
 
   OptimizerCheckpointInfo info;
   bool have_info = false;
   std::vector<std::string> missing;
-  std::size_t copied = 0;
-  std::vector<float> old_main, old_m, old_v;
   for (const SavedStateFolder& folder : saved.folders) {
     const std::filesystem::path& dir = folder.dir;
     // A checkpoint on node-local disks holds only its host's shards here: read those present, and
@@ -195,7 +275,8 @@ OptimizerCheckpointInfo read_optimizer_state(const SavedState& saved, const Para
       if (!have_folder_info) {
         folder_info = file_info;
         have_folder_info = true;
-        to_mine = match_saved_params(reader.meta(), params, index_of, folder.stage, remapped, source_stage, dir);
+        to_mine = match_saved_params(reader.meta(), params, index_of, folder.stage, static_cast<bool>(saved.remap),
+                                     source_stage, dir);
       }
       if (!have_info) {
         info = file_info;
@@ -208,69 +289,24 @@ OptimizerCheckpointInfo read_optimizer_state(const SavedState& saved, const Para
                     dir.string(), file.filename().string(), file_info.rank, file_info.file_count, file_info.step,
                     first_file.filename().string(), folder_info.rank, folder_info.file_count, info.step);
       const std::size_t old_numel = reader.entry(kMainWeights).bytes / sizeof(float);
-      const auto old_pieces = pieces_from_meta(reader.meta(), old_numel, file);
-      auto target_of = [&](const StatePiece& old) {
-        const std::size_t p = old.param < to_mine.size() ? to_mine[old.param] : kNotHere;
-        return p == kNotHere ? nullptr : &mine[p];
-      };
-      const bool overlaps_mine = std::any_of(old_pieces.begin(), old_pieces.end(), [&](const StatePiece& old) {
-        const auto* targets = target_of(old);
-        return targets != nullptr && !targets->empty();
-      });
-      if (!overlaps_mine) continue;
-      old_main.resize(old_numel);
-      old_m.resize(old_numel);
-      old_v.resize(old_numel);
-      reader.read(kMainWeights, old_main.data(), old_numel * sizeof(float));
-      reader.read(kExpAvg, old_m.data(), old_numel * sizeof(float));
-      reader.read(kExpAvgSq, old_v.data(), old_numel * sizeof(float));
-      auto copy = [&](std::size_t from, std::size_t to, std::size_t count) {
-        std::copy_n(old_main.begin() + from, count, main_weights.begin() + to);
-        std::copy_n(old_m.begin() + from, count, exp_avg.begin() + to);
-        std::copy_n(old_v.begin() + from, count, exp_avg_sq.begin() + to);
-        copied += count;
-      };
-      for (const StatePiece& old : old_pieces) {
-        const auto* targets = target_of(old);
-        if (targets == nullptr) continue;
-        if (remapped) {  // element by element: the saved slice and this rank's interleave
-          const std::size_t param = to_mine[old.param];
-          for (std::size_t j = 0; j < old.numel; ++j) {
-            const std::optional<std::size_t> at = saved.remap(param, folder.split_rank, old.param_offset + j);
-            if (!at) continue;
-            for (const StatePiece* target : *targets) {
-              if (*at >= target->param_offset && *at < target->param_offset + target->numel) {
-                copy(old.state_offset + j, target->state_offset + (*at - target->param_offset), 1);
-              }
-            }
-          }
-          continue;
-        }
-        for (const StatePiece* target : *targets) {
-          const std::size_t begin = std::max(old.param_offset, target->param_offset);
-          const std::size_t end = std::min(old.param_offset + old.numel, target->param_offset + target->numel);
-          if (begin >= end) continue;
-          copy(old.state_offset + (begin - old.param_offset), target->state_offset + (begin - target->param_offset),
-               end - begin);
-        }
-      }
+      targets.copy_file(reader, pieces_from_meta(reader.meta(), old_numel, file), to_mine, saved, folder.split_rank);
     }
   }
   for (std::size_t p = 0; p < params.size(); ++p) {
-    ADAMANT_CHECK(mine[p].empty() || source_stage[p] != -1,
+    ADAMANT_CHECK(!targets.holds(p) || source_stage[p] != -1,
                   "checkpoint {} was written for another model: it has no optimizer state for parameter '{}'",
                   saved.folders.front().dir.string(), params[p].name);
   }
-  ADAMANT_CHECK(copied == wanted || missing.empty(),
+  ADAMANT_CHECK(targets.copied() == targets.wanted() || missing.empty(),
                 "optimizer checkpoint {} is incomplete here: {} (of its shard files) hold part of this rank's state "
                 "but are missing. A checkpoint written to node-local disks "
                 "(exp_manager.checkpoint_callback_params.node_local) resumes on the same hosts and layout only; to "
                 "resume on another, copy every host's optim_rank_*.adm into one folder first",
                 saved.folders.front().dir.string(), fmt::format("{}", fmt::join(missing, ", ")));
-  ADAMANT_CHECK(copied == wanted,
+  ADAMANT_CHECK(targets.copied() == targets.wanted(),
                 "optimizer checkpoint {} covers {} of the {} state elements this rank needs (pieces overlap or are "
                 "missing); the checkpoint is damaged",
-                saved.folders.front().dir.string(), copied, wanted);
+                saved.folders.front().dir.string(), targets.copied(), targets.wanted());
   return info;
 }
 
