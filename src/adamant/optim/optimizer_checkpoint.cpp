@@ -131,8 +131,10 @@ class StateTargets {
   // Copies the state of one saved file into the pieces it overlaps. to_mine maps the file's
   // parameters to this model's (kNotHere: not read from this file); with a remap (another
   // tensor-parallel size) elements are placed one by one.
-  void copy_file(const ArchiveReader& reader, std::span<const StatePiece> old_pieces,
-                 std::span<const std::size_t> to_mine, const SavedState& saved, int split_rank) {
+  void copy_file(const ArchiveReader& reader, const std::filesystem::path& file, std::span<const std::size_t> to_mine,
+                 const SavedState& saved, int split_rank) {
+    const std::size_t old_numel = reader.entry(kMainWeights).bytes / sizeof(float);
+    const std::vector<StatePiece> old_pieces = pieces_from_meta(reader.meta(), old_numel, file);
     auto targets_of = [&](const StatePiece& old) -> const std::vector<const StatePiece*>* {
       const std::size_t p = old.param < to_mine.size() ? to_mine[old.param] : kNotHere;
       return p == kNotHere || mine_[p].empty() ? nullptr : &mine_[p];
@@ -141,7 +143,6 @@ class StateTargets {
                      [&](const StatePiece& old) { return targets_of(old) != nullptr; })) {
       return;  // nothing of this rank's: the arrays are not read
     }
-    const std::size_t old_numel = reader.entry(kMainWeights).bytes / sizeof(float);
     for (const auto& [name, values] :
          {std::pair{kMainWeights, &old_main_}, std::pair{kExpAvg, &old_m_}, std::pair{kExpAvgSq, &old_v_}}) {
       values->resize(old_numel);
@@ -288,8 +289,7 @@ OptimizerCheckpointInfo read_optimizer_state(const SavedState& saved, const Para
                     "rank {} of {} at step {}); save again",
                     dir.string(), file.filename().string(), file_info.rank, file_info.file_count, file_info.step,
                     first_file.filename().string(), folder_info.rank, folder_info.file_count, info.step);
-      const std::size_t old_numel = reader.entry(kMainWeights).bytes / sizeof(float);
-      targets.copy_file(reader, pieces_from_meta(reader.meta(), old_numel, file), to_mine, saved, folder.split_rank);
+      targets.copy_file(reader, file, to_mine, saved, folder.split_rank);
     }
   }
   for (std::size_t p = 0; p < params.size(); ++p) {
