@@ -46,8 +46,8 @@ int embedding_backward(const std::uint16_t* d_out, const std::int32_t* tokens, f
 
 // fp32 elements of the scratch embedding_backward needs on `device` for `rows` tokens of
 // `channels`: on a GPU the sort of the positions by table row and the partial sums of the
-// rows that span chunks of it (about 17 bytes a token plus channels / 16 floats, a few
-// MiB at GPT-3's shapes); none on the CPU.
+// rows that span chunks of it (about 20 + channels / 16 bytes a token, a few MiB at
+// GPT-3's shapes); none on the CPU.
 inline std::int64_t embedding_backward_scratch_floats(Device device, std::int64_t rows, std::int64_t channels) {
   if (!device.is_cuda()) return 0;
   const std::size_t bytes = embedding_scratch::layout(rows, channels).total;
