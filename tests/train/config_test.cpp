@@ -96,6 +96,19 @@ TEST(ConfigKeys, DuplicateKeyAndSectionWithValueAreErrors) {
               HasSubstr("'model.optim' is a section and must hold keys, got 'fused_adam'"));
 }
 
+// A key spelled with dots in the file would be read as a path: under a missing section it
+// used to be dropped silently (model.hidden_size) or to reach a null node (a NeMo key). It is
+// refused with the nested spelling and the override form.
+TEST(ConfigKeys, DottedKeysInTheFileAreRefused) {
+  for (const char* yaml : {"model.hidden_size: 5\n", "model.ffn_dropout: 0.1\n", "model:\n  optim.lr: 0.5\n"}) {
+    const std::string message = error_of(yaml);
+    EXPECT_THAT(message, HasSubstr("has a dot in its name")) << yaml;
+    EXPECT_THAT(message, HasSubstr("nest it")) << yaml;
+  }
+  EXPECT_THAT(error_of("model.hidden_size: 5\n"), HasSubstr("'model.hidden_size'"));
+  EXPECT_THAT(error_of("model:\n  optim.lr: 0.5\n"), HasSubstr("'model.optim.lr'"));
+}
+
 TEST(ConfigKeys, YamlSyntaxErrorNamesFileAndLine) {
   EXPECT_THAT(error_of("trainer:\n  max_steps: [1, 2\n"), HasSubstr("test.yaml: YAML syntax error at line"));
   EXPECT_THAT(error_of("- 1\n- 2\n"), HasSubstr("the top level must be a mapping"));

@@ -46,6 +46,13 @@ void check_keys(const ConfigDocument& document, const YAML::Node& section, const
            document.where(prefix));
     }
     const std::string path = join_key(prefix, entry.first.Scalar());
+    // Paths are dotted, so a dotted name would be read as a path of other keys.
+    if (entry.first.Scalar().find('.') != std::string::npos) {
+      fail(
+          "config key '{}'{} has a dot in its name: nest it under its sections in the file, or pass it as the "
+          "override {}=VALUE",
+          path, document.where(prefix), path);
+    }
     if (!seen.insert(entry.first.Scalar()).second) {
       fail("config key '{}' appears twice{}; keep one", path, document.where(path));
     }
