@@ -53,6 +53,16 @@ __global__ void word_grad_keys_kernel(const std::int32_t* tokens, std::uint32_t*
   positions[r] = static_cast<std::uint32_t>(r);
 }
 
+// d_word's kWidth channels at `out` += sum: one run's or one segment's total, added once.
+template <int kWidth>
+__device__ __forceinline__ void add_to_word_row(float* out, const float (&sum)[kWidth]) {
+  float old[kWidth];
+  load_f32<kWidth>(out, old);
+#pragma unroll
+  for (int k = 0; k < kWidth; ++k) old[k] += sum[k];
+  store_f32<kWidth>(out, old);
+}
+
 // Step 3: block = chunk of sorted entries; thread = channel group (kWidth channels).
 template <int kWidth>
 __global__ void __launch_bounds__(kChunk)
@@ -74,6 +84,16 @@ __global__ void __launch_bounds__(kChunk)
     position_of[tid] = positions[begin + tid];
   }
   __syncthreads();
+  // Rows outside the slice sort last: only the first `inside` entries are summed.
+  int inside = 0;
+  for (int hi = count; inside < hi;) {
+    const int mid = (inside + hi) / 2;
+    if (row_of[mid] == outside) {
+      hi = mid;
+    } else {
+      inside = mid + 1;
+    }
+  }
   // The rows just before and after the chunk say whether its first run continues a segment
   // and whether its last run goes on.
   const std::uint32_t before = begin > 0 ? keys[begin - 1] : outside;
@@ -99,24 +119,21 @@ __global__ void __launch_bounds__(kChunk)
     int run_start = 0;
     // The rows of kAhead entries are loaded before any is added: the loads overlap.
     constexpr int kAhead = 4;
-    for (int first = 0; first < count; first += kAhead) {
+    for (int first = 0; first < inside; first += kAhead) {
       float x[kAhead][kWidth];
 #pragma unroll
       for (int j = 0; j < kAhead; ++j) {
         const int i = first + j;
-        if (i < count && row_of[i] != outside) {
-          load_bf16<kWidth>(d_out + static_cast<std::int64_t>(position_of[i]) * channels + c, x[j]);
-        }
+        if (i < inside) load_bf16<kWidth>(d_out + static_cast<std::int64_t>(position_of[i]) * channels + c, x[j]);
       }
 #pragma unroll
       for (int j = 0; j < kAhead; ++j) {
         const int i = first + j;
-        if (i >= count) break;
+        if (i >= inside) break;
         const std::uint32_t row = row_of[i];
-        if (row == outside) break;  // rows outside the slice sort last
 #pragma unroll
         for (int k = 0; k < kWidth; ++k) sum[k] += x[j][k];
-        if (i + 1 < count && row_of[i + 1] == row) continue;
+        if (i + 1 < inside && row_of[i + 1] == row) continue;
         // The run [run_start, i] of `row` ends here.
         float* target = nullptr;
         if (run_start == 0 && first_continues) {
@@ -127,12 +144,7 @@ __global__ void __launch_bounds__(kChunk)
         if (target != nullptr) {
           store_f32<kWidth>(target, sum);
         } else {
-          float* out = d_word + static_cast<std::int64_t>(row) * channels + c;  // the whole segment
-          float old[kWidth];
-          load_f32<kWidth>(out, old);
-#pragma unroll
-          for (int k = 0; k < kWidth; ++k) old[k] += sum[k];
-          store_f32<kWidth>(out, old);
+          add_to_word_row<kWidth>(d_word + static_cast<std::int64_t>(row) * channels + c, sum);  // the whole segment
         }
 #pragma unroll
         for (int k = 0; k < kWidth; ++k) sum[k] = 0.0f;
@@ -168,12 +180,7 @@ __global__ void __launch_bounds__(kChunk)
       const bool goes_on = chunk_whole_run[next] != 0 && next + 1 < chunks && chunk_first_row[next + 1] == row;
       if (!goes_on) break;
     }
-    float* out = d_word + static_cast<std::int64_t>(row) * channels + c;
-    float old[kWidth];
-    load_f32<kWidth>(out, old);
-#pragma unroll
-    for (int k = 0; k < kWidth; ++k) old[k] += sum[k];
-    store_f32<kWidth>(out, old);
+    add_to_word_row<kWidth>(d_word + static_cast<std::int64_t>(row) * channels + c, sum);
   }
 }
 
