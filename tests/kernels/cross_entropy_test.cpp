@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model_kernels_test_util.h"
+#include "workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
@@ -68,6 +69,7 @@ TEST(SoftmaxCrossEntropy, Fp32MatchesFp64OverAWideRange) {
 
 TEST(FusedClassifier, ChunkedMatchesDirectAndFiniteDifferences) {
   Stream stream;
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
   const ClassifierShape shape{7, 5, 13};
   auto x = random_normal(7 * 5, 2), embedding = random_normal(13 * 5, 3);
   std::vector<std::int32_t> targets{0, 12, 3, 3, 7, 1, 9};
@@ -76,7 +78,7 @@ TEST(FusedClassifier, ChunkedMatchesDirectAndFiniteDifferences) {
   const double scale = 0.25;
   auto loss = [&] {
     fused_classifier(view(x), view(embedding), view(targets), view(losses), view(scratch), 0, Tensor{}, Tensor{}, false,
-                     shape, stream);
+                     shape, workspace, stream);
     double sum = 0;
     for (double v : losses) sum += scale * v;
     return sum;
@@ -91,14 +93,14 @@ TEST(FusedClassifier, ChunkedMatchesDirectAndFiniteDifferences) {
   }
   std::vector<double> d_x(35, 99.0), d_embedding(65, 1.5);
   fused_classifier(view(x), view(embedding), view(targets), view(losses), view(scratch), scale, view(d_x),
-                   view(d_embedding), true, shape, stream);
+                   view(d_embedding), true, shape, workspace, stream);
   for (double& v : d_embedding) v -= 1.5;  // accumulated onto the old value
   testing::expect_gradient(x, d_x, loss, "d_x");
   testing::expect_gradient(embedding, d_embedding, loss, "d_embedding");
   // Overwrite mode, and a single chunk, give the same gradient.
   std::vector<double> big_scratch(7 * 13), d_x2(35), d_embedding2(65, 123.0);
   fused_classifier(view(x), view(embedding), view(targets), view(losses), view(big_scratch), scale, view(d_x2),
-                   view(d_embedding2), false, shape, stream);
+                   view(d_embedding2), false, shape, workspace, stream);
   for (int i = 0; i < 35; ++i) EXPECT_NEAR(d_x2[i], d_x[i], 1e-14);
   for (int i = 0; i < 65; ++i) EXPECT_NEAR(d_embedding2[i], d_embedding[i], 1e-14);
 }
@@ -109,6 +111,7 @@ TEST(FusedClassifier, ChunkedMatchesDirectAndFiniteDifferences) {
 template <typename T>
 void check_vocab_parallel(const std::vector<std::int64_t>& starts, bool accumulate, double tolerance) {
   Stream stream;
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
   const std::int64_t rows = 7, C = 5, vocab = starts.back();
   const int tp = static_cast<int>(starts.size()) - 1;
   const double scale = 0.25;
@@ -124,7 +127,7 @@ void check_vocab_parallel(const std::vector<std::int64_t>& starts, bool accumula
   // The reference, in one piece.
   std::vector<T> scratch(vocab), losses(rows), d_x(rows * C), d_embedding(vocab * C, old_d_embedding);
   fused_classifier(view(x), view(embedding), view(targets), view(losses), view(scratch), scale, view(d_x),
-                   view(d_embedding), accumulate, {rows, C, vocab}, stream);
+                   view(d_embedding), accumulate, {rows, C, vocab}, workspace, stream);
 
   std::vector<T> gathered;
   auto slice_of = [&](const std::vector<T>& table, int s) {
@@ -136,7 +139,7 @@ void check_vocab_parallel(const std::vector<std::int64_t>& starts, bool accumula
     std::vector<T> slice_scratch(3 * shape.vocab + 1);  // chunks of 3, 3, 1 rows
     std::vector<T> stats(2 * rows, std::nan(""));
     vocab_parallel_classifier_stats(view(x), view(slice), view(targets), view(stats), view(slice_scratch), shape,
-                                    stream);
+                                    workspace, stream);
     gathered.insert(gathered.end(), stats.begin(), stats.end());
   }
   std::vector<T> parallel_losses(rows), lse(rows);
@@ -153,7 +156,7 @@ void check_vocab_parallel(const std::vector<std::int64_t>& starts, bool accumula
     std::vector<T> part_d_x(rows * C, std::nan("")), slice_d_embedding(shape.vocab * C, old_d_embedding);
     if (!accumulate) std::fill(slice_d_embedding.begin(), slice_d_embedding.end(), std::nan(""));
     vocab_parallel_classifier_backward(view(x), view(slice), view(targets), view(lse), scale, view(slice_scratch),
-                                       view(part_d_x), view(slice_d_embedding), accumulate, shape, stream);
+                                       view(part_d_x), view(slice_d_embedding), accumulate, shape, workspace, stream);
     for (std::size_t i = 0; i < part_d_x.size(); ++i) summed_d_x[i] += part_d_x[i];
     parallel_d_embedding.insert(parallel_d_embedding.end(), slice_d_embedding.begin(), slice_d_embedding.end());
   }

@@ -26,6 +26,7 @@
 #include "adamant/core/half.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
 #include "kernels/cuda_test_util.h"
+#include "workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
@@ -249,11 +250,12 @@ void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
   auto d_embedding_gpu = on_gpu(std::vector<float>(d_embedding.size(), std::nanf("")), DType::f32);
   auto download_d_x = [&] { return bf16 ? bf16_values(d_x_bf16.download()) : d_x_f32.download(); };
   Stream stream(testing::gpu());
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
   const std::string what = describe(c);
 
   // 1. Losses only.
   cuda::fused_classifier(x_view, embedding_view, targets_gpu.device_view(), losses_gpu.device_view(),
-                         scratch_gpu.device_view(), grad_scale, Tensor{}, Tensor{}, false, s, stream);
+                         scratch_gpu.device_view(), grad_scale, Tensor{}, Tensor{}, false, s, workspace, stream);
   stream.synchronize();
   expect_close(losses_gpu.download(), losses, 1e-4, scaled(losses, 0.0, 1e-4), "losses without grad, " + what);
 
@@ -261,7 +263,7 @@ void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
   losses_gpu.upload();
   cuda::fused_classifier(x_view, embedding_view, targets_gpu.device_view(), losses_gpu.device_view(),
                          scratch_gpu.device_view(), grad_scale, d_x_view, d_embedding_gpu.device_view(), false, s,
-                         stream);
+                         workspace, stream);
   stream.synchronize();
   expect_close(losses_gpu.download(), losses, 1e-4, scaled(losses, 0.0, 1e-4), "losses with grad, " + what);
   expect_close(download_d_x(), d_x, d_x_relative, scaled(d_x_magnitude, gradient_factor), "d_x, " + what);
@@ -273,7 +275,7 @@ void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
   d_embedding_gpu.upload();
   cuda::fused_classifier(x_view, embedding_view, targets_gpu.device_view(), losses_gpu.device_view(),
                          scratch_gpu.device_view(), grad_scale, d_x_view, d_embedding_gpu.device_view(), true, s,
-                         stream);
+                         workspace, stream);
   stream.synchronize();
   std::vector<double> accumulate_tolerance = scaled(d_embedding_magnitude, gradient_factor);
   for (std::size_t i = 0; i < accumulate_tolerance.size(); ++i) {
@@ -367,6 +369,7 @@ void check_vocab_parallel(const VocabParallelCase& c, std::uint64_t seed) {
   ActivationArray x_gpu(x, c.dtype);
   auto targets_gpu = on_gpu(targets, DType::i32);
   Stream stream(testing::gpu());
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
 
   // Pass 1 on both sides, slice by slice; each side gathers its own stats.
   std::vector<float> cpu_gathered, gpu_gathered;
@@ -380,7 +383,7 @@ void check_vocab_parallel(const VocabParallelCase& c, std::uint64_t seed) {
     MirroredArray<float> scratch_gpu(scratch.size(), DType::f32);
     auto stats_gpu = on_gpu(std::vector<float>(2 * rows, std::nanf("")), DType::f32);
     cuda::vocab_parallel_classifier_stats(x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(),
-                                          stats_gpu.device_view(), scratch_gpu.device_view(), shape, stream);
+                                          stats_gpu.device_view(), scratch_gpu.device_view(), shape, workspace, stream);
     stream.synchronize();
     const auto gpu_stats = stats_gpu.download();
     expect_close(gpu_stats, stats, 1e-4, scaled(stats, 0.0, 1e-4),
@@ -440,9 +443,9 @@ void check_vocab_parallel(const VocabParallelCase& c, std::uint64_t seed) {
     MirroredArray<float> scratch_gpu(scratch.size(), DType::f32);
     ActivationArray d_x_gpu(std::vector<float>(d_x.size(), std::nanf("")), c.dtype);
     auto d_embedding_gpu = on_gpu(std::vector<float>(d_embedding.size(), std::nanf("")), DType::f32);
-    cuda::vocab_parallel_classifier_backward(x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(),
-                                             lse_gpu.device_view(), grad_scale, scratch_gpu.device_view(),
-                                             d_x_gpu.view(), d_embedding_gpu.device_view(), false, shape, stream);
+    cuda::vocab_parallel_classifier_backward(
+        x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(), lse_gpu.device_view(), grad_scale,
+        scratch_gpu.device_view(), d_x_gpu.view(), d_embedding_gpu.device_view(), false, shape, workspace, stream);
     stream.synchronize();
     expect_close(d_x_gpu.download(), d_x, d_x_relative, scaled(d_x_magnitude, gradient_factor), "d_x, " + slice_what);
     expect_close(d_embedding_gpu.download(), d_embedding, 1e-6, scaled(d_embedding_magnitude, gradient_factor),
@@ -450,9 +453,9 @@ void check_vocab_parallel(const VocabParallelCase& c, std::uint64_t seed) {
 
     d_embedding_gpu.host = old_slice;
     d_embedding_gpu.upload();
-    cuda::vocab_parallel_classifier_backward(x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(),
-                                             lse_gpu.device_view(), grad_scale, scratch_gpu.device_view(),
-                                             d_x_gpu.view(), d_embedding_gpu.device_view(), true, shape, stream);
+    cuda::vocab_parallel_classifier_backward(
+        x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(), lse_gpu.device_view(), grad_scale,
+        scratch_gpu.device_view(), d_x_gpu.view(), d_embedding_gpu.device_view(), true, shape, workspace, stream);
     stream.synchronize();
     std::vector<double> accumulate_tolerance = scaled(d_embedding_magnitude, gradient_factor);
     for (std::size_t i = 0; i < accumulate_tolerance.size(); ++i)

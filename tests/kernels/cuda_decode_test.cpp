@@ -8,6 +8,7 @@
 
 #include "adamant/kernels/decode.h"
 #include "cuda_test_util.h"
+#include "workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
@@ -44,20 +45,23 @@ void expect_linear_matches_cpu(std::int64_t rows, std::int64_t in_features, std:
 
   std::vector<float> cpu_in = widen(in.host), cpu_bias = widen(bias.host), cpu_residual = widen(residual.host);
   std::vector<float> expected(out_numel);
+  kernels::Workspace cpu_workspace(Stream(), testing::all_workspace_needs());
   decode_linear(host_view(cpu_in), weight.host_view(), with_bias ? host_view(cpu_bias) : Tensor{},
-                host_view(cpu_residual), host_view(expected), shape, args, Stream{});
+                host_view(cpu_residual), host_view(expected), shape, args, cpu_workspace, Stream{});
 
   const Stream stream(gpu());
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
   std::vector<float> got(out_numel);
   if (fp32_out) {
     MirroredArray<float> out(out_numel, DType::f32);
-    decode_linear(in.device_view(), weight.device_view(), Tensor{}, Tensor{}, out.device_view(), shape, args, stream);
+    decode_linear(in.device_view(), weight.device_view(), Tensor{}, Tensor{}, out.device_view(), shape, args, workspace,
+                  stream);
     stream.synchronize();
     got = out.download();
   } else {
     MirroredArray<std::uint16_t> out(out_numel, DType::bf16);
     decode_linear(in.device_view(), weight.device_view(), bias.device_view(), residual.device_view(), out.device_view(),
-                  shape, args, stream);
+                  shape, args, workspace, stream);
     stream.synchronize();
     got = widen(out.download());
   }

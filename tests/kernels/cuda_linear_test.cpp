@@ -23,6 +23,7 @@
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
 #include "adamant/kernels/cuda/classifier_launchers.h"
 #include "kernels/cuda_test_util.h"
+#include "workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
@@ -139,7 +140,8 @@ void check_gemm(Precision precision, Transpose ta, Transpose tb, const GemmCase&
 
   DeviceMatrix a_gpu(a, in_dtype, c.a_offset), b_gpu(b, in_dtype), c_gpu(c0, out_dtype);
   Stream stream(testing::gpu());
-  cuda::gemm(ta, tb, c.m, c.n, c.k, c.alpha, a_gpu.view(), b_gpu.view(), c.beta, c_gpu.view(), stream);
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
+  cuda::gemm(ta, tb, c.m, c.n, c.k, c.alpha, a_gpu.view(), b_gpu.view(), c.beta, c_gpu.view(), workspace, stream);
   stream.synchronize();
   const std::string what = std::string("gemm ") + name_of(precision) + " ta " + std::to_string(ta == Transpose::yes) +
                            " tb " + std::to_string(tb == Transpose::yes) + " " + std::to_string(c.m) + "x" +
@@ -185,11 +187,12 @@ TEST(CudaGemm, EmptyInnerDimensionScalesTheOutput) {
   MirroredArray<float> unused(1, DType::f32);
   const Tensor empty_a = Tensor::flat(unused.device_view().data, DType::f32, testing::gpu(), 0);
   Stream stream(testing::gpu());
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
   for (const float beta : {0.5f, 0.0f}) {
     MirroredArray<float> c(35, DType::f32);
     for (std::size_t i = 0; i < c.host.size(); ++i) c.host[i] = beta == 0.0f ? std::nanf("") : 0.25f * i - 3.0f;
     c.upload();
-    cuda::gemm(Transpose::no, Transpose::no, 5, 7, 0, 1.0, empty_a, empty_a, beta, c.device_view(), stream);
+    cuda::gemm(Transpose::no, Transpose::no, 5, 7, 0, 1.0, empty_a, empty_a, beta, c.device_view(), workspace, stream);
     stream.synchronize();
     const auto result = c.download();
     for (std::size_t i = 0; i < result.size(); ++i) {
@@ -212,8 +215,10 @@ TEST(CudaGemm, RejectsMixedInputDtypes) {
   const auto values = random_values(16, rng, 1.0f, true);
   DeviceMatrix a(values, DType::bf16), b(values, DType::f32), c(values, DType::f32);
   Stream stream(testing::gpu());
-  EXPECT_THROW(cuda::gemm(Transpose::no, Transpose::no, 4, 4, 4, 1.0, a.view(), b.view(), 0.0, c.view(), stream),
-               Error);
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
+  EXPECT_THROW(
+      cuda::gemm(Transpose::no, Transpose::no, 4, 4, 4, 1.0, a.view(), b.view(), 0.0, c.view(), workspace, stream),
+      Error);
 }
 
 struct LinearCase {
@@ -263,10 +268,11 @@ void check_linear(const LinearCase& c, std::uint64_t seed) {
   DeviceMatrix d_in_gpu(poison_activation, c.dtype), d_weight_gpu(poison_weight, DType::f32),
       d_bias_gpu(poison_bias, DType::f32);
   Stream stream(testing::gpu());
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
   cuda::linear_forward(in_gpu.view(), weight_gpu.view(), c.with_bias ? bias_gpu.view() : Tensor{}, out_gpu.view(), s,
-                       stream);
+                       workspace, stream);
   cuda::linear_backward(d_out_gpu.view(), in_gpu.view(), weight_gpu.view(), c.with_d_in ? d_in_gpu.view() : Tensor{},
-                        d_weight_gpu.view(), c.with_bias ? d_bias_gpu.view() : Tensor{}, s, stream,
+                        d_weight_gpu.view(), c.with_bias ? d_bias_gpu.view() : Tensor{}, s, workspace, stream,
                         WeightGrad::overwrite);
   stream.synchronize();
 
@@ -313,8 +319,9 @@ TEST(CudaLinear, AccumulatedWeightGradientAddsToTheOldValue) {
     DeviceMatrix d_weight_gpu(old, DType::f32);
     DeviceMatrix d_bias_gpu(std::vector<float>(s.out_features, std::numeric_limits<float>::quiet_NaN()), DType::f32);
     Stream stream(testing::gpu());
+    kernels::Workspace workspace(stream, testing::all_workspace_needs());
     cuda::linear_backward(d_out_gpu.view(), in_gpu.view(), weight_gpu.view(), Tensor{}, d_weight_gpu.view(),
-                          with_bias ? d_bias_gpu.view() : Tensor{}, s, stream, WeightGrad::accumulate);
+                          with_bias ? d_bias_gpu.view() : Tensor{}, s, workspace, stream, WeightGrad::accumulate);
     stream.synchronize();
     expect_close(d_weight_gpu.download(), expected, magnitude, 1e-6, kAccumulation,
                  with_bias ? "accumulated d_weight with the bias gradient" : "accumulated d_weight");

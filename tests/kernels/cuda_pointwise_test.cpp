@@ -28,6 +28,7 @@
 #include "adamant/kernels/cuda/pointwise_model_philox.cuh"
 #include "adamant/kernels/dropout.h"
 #include "kernels/cuda_test_util.h"
+#include "workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
@@ -210,6 +211,7 @@ TEST(CudaLayernorm, ForwardMatchesCpu) {
 TEST(CudaLayernorm, BackwardMatchesCpuAndIsDeterministic) {
   ADAMANT_REQUIRE_GPU();
   const Stream stream(testing::gpu());
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
   for (const RowsCase& c : kLayernormCases) {
     SCOPED_TRACE(name_of(c));
     const auto n = static_cast<std::size_t>(c.rows * c.cols);
@@ -249,7 +251,7 @@ TEST(CudaLayernorm, BackwardMatchesCpuAndIsDeterministic) {
     auto run = [&] {
       cuda::layernorm_backward(d_out_gpu.device_view(), x_gpu.device_view(), weight_gpu.device_view(),
                                mean_gpu.device_view(), rstd_gpu.device_view(), d_x_gpu.device_view(),
-                               d_weight_gpu.device_view(), d_bias_gpu.device_view(), shape, stream);
+                               d_weight_gpu.device_view(), d_bias_gpu.device_view(), shape, workspace, stream);
       stream.synchronize();
     };
     run();

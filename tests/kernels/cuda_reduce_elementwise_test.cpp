@@ -16,6 +16,7 @@
 #include "adamant/kernels/elementwise.h"
 #include "adamant/kernels/reduce.h"
 #include "kernels/cuda_test_util.h"
+#include "workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
@@ -47,7 +48,8 @@ double gpu_squared_norm(const Tensor& x, const Tensor& segments, double initial,
   MirroredArray<double> out(1, DType::f64);
   out.host[0] = initial;
   out.upload();
-  squared_norm(x, segments, out.device_view(), accumulate, stream);
+  kernels::Workspace workspace(x.device, stream, kernels::WorkspaceNeeds{.squared_norm = true});
+  squared_norm(x, segments, out.device_view(), accumulate, workspace, stream);
   stream.synchronize();
   return out.download()[0];
 }

@@ -10,6 +10,7 @@
 #include "adamant/core/error.h"
 #include "adamant/core/half.h"
 #include "adamant/kernels/decode.h"
+#include "workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
@@ -60,12 +61,13 @@ using LinearFn = void (*)(const Tensor&, const Tensor&, const Tensor&, const Ten
                           const DecodeLinearArgs&);
 
 void expect_linear_matches(LinearCase& c, const DecodeLinearArgs& args, LinearFn fn, const char* what) {
+  kernels::Workspace workspace(Stream(), testing::all_workspace_needs());
   std::vector<float> out(static_cast<std::size_t>(c.rows * c.out_features), -7.0f);
   const LinearShape shape{c.rows, c.in_features, c.out_features};
   const Tensor weight = view(c.weight, DType::bf16);
   if (fn == nullptr) {
     decode_linear(view(c.in, DType::f32), weight, view(c.bias, DType::f32), view(c.residual, DType::f32),
-                  view(out, DType::f32), shape, args, Stream{});
+                  view(out, DType::f32), shape, args, workspace, Stream{});
   } else {
     fn(view(c.in, DType::f32), weight, view(c.bias, DType::f32), view(c.residual, DType::f32), view(out, DType::f32),
        shape, args);
@@ -100,12 +102,13 @@ TEST(DecodeLinear, Bf16WeightsMatchTheFp64Reference) {
 }
 
 TEST(DecodeLinear, Fp32WeightsAndNoBiasMatchTheReference) {
+  kernels::Workspace workspace(Stream(), testing::all_workspace_needs());
   LinearCase c(3, 24, 10);
   std::vector<float> weight(c.weight.size()), out(static_cast<std::size_t>(3 * 10));
   for (std::size_t i = 0; i < weight.size(); ++i) weight[i] = bf16_to_f32(c.weight[i]);
   std::fill(c.bias.begin(), c.bias.end(), 0.0f);
   decode_linear(view(c.in, DType::f32), view(weight, DType::f32), Tensor{}, Tensor{}, view(out, DType::f32),
-                {3, 24, 10}, {}, Stream{});
+                {3, 24, 10}, {}, workspace, Stream{});
   for (std::int64_t r = 0; r < 3; ++r) {
     for (std::int64_t n = 0; n < 10; ++n)
       EXPECT_NEAR(out[static_cast<std::size_t>(r * 10 + n)], c.expected(r, n, {}), 1e-5) << r << " " << n;
@@ -113,19 +116,20 @@ TEST(DecodeLinear, Fp32WeightsAndNoBiasMatchTheReference) {
 }
 
 TEST(DecodeLinear, RefusesWrongOperands) {
+  kernels::Workspace workspace(Stream(), testing::all_workspace_needs());
   LinearCase c(2, 16, 8);
   std::vector<float> out(16);
   const DecodeLinearArgs add{DecodeEpilogue::residual, GeluForm::exact};
   // The residual in out's memory.
   EXPECT_THROW(decode_linear(view(c.in, DType::f32), view(c.weight, DType::bf16), Tensor{}, view(out, DType::f32),
-                             view(out, DType::f32), {2, 16, 8}, add, Stream{}),
+                             view(out, DType::f32), {2, 16, 8}, add, workspace, Stream{}),
                Error);
   // fp16 weights; an out of the wrong size.
   EXPECT_THROW(decode_linear(view(c.in, DType::f32), view(c.weight, DType::f16), Tensor{}, Tensor{},
-                             view(out, DType::f32), {2, 16, 8}, {}, Stream{}),
+                             view(out, DType::f32), {2, 16, 8}, {}, workspace, Stream{}),
                Error);
   EXPECT_THROW(decode_linear(view(c.in, DType::f32), view(c.weight, DType::bf16), Tensor{}, Tensor{},
-                             view(out, DType::f32), {2, 16, 9}, {}, Stream{}),
+                             view(out, DType::f32), {2, 16, 9}, {}, workspace, Stream{}),
                Error);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model_kernels_test_util.h"
+#include "workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
@@ -30,6 +31,7 @@ TEST(LayerNorm, ForwardNormalisesEachRow) {
 
 TEST(LayerNorm, BackwardMatchesFiniteDifferencesAndAccumulatesIntoDx) {
   Stream stream;
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
   const RowsShape shape{3, 8};
   auto x = random_normal(24, 4, 2.0), weight = random_normal(8, 5), bias = random_normal(8, 6);
   const auto probe = random_normal(24, 7);
@@ -44,7 +46,7 @@ TEST(LayerNorm, BackwardMatchesFiniteDifferencesAndAccumulatesIntoDx) {
   auto d_x = prior;
   std::vector<double> d_weight(8, 99.0), d_bias(8, 99.0);
   layernorm_backward(view(d_out), view(x), view(weight), view(mean), view(rstd), view(d_x), view(d_weight),
-                     view(d_bias), shape, stream);
+                     view(d_bias), shape, workspace, stream);
   for (double& v : d_x) v -= 0.25;  // what was added
   testing::expect_gradient(x, d_x, loss, "d_x");
   testing::expect_gradient(weight, d_weight, loss, "d_weight");

@@ -15,6 +15,7 @@
 #include "adamant/kernels/adam.h"
 #include "adamant/kernels/elementwise.h"
 #include "adamant/kernels/reduce.h"
+#include "workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
@@ -248,6 +249,7 @@ TEST(AdamKernel, RemainderVariantIsBitwiseEqualToFp32Variant) {
 }
 
 TEST(SquaredNorm, MatchesDirectSumAndIgnoresElementsOutsideSegments) {
+  kernels::Workspace workspace(Stream(), testing::all_workspace_needs());
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 2.0f);
   const std::size_t n = 100003;
@@ -260,12 +262,12 @@ TEST(SquaredNorm, MatchesDirectSumAndIgnoresElementsOutsideSegments) {
   }
   x[0] = x[20050] = x[100002] = 1e30f;  // outside every segment
   std::vector<double> out = {0.0};
-  squared_norm(view(x), view(segments), view(out), false, Stream());
+  squared_norm(view(x), view(segments), view(out), false, workspace, Stream());
   EXPECT_NEAR(out[0], static_cast<double>(direct), static_cast<double>(direct) * 1e-13);
 
   // accumulate adds to the old value.
   std::vector<double> accumulated = {1000.0};
-  squared_norm(view(x), view(segments), view(accumulated), true, Stream());
+  squared_norm(view(x), view(segments), view(accumulated), true, workspace, Stream());
   EXPECT_NEAR(accumulated[0], static_cast<double>(direct) + 1000.0, (static_cast<double>(direct) + 1000) * 1e-13);
 
   // bf16 input: the sum of the bf16 values.
@@ -277,18 +279,19 @@ TEST(SquaredNorm, MatchesDirectSumAndIgnoresElementsOutsideSegments) {
       direct_bf16 += static_cast<long double>(bf16_to_f32(x_bf16[i])) * bf16_to_f32(x_bf16[i]);
     }
   }
-  squared_norm(view(x_bf16, DType::bf16), view(segments), view(out), false, Stream());
+  squared_norm(view(x_bf16, DType::bf16), view(segments), view(out), false, workspace, Stream());
   EXPECT_NEAR(out[0], static_cast<double>(direct_bf16), static_cast<double>(direct_bf16) * 1e-13);
 
   std::vector<std::int64_t> no_segments;
   std::vector<double> untouched = {7.5};
-  squared_norm(view(x), view(no_segments), view(untouched), true, Stream());
+  squared_norm(view(x), view(no_segments), view(untouched), true, workspace, Stream());
   EXPECT_EQ(untouched[0], 7.5);
-  squared_norm(view(x), view(no_segments), view(untouched), false, Stream());
+  squared_norm(view(x), view(no_segments), view(untouched), false, workspace, Stream());
   EXPECT_EQ(untouched[0], 0.0);
 }
 
 TEST(SquaredNorm, IsIndependentOfThreadCount) {
+  kernels::Workspace workspace(Stream(), testing::all_workspace_needs());
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
   std::vector<float> x(3000001);
@@ -297,9 +300,9 @@ TEST(SquaredNorm, IsIndependentOfThreadCount) {
   std::vector<double> one = {0.0}, many = {0.0};
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  squared_norm(view(x), view(segments), view(one), false, Stream());
+  squared_norm(view(x), view(segments), view(one), false, workspace, Stream());
   omp_set_num_threads(7);
-  squared_norm(view(x), view(segments), view(many), false, Stream());
+  squared_norm(view(x), view(segments), view(many), false, workspace, Stream());
   omp_set_num_threads(saved);
   EXPECT_EQ(one[0], many[0]);
 }
@@ -308,19 +311,22 @@ TEST(SquaredNorm, IsIndependentOfThreadCount) {
 // fp64 and round once, so a sum split into parts agrees with the sum in one piece to fp64
 // precision, far below one fp32 ulp: split sums give the same fp32 norm as fused_adam's one sum.
 TEST(SquaredNorm, PartsAddedInFp64AgreeWithTheWholeFarBelowAnFp32Ulp) {
+  kernels::Workspace workspace(Stream(), testing::all_workspace_needs());
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 0.01f);
   std::vector<float> x(1'000'003);
   for (auto& value : x) value = normal(rng);
   std::vector<std::int64_t> whole = {0, static_cast<std::int64_t>(x.size()), 1};
   std::vector<double> one = {0.0};
-  squared_norm(view(x), view(whole), view(one), false, Stream());
+  squared_norm(view(x), view(whole), view(one), false, workspace, Stream());
   // Three "buckets" on one "rank", two on another: accumulated, then the two rank sums added.
   std::vector<std::int64_t> rank0_parts[] = {{0, 300000, 1}, {300000, 300001, 0}, {300001, 500000, 1}};
   std::vector<std::int64_t> rank1_parts[] = {{500000, 777777, 0}, {777777, 1'000'003, 1}};
   std::vector<double> rank0 = {0.0}, rank1 = {0.0};
-  for (std::size_t b = 0; b < 3; ++b) squared_norm(view(x), view(rank0_parts[b]), view(rank0), b > 0, Stream());
-  for (std::size_t b = 0; b < 2; ++b) squared_norm(view(x), view(rank1_parts[b]), view(rank1), b > 0, Stream());
+  for (std::size_t b = 0; b < 3; ++b)
+    squared_norm(view(x), view(rank0_parts[b]), view(rank0), b > 0, workspace, Stream());
+  for (std::size_t b = 0; b < 2; ++b)
+    squared_norm(view(x), view(rank1_parts[b]), view(rank1), b > 0, workspace, Stream());
   const double split = rank0[0] + rank1[0];
   EXPECT_NEAR(split, one[0], 1e-14 * one[0]);
   // What an fp32 round after every part (the former accumulation) loses: typically an ulp or more.
@@ -328,13 +334,14 @@ TEST(SquaredNorm, PartsAddedInFp64AgreeWithTheWholeFarBelowAnFp32Ulp) {
 }
 
 TEST(SquaredNorm, NonFiniteInputGivesNonFiniteResult) {
+  kernels::Workspace workspace(Stream(), testing::all_workspace_needs());
   std::vector<float> x = {1.0f, 2.0f, std::numeric_limits<float>::infinity(), 3.0f};
   std::vector<std::int64_t> segments = {0, 4, 1};
   std::vector<double> out = {0.0};
-  squared_norm(view(x), view(segments), view(out), false, Stream());
+  squared_norm(view(x), view(segments), view(out), false, workspace, Stream());
   EXPECT_TRUE(std::isinf(out[0]));
   x[2] = std::numeric_limits<float>::quiet_NaN();
-  squared_norm(view(x), view(segments), view(out), false, Stream());
+  squared_norm(view(x), view(segments), view(out), false, workspace, Stream());
   EXPECT_TRUE(std::isnan(out[0]));
 }
 

@@ -20,6 +20,7 @@
 #include "adamant/core/buffer.h"
 #include "adamant/core/device.h"
 #include "adamant/core/error.h"
+#include "adamant/core/memory_stats.h"
 #include "adamant/core/stream.h"
 #include "model_test_util.h"
 #include "support/gpu.h"
@@ -159,6 +160,26 @@ TEST(GpuGptModel, LossAndGradientsMatchTheCpuModel) {
 
   gpu_model.zero_grads();
   for (const float g : download<float>(gpu_model, gpu_model.grads())) ASSERT_EQ(g, 0.0f) << "zero_grads";
+}
+
+// What the model's kernels keep between calls (cuBLASLt, layernorm's column sums) is made
+// with the model and again by set_stream (kernels/workspace.h): steps allocate no device
+// memory, not even the first.
+TEST(GpuGptModel, StepsAllocateNoDeviceMemory) {
+  ADAMANT_REQUIRE_GPU();
+  const GptConfig config = gpu_config();
+  const auto batch = random_batch(config, 2, 41);
+  GptModel gpu_model(config, DType::bf16, 2, gpu(), 7);
+  const Stream compute(gpu());
+  gpu_model.set_stream(compute);
+  compute.synchronize();
+  reset_allocation_peak(gpu());
+  const std::size_t before = allocation_stats(gpu()).in_use_bytes;
+  for (int step = 0; step < 2; ++step) run_passes(gpu_model, {batch.view(0)}, 1.0f);
+  gpu_model.forward_loss(batch.view(0));
+  compute.synchronize();
+  EXPECT_EQ(allocation_stats(gpu()).peak_bytes, before);
+  EXPECT_EQ(allocation_stats(gpu()).in_use_bytes, before);
 }
 
 TEST(GpuGptModel, TanhGeluMatchesTheCpuModel) {

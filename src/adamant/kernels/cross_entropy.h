@@ -43,15 +43,17 @@ void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, 
                            bool with_grad, double grad_scale, const Stream& stream);
 void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
                       Tensor logits_scratch, double grad_scale, Tensor d_x, Tensor d_embedding,
-                      bool accumulate_d_embedding, const ClassifierShape& shape, const Stream& stream);
+                      bool accumulate_d_embedding, const ClassifierShape& shape, Workspace& workspace,
+                      const Stream& stream);
 void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
-                                     Tensor logits_scratch, const VocabParallelShape& shape, const Stream& stream);
+                                     Tensor logits_scratch, const VocabParallelShape& shape, Workspace& workspace,
+                                     const Stream& stream);
 void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t rows, Tensor losses, Tensor lse,
                             const Stream& stream);
 void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
                                         const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
                                         Tensor d_embedding, bool accumulate_d_embedding,
-                                        const VocabParallelShape& shape, const Stream& stream);
+                                        const VocabParallelShape& shape, Workspace& workspace, const Stream& stream);
 }  // namespace cuda
 
 namespace detail {
@@ -103,10 +105,13 @@ inline void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor l
 // chunk_rows = logits_scratch.numel() / vocab rows at a time. When d_x is non-empty, also
 // with g = grad_scale * dloss_r/dlogits: d_x = g * embedding (overwritten) and
 // d_embedding (+)= g^T * x (accumulated onto its old value when accumulate_d_embedding).
+// `workspace`: made with WorkspaceNeeds::matmul for `stream`, as for the two below.
 inline void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
                              Tensor logits_scratch, double grad_scale, Tensor d_x, Tensor d_embedding,
-                             bool accumulate_d_embedding, const ClassifierShape& shape, const Stream& stream) {
+                             bool accumulate_d_embedding, const ClassifierShape& shape, Workspace& workspace,
+                             const Stream& stream) {
   const KernelCall call = KernelCall::model("fused_classifier", x, stream);
+  call.uses_matmul(workspace);
   call.positive("channels", shape.channels);
   call.positive("vocab", shape.vocab);
   call.exact("x", x, shape.rows * shape.channels, Role::activation);
@@ -124,7 +129,7 @@ inline void fused_classifier(const Tensor& x, const Tensor& embedding, const Ten
                               accumulate_d_embedding, shape);
       },
       ADAMANT_CUDA_CALL(cuda::fused_classifier(x, embedding, targets, losses, logits_scratch, grad_scale, d_x,
-                                               d_embedding, accumulate_d_embedding, shape, stream)));
+                                               d_embedding, accumulate_d_embedding, shape, workspace, stream)));
 }
 
 // ---- vocabulary-parallel classifier (Megatron's tensor parallelism of the output layer) ----
@@ -149,13 +154,14 @@ inline std::size_t classifier_chunk_elements(Device device) {
 // whole vocabulary (>= 0). Works in chunks of logits_scratch.numel() / vocab rows.
 inline void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets,
                                             Tensor stats, Tensor logits_scratch, const VocabParallelShape& shape,
-                                            const Stream& stream) {
+                                            Workspace& workspace, const Stream& stream) {
   const KernelCall call = KernelCall::model("vocab_parallel_classifier_stats", x, stream);
+  call.uses_matmul(workspace);
   detail::check_vocab_parallel(call, x, embedding, targets, logits_scratch, shape);
   call.exact("stats", stats, 2 * shape.rows, Role::statistic);
   call.run([&] { cpu::vocab_parallel_classifier_stats(x, embedding, targets, stats, logits_scratch, shape); },
-           ADAMANT_CUDA_CALL(
-               cuda::vocab_parallel_classifier_stats(x, embedding, targets, stats, logits_scratch, shape, stream)));
+           ADAMANT_CUDA_CALL(cuda::vocab_parallel_classifier_stats(x, embedding, targets, stats, logits_scratch, shape,
+                                                                   workspace, stream)));
 }
 
 // gathered [tp_size, 2, rows]: every rank's stats, in rank order. lse[r] =
@@ -179,8 +185,10 @@ inline void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int
 inline void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
                                                const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
                                                Tensor d_embedding, bool accumulate_d_embedding,
-                                               const VocabParallelShape& shape, const Stream& stream) {
+                                               const VocabParallelShape& shape, Workspace& workspace,
+                                               const Stream& stream) {
   const KernelCall call = KernelCall::model("vocab_parallel_classifier_backward", x, stream);
+  call.uses_matmul(workspace);
   detail::check_vocab_parallel(call, x, embedding, targets, logits_scratch, shape);
   call.exact("lse", lse, shape.rows, Role::statistic);
   call.exact("d_x", d_x, shape.rows * shape.channels, Role::activation);
@@ -192,7 +200,7 @@ inline void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& em
       },
       ADAMANT_CUDA_CALL(cuda::vocab_parallel_classifier_backward(x, embedding, targets, lse, grad_scale, logits_scratch,
                                                                  d_x, d_embedding, accumulate_d_embedding, shape,
-                                                                 stream)));
+                                                                 workspace, stream)));
 }
 
 }  // namespace adamant::kernels

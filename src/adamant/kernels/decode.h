@@ -141,11 +141,13 @@ inline void decode_attention(const Tensor& qkv, Tensor cache, const Tensor& posi
 // are the activation dtype (bf16 on a GPU, fp32 on the CPU); out is the activation dtype or fp32
 // (logits, then with neither bias nor epilogue). An empty bias adds nothing; residual is read
 // only by DecodeEpilogue::residual and is not out's memory. Sums are fp32. Any row count works:
-// fp32 weights, and on a GPU more than kMaxDecodeGemvRows rows, go to the GEMM and the
-// epilogue kernels.
+// fp32 weights, and on a GPU more than kMaxDecodeGemvRows rows, go to the GEMM (in
+// `workspace`, made with WorkspaceNeeds::matmul for `stream`) and the epilogue kernels.
 inline void decode_linear(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual,
-                          Tensor out, const LinearShape& shape, const DecodeLinearArgs& args, const Stream& stream) {
+                          Tensor out, const LinearShape& shape, const DecodeLinearArgs& args, Workspace& workspace,
+                          const Stream& stream) {
   const KernelCall call("decode_linear", in, stream);
+  call.uses_matmul(workspace);
   call.positive("rows", shape.rows);
   call.positive("in_features", shape.in_features);
   call.positive("out_features", shape.out_features);
@@ -173,10 +175,10 @@ inline void decode_linear(const Tensor& in, const Tensor& weight, const Tensor& 
     const std::int64_t numel = shape.rows * shape.out_features;
     if (widening) {
       gemm(Transpose::no, Transpose::yes, shape.rows, shape.out_features, shape.in_features, 1.0, in, weight, 0.0, out,
-           stream);
+           workspace, stream);
       return;
     }
-    linear_forward(in, weight, bias, out, shape, stream);
+    linear_forward(in, weight, bias, out, shape, workspace, stream);
     if (args.epilogue == DecodeEpilogue::gelu) gelu_forward(out, out, numel, args.gelu, stream);
     if (args.epilogue == DecodeEpilogue::residual) residual_add(residual, out, out, numel, stream);
     return;

@@ -24,6 +24,7 @@
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
 #include "adamant/kernels/cuda_launch.h"
+#include "adamant/kernels/workspace.h"
 
 // The CUDA implementation of a call, as the second argument of KernelCall::run: either a
 // launcher of a *.cu file, which takes plain pointers and `launch` (a CudaLaunch) and
@@ -131,6 +132,18 @@ class KernelCall {
     ADAMANT_CHECK(!on_cuda() || reinterpret_cast<std::uintptr_t>(t.data) % bytes == 0,
                   "{}: operand {} at {} is not {}-byte aligned; allocate it on a {}-byte boundary", op_, name, t.data,
                   bytes, bytes);
+  }
+  // `workspace` was made for this call's device and stream (kernels/workspace.h).
+  void uses(const Workspace& workspace) const {
+    ADAMANT_CHECK(workspace.serves(device_, stream_),
+                  "{}: the workspace was made for another stream or device (it is on {}, the call on {}); make a "
+                  "kernels::Workspace for each stream that runs kernels",
+                  op_, workspace.device().str(), device_.str());
+  }
+  void uses_matmul(const Workspace& workspace) const {
+    uses(workspace);
+    ADAMANT_CHECK(workspace.needs().matmul,
+                  "{}: the workspace has no matrix products; make it with WorkspaceNeeds::matmul set", op_);
   }
   void positive(const char* what, std::int64_t value) const {
     ADAMANT_CHECK(value > 0, "{}: {} is {}, must be positive", op_, what, value);

@@ -27,16 +27,19 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
 
 namespace cuda {
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
-                    const Stream& stream);
+                    Workspace& workspace, const Stream& stream);
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
-                     Tensor d_bias, const LinearShape& shape, const Stream& stream, WeightGrad weight_grad);
+                     Tensor d_bias, const LinearShape& shape, Workspace& workspace, const Stream& stream,
+                     WeightGrad weight_grad);
 }  // namespace cuda
 
 // out[rows, out] = in[rows, in] * weight^T + bias. An empty bias (data == nullptr) adds
-// none (a row-parallel layer whose bias only one tensor-parallel rank adds).
+// none (a row-parallel layer whose bias only one tensor-parallel rank adds). `workspace`:
+// made with WorkspaceNeeds::matmul for `stream`, as for linear_backward.
 inline void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out,
-                           const LinearShape& shape, const Stream& stream) {
+                           const LinearShape& shape, Workspace& workspace, const Stream& stream) {
   const KernelCall call = KernelCall::model("linear_forward", out, stream);
+  call.uses_matmul(workspace);
   call.positive("in_features", shape.in_features);
   call.positive("out_features", shape.out_features);
   call.exact("in", in, shape.rows * shape.in_features, Role::activation);
@@ -44,7 +47,7 @@ inline void linear_forward(const Tensor& in, const Tensor& weight, const Tensor&
   if (bias.data != nullptr) call.exact("bias", bias, shape.out_features, Role::weight);
   call.exact("out", out, shape.rows * shape.out_features, Role::activation);
   call.run([&] { cpu::linear_forward(in, weight, bias, out, shape); },
-           ADAMANT_CUDA_CALL(cuda::linear_forward(in, weight, bias, out, shape, stream)));
+           ADAMANT_CUDA_CALL(cuda::linear_forward(in, weight, bias, out, shape, workspace, stream)));
 }
 
 // What the weight gradient does with d_weight's old contents.
@@ -52,9 +55,10 @@ inline void linear_forward(const Tensor& in, const Tensor& weight, const Tensor&
 // = column sums of d_out; d_in and d_bias overwritten. An empty d_in or d_bias (data ==
 // nullptr) skips that result.
 inline void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
-                            Tensor d_bias, const LinearShape& shape, const Stream& stream,
+                            Tensor d_bias, const LinearShape& shape, Workspace& workspace, const Stream& stream,
                             WeightGrad weight_grad = WeightGrad::overwrite) {
   const KernelCall call = KernelCall::model("linear_backward", d_out, stream);
+  call.uses_matmul(workspace);
   call.positive("in_features", shape.in_features);
   call.positive("out_features", shape.out_features);
   call.exact("d_out", d_out, shape.rows * shape.out_features, Role::activation);
@@ -63,9 +67,9 @@ inline void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor&
   if (d_in.data != nullptr) call.exact("d_in", d_in, shape.rows * shape.in_features, Role::activation);
   call.exact("d_weight", d_weight, shape.out_features * shape.in_features, Role::weight_grad);
   if (d_bias.data != nullptr) call.exact("d_bias", d_bias, shape.out_features, Role::weight_grad);
-  call.run(
-      [&] { cpu::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, weight_grad); },
-      ADAMANT_CUDA_CALL(cuda::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, stream, weight_grad)));
+  call.run([&] { cpu::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, weight_grad); },
+           ADAMANT_CUDA_CALL(cuda::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, workspace, stream,
+                                                   weight_grad)));
 }
 
 }  // namespace adamant::kernels

@@ -13,7 +13,8 @@ void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accu
 }  // namespace cpu
 
 namespace cuda {
-void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate, const Stream& stream);
+void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate, Workspace& workspace,
+                  const Stream& stream);
 }  // namespace cuda
 
 namespace detail {
@@ -31,15 +32,20 @@ inline void check_segments(const KernelCall& call, const Tensor& segments) {
 // out (one fp64 on x's device) = sum of x[i]^2 over the given segments (same i64
 // triple format as adam.h; the decay flag is ignored), plus out's old value when
 // accumulate. x: fp32 or bf16. Non-finite inputs make the result non-finite.
-// fp64 out: the optimizers add buckets and ranks to it and round the norm once.
-inline void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate, const Stream& stream) {
+// fp64 out: the optimizers add buckets and ranks to it and round the norm once. The
+// partial sums go to `workspace` (made with WorkspaceNeeds::squared_norm).
+inline void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate, Workspace& workspace,
+                         const Stream& stream) {
   const KernelCall call("squared_norm", x, stream);
+  call.uses(workspace);
+  ADAMANT_CHECK(workspace.needs().squared_norm,
+                "squared_norm: the workspace has no partial sums; make it with WorkspaceNeeds::squared_norm set");
   ADAMANT_CHECK(x.dtype == DType::f32 || x.dtype == DType::bf16, "squared_norm: {} input (fp32 or bf16 expected)",
                 dtype_name(x.dtype));
   call.at_least("out", out, 1, DType::f64);
   detail::check_segments(call, segments);
   call.run([&] { cpu::squared_norm(x, segments, out, accumulate); },
-           ADAMANT_CUDA_CALL(cuda::squared_norm(x, segments, out, accumulate, stream)));
+           ADAMANT_CUDA_CALL(cuda::squared_norm(x, segments, out, accumulate, workspace, stream)));
 }
 
 }  // namespace adamant::kernels

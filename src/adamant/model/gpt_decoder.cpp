@@ -141,12 +141,13 @@ void GptDecoder::run_layers(std::size_t rows, Attend&& attend) {
     kernels::layernorm_forward(x, weight(w.ln1_weight), weight(w.ln1_bias), epsilon, ln, mean, rstd, {R, C}, stream);
     attend(l, ln, attention);
     kernels::decode_linear(attention, matrix(w.proj_weight), weight(w.proj_bias), x, residual, {R, C, C}, add_residual,
-                           stream);
+                           model_.workspace(), stream);
     kernels::layernorm_forward(residual, weight(w.ln2_weight), weight(w.ln2_bias), epsilon, ln, mean, rstd, {R, C},
                                stream);
-    kernels::decode_linear(ln, matrix(w.fc_weight), weight(w.fc_bias), Tensor{}, fc_gelu, {R, C, F}, with_gelu, stream);
+    kernels::decode_linear(ln, matrix(w.fc_weight), weight(w.fc_bias), Tensor{}, fc_gelu, {R, C, F}, with_gelu,
+                           model_.workspace(), stream);
     kernels::decode_linear(fc_gelu, matrix(w.fc_proj_weight), weight(w.fc_proj_bias), residual, x, {R, F, C},
-                           add_residual, stream);
+                           add_residual, model_.workspace(), stream);
   }
 }
 
@@ -163,7 +164,8 @@ void GptDecoder::final_logits(const Tensor& x_rows, int first_row, int rows) {
   const Tensor logits = Tensor::flat(
       static_cast<char*>(work_.data()) + logits_ + static_cast<std::size_t>(first_row) * vocab_ * dtype_size(statistic),
       statistic, device_, count * vocab_);
-  kernels::decode_linear(ln, matrix(index_.word_embedding), Tensor{}, Tensor{}, logits, {R, C, vocab_}, {}, stream);
+  kernels::decode_linear(ln, matrix(index_.word_embedding), Tensor{}, Tensor{}, logits, {R, C, vocab_}, {},
+                         model_.workspace(), stream);
   host_logits_current_ = false;
 }
 
@@ -191,7 +193,8 @@ void GptDecoder::prefill(int row, std::span<const std::int32_t> prompt) {
   run_layers(static_cast<std::size_t>(n), [&](int layer, const Tensor& ln, const Tensor& attention) {
     const LayerParamIndex& w = index_.layers[static_cast<std::size_t>(layer)];
     const Tensor qkv = cache_of(layer, row, n);  // the projection lands in the cache itself
-    kernels::decode_linear(ln, matrix(w.qkv_weight), weight(w.qkv_bias), Tensor{}, qkv, {n, C, 3 * C}, {}, stream);
+    kernels::decode_linear(ln, matrix(w.qkv_weight), weight(w.qkv_bias), Tensor{}, qkv, {n, C, 3 * C}, {},
+                           model_.workspace(), stream);
     kernels::flash_attention_forward(qkv, attention, logsumexp, {1, n, H, D}, kernels::DropoutArgs{}, stream);
   });
   final_logits(x.slice(static_cast<std::size_t>(n - 1) * C, static_cast<std::size_t>(C)), row, 1);
@@ -211,7 +214,8 @@ void GptDecoder::step_kernels() {
   const kernels::DecodeShape shape{B, capacity_, config_.num_attention_heads, config_.head_dim()};
   run_layers(static_cast<std::size_t>(B), [&](int layer, const Tensor& ln, const Tensor& attention) {
     const LayerParamIndex& w = index_.layers[static_cast<std::size_t>(layer)];
-    kernels::decode_linear(ln, matrix(w.qkv_weight), weight(w.qkv_bias), Tensor{}, qkv, {B, C, 3 * C}, {}, stream);
+    kernels::decode_linear(ln, matrix(w.qkv_weight), weight(w.qkv_bias), Tensor{}, qkv, {B, C, 3 * C}, {},
+                           model_.workspace(), stream);
     kernels::decode_attention(qkv, layer_cache(layer), positions, attention, shape, stream);
   });
   final_logits(x, 0, batch_);

@@ -46,6 +46,16 @@ std::uint64_t init_stream(std::string_view name) {
   return hash | (std::uint64_t{1} << 63);
 }
 
+// What the model's kernels keep between calls (kernels/workspace.h): the GEMMs' cuBLASLt
+// state, and layernorm backward's column sums over up to a micro-batch of rows.
+kernels::WorkspaceNeeds workspace_needs(const GptConfig& config, int micro_batch_size) {
+  kernels::WorkspaceNeeds needs;
+  needs.matmul = true;
+  needs.layernorm_rows = static_cast<std::int64_t>(std::max(micro_batch_size, 0)) * config.seq_length;
+  needs.layernorm_cols = config.hidden_size;
+  return needs;
+}
+
 bool is_layernorm(std::string_view name) { return name.find("layernorm") != std::string_view::npos; }
 
 bool is_output_projection(std::string_view name) {
@@ -71,7 +81,8 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       seed_(seed),
       buffer_numel_(std::max(params_.total_numel, padded_numel)),
       passes_in_flight_(passes_in_flight),
-      own_stream_(device) {
+      own_stream_(device),
+      workspace_(own_stream_, workspace_needs(config, micro_batch_size)) {
   ADAMANT_CHECK(passes_in_flight >= 1, "GptModel: {} passes in flight; a stage holds at least one", passes_in_flight);
   for (const ModelChunk& chunk : stage_.chunks) chunks_.push_back({chunk, index_chunk_params(params_, chunk)});
   ADAMANT_CHECK(weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16 ||
@@ -120,6 +131,7 @@ void GptModel::set_stream(const Stream& compute_stream) {
                 device_.str(), compute_stream.device().str(), device_.str());
   stream_->synchronize();  // work already issued on the old stream is done before the new one takes over
   stream_ = &compute_stream;
+  workspace_ = kernels::Workspace(compute_stream, workspace_needs(config_, micro_batch_size_));
 }
 
 Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_, device_, buffer_numel_); }
@@ -447,7 +459,7 @@ void GptModel::next_token_logits(std::span<const std::int32_t> tokens, std::span
   const Tensor last = act(layout_.final_ln, count * hidden).slice((count - 1) * hidden, hidden);
   Tensor out = act(layout_.logits_chunk, static_cast<std::size_t>(vocab));  // fp32 on a GPU (statistic dtype)
   kernels::gemm(kernels::Transpose::no, kernels::Transpose::yes, 1, vocab, config_.hidden_size, 1.0, last,
-                weight(index.word_embedding), 0.0, out, *stream_);
+                weight(index.word_embedding), 0.0, out, workspace_, *stream_);
   stream_->synchronize();
   copy_bytes(host_statistics_.data(), Device::cpu(), out.data, device_, out.bytes());
   for (int v = 0; v < vocab; ++v) {

@@ -53,6 +53,7 @@
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
 #include "adamant/kernels/dropout.h"
+#include "adamant/kernels/workspace.h"
 #include "adamant/model/activations.h"
 #include "adamant/model/gpt_config.h"
 #include "adamant/model/model_memory.h"
@@ -90,6 +91,10 @@ class GptModel {
   // outlive the model.
   void set_stream(const Stream& compute_stream);
   const Stream& stream() const { return *stream_; }
+  // What the kernels on stream() keep between calls (cuBLASLt, layernorm's column sums), made
+  // with the model and again by set_stream: no step allocates. For callers that run the
+  // model's kernels on its stream (the decoder).
+  kernels::Workspace& workspace() { return workspace_; }
   Device device() const { return device_; }
 
   const GptConfig& config() const { return config_; }
@@ -233,6 +238,7 @@ class GptModel {
   std::size_t saved_base_ = 0;  // bytes: the saved activations of the pass running now
   Stream own_stream_;
   const Stream* stream_ = &own_stream_;
+  kernels::Workspace workspace_;  // for *stream_
 
   Buffer weights_;
   Buffer

@@ -115,14 +115,15 @@ void GptModel::forward(const Pass& pass) {
     const LayerParamIndex& w = index.layers[i];
     const Tensor ln1 = layernorm_rows(pass, x, w.ln1_weight, w.ln1_bias, a.ln1, a.ln1_mean, a.ln1_rstd);
     Tensor qkv = act(a.qkv, 3 * NW);
-    kernels::linear_forward(ln1, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {B * L, C, 3 * W}, *stream_);
+    kernels::linear_forward(ln1, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {B * L, C, 3 * W}, workspace_,
+                            *stream_);
     Tensor attention = act(a.attention, NW);
     const kernels::DropoutArgs attention_dropout =
         dropout_at(pass, config_.attention_dropout, attention_site(l, tp_rank_));
     kernels::flash_attention_forward(qkv, attention, act(a.logsumexp, static_cast<std::size_t>(B * H * L)),
                                      {B, L, H, D}, attention_dropout, *stream_);
     kernels::linear_forward(attention, weight(w.proj_weight), row_parallel_bias(w.proj_bias), branch_sums,
-                            {B * L, W, C}, *stream_);
+                            {B * L, W, C}, workspace_, *stream_);
     Tensor branch = reduce_rows(pass, branch_sums);
     kernels::dropout(branch, branch, static_cast<std::int64_t>(RC), L * C,
                      dropout_at(pass, hidden_p, attention_residual_site(l), first_element), *stream_);
@@ -132,11 +133,11 @@ void GptModel::forward(const Pass& pass) {
     const Tensor ln2 =
         layernorm_rows(pass, residual_attention, w.ln2_weight, w.ln2_bias, a.ln2, a.ln2_mean, a.ln2_rstd);
     Tensor fc = act(a.fc, NF);
-    kernels::linear_forward(ln2, weight(w.fc_weight), weight(w.fc_bias), fc, {B * L, C, F}, *stream_);
+    kernels::linear_forward(ln2, weight(w.fc_weight), weight(w.fc_bias), fc, {B * L, C, F}, workspace_, *stream_);
     Tensor fc_gelu = act(a.fc_gelu, NF);
     kernels::gelu_forward(fc, fc_gelu, NF, config_.gelu, *stream_);
     kernels::linear_forward(fc_gelu, weight(w.fc_proj_weight), row_parallel_bias(w.fc_proj_bias), branch_sums,
-                            {B * L, F, C}, *stream_);
+                            {B * L, F, C}, workspace_, *stream_);
     branch = reduce_rows(pass, branch_sums);
     kernels::dropout(branch, branch, static_cast<std::int64_t>(RC), L * C,
                      dropout_at(pass, hidden_p, mlp_residual_site(l), first_element), *stream_);
@@ -158,7 +159,7 @@ void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_s
   const Tensor d_embedding = with_grad ? micro_grad(word_embedding) : Tensor{};
   if (tensor_parallel_ == nullptr) {
     kernels::fused_classifier(x, weight(word_embedding), targets, act(layout_.losses, N), scratch, grad_scale, d_x,
-                              d_embedding, false, {static_cast<std::int64_t>(N), C, V}, *stream_);
+                              d_embedding, false, {static_cast<std::int64_t>(N), C, V}, workspace_, *stream_);
     return;
   }
   // Vocabulary-parallel cross-entropy: each rank's per-row logsumexp and target logit over its
@@ -168,13 +169,14 @@ void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_s
   const Tensor stats = act(layout_.classifier_stats, 2 * N);
   const Tensor gathered = act(layout_.classifier_gathered, static_cast<std::size_t>(tp_size()) * 2 * N);
   const Tensor lse = act(layout_.classifier_lse, N);
-  kernels::vocab_parallel_classifier_stats(x, weight(word_embedding), targets, stats, scratch, shape, *stream_);
+  kernels::vocab_parallel_classifier_stats(x, weight(word_embedding), targets, stats, scratch, shape, workspace_,
+                                           *stream_);
   tp_all_gather(stats, gathered);
   kernels::vocab_parallel_combine(gathered, tp_size(), static_cast<std::int64_t>(N), act(layout_.losses, N), lse,
                                   *stream_);
   if (!with_grad) return;
   kernels::vocab_parallel_classifier_backward(x, weight(word_embedding), targets, lse, grad_scale, scratch, d_x,
-                                              d_embedding, false, shape, *stream_);
+                                              d_embedding, false, shape, workspace_, *stream_);
 }
 
 void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
@@ -199,7 +201,7 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), last_x, weight(index.final_ln_weight),
                                 act(layout_.final_ln_mean, rows), act(layout_.final_ln_rstd, rows), d_residual,
                                 micro_grad(index.final_ln_weight), micro_grad(index.final_ln_bias), {local, C},
-                                *stream_);
+                                workspace_, *stream_);
     finish(index.final_ln_bias, index.final_ln_weight);
     // A head without the embedding (a later pipeline stage): the classifier's share is the whole
     // gradient of its copy of the word embedding.
@@ -217,22 +219,23 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
       kernels::gelu_forward(act(a.fc, NF), act(a.fc_gelu, NF), NF, config_.gelu, *stream_);
     }
     kernels::linear_backward(branch_grad(pass, mlp_residual_site(l)), act(a.fc_gelu, NF), weight(w.fc_proj_weight),
-                             d_fc, micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, *stream_,
-                             kernels::WeightGrad::accumulate);
+                             d_fc, micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, workspace_,
+                             *stream_, kernels::WeightGrad::accumulate);
     finish(w.fc_proj_bias, w.fc_proj_weight);
     kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu, *stream_);
     kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln_sums, micro_grad(w.fc_weight),
-                             micro_grad(w.fc_bias), {B * L, C, F}, *stream_, kernels::WeightGrad::accumulate);
+                             micro_grad(w.fc_bias), {B * L, C, F}, workspace_, *stream_,
+                             kernels::WeightGrad::accumulate);
     finish(w.fc_bias, w.fc_weight);
     kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), act(a.residual_attention, RC), weight(w.ln2_weight),
                                 act(a.ln2_mean, rows), act(a.ln2_rstd, rows), d_residual, micro_grad(w.ln2_weight),
-                                micro_grad(w.ln2_bias), {local, C}, *stream_);
+                                micro_grad(w.ln2_bias), {local, C}, workspace_, *stream_);
     finish(w.ln2_bias, w.ln2_weight);
 
     Tensor d_attention = act(layout_.d_attention, NW);
     kernels::linear_backward(branch_grad(pass, attention_residual_site(l)), act(a.attention, NW), weight(w.proj_weight),
-                             d_attention, micro_grad(w.proj_weight), micro_grad(w.proj_bias), {B * L, W, C}, *stream_,
-                             kernels::WeightGrad::accumulate);
+                             d_attention, micro_grad(w.proj_weight), micro_grad(w.proj_bias), {B * L, W, C}, workspace_,
+                             *stream_, kernels::WeightGrad::accumulate);
     finish(w.proj_bias, w.proj_weight);
     Tensor d_qkv = act(layout_.d_qkv, 3 * NW);
     const kernels::DropoutArgs attention_dropout =
@@ -241,11 +244,12 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
                                       act(a.logsumexp, static_cast<std::size_t>(B * H * L)), d_qkv, {B, L, H, D},
                                       attention_dropout, *stream_);
     kernels::linear_backward(d_qkv, act(a.ln1, NC), weight(w.qkv_weight), d_ln_sums, micro_grad(w.qkv_weight),
-                             micro_grad(w.qkv_bias), {B * L, C, 3 * W}, *stream_, kernels::WeightGrad::accumulate);
+                             micro_grad(w.qkv_bias), {B * L, C, 3 * W}, workspace_, *stream_,
+                             kernels::WeightGrad::accumulate);
     finish(w.qkv_bias, w.qkv_weight);
     kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), x_in, weight(w.ln1_weight), act(a.ln1_mean, rows),
                                 act(a.ln1_rstd, rows), d_residual, micro_grad(w.ln1_weight), micro_grad(w.ln1_bias),
-                                {local, C}, *stream_);
+                                {local, C}, workspace_, *stream_);
     finish(w.ln1_bias, w.ln1_weight);
   }
 

@@ -34,6 +34,7 @@ BucketedGrads::BucketedGrads(const OptimizerOptions& options, const ParamList& p
       layout_(layout),
       comm_(data_parallel),
       stream_(stream),
+      workspace_(data_parallel.device(), stream, kernels::WorkspaceNeeds{.squared_norm = true}),
       norm_scope_(norm_scope),
       sync_(sync),
       sync_dtype_(layout == GradLayout::sharded ? options.grad_sync_dtype : DType::f32),
@@ -97,7 +98,7 @@ double BucketedGrads::squared_norm() {
   // fp64 throughout: each range adds its squares to one value, the ranks' values are summed (sharded), and
   // the norm is rounded once, into the fp32 Adam factor. The order of the sums is fixed, so is the result.
   for (std::size_t r = 0; r < ranges_.size(); ++r) {
-    kernels::squared_norm(synced_grad(r), norm_segments(r), norm_, r > 0, stream_);
+    kernels::squared_norm(synced_grad(r), norm_segments(r), norm_, r > 0, workspace_, stream_);
   }
   const bool partial = layout_ == GradLayout::sharded;  // a replicated rank already holds the whole sum
   if (partial) comm_.order_after(stream_);

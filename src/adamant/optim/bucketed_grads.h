@@ -16,6 +16,7 @@
 
 #include "adamant/comm/communicator.h"
 #include "adamant/core/buffer.h"
+#include "adamant/kernels/workspace.h"
 #include "adamant/optim/bucket_plan.h"
 #include "adamant/optim/bucket_readiness.h"
 #include "adamant/optim/comm_wait_timer.h"
@@ -88,6 +89,7 @@ class BucketedGrads {
   GradLayout layout_;
   comm::Communicator& comm_;
   const Stream& stream_;
+  kernels::Workspace workspace_;  // squared_norm's partial sums, on stream_
   GradNormScope norm_scope_;
   GradSync& sync_;
   DType sync_dtype_;

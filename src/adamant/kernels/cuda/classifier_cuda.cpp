@@ -36,8 +36,9 @@ void launch_cross_entropy(const char* op, float* logits, const std::int32_t* tar
                 rows, vocab, cudaGetErrorString(status), static_cast<int>(status));
 }
 
-void run_matmul(const MatmulProblem& problem, Device device, const Stream& stream, const char* op, const char* what) {
-  const bool complete = matmul(problem, device, stream);
+void run_matmul(const MatmulProblem& problem, Workspace& workspace, const Stream& stream, const char* op,
+                const char* what) {
+  const bool complete = matmul(problem, workspace, stream);
   ADAMANT_CHECK(complete, "{}: {} was not computed", op, what);
 }
 
@@ -58,7 +59,7 @@ struct ClassifierChunk {
 };
 
 // logits[rows, vocab] = x_chunk[rows, C] embedding[vocab, C]^T.
-void compute_logits(const ClassifierChunk& chunk, Device device, const Stream& stream, const char* op) {
+void compute_logits(const ClassifierChunk& chunk, Workspace& workspace, const Stream& stream, const char* op) {
   MatmulProblem product;
   product.transpose_b = Transpose::yes;
   product.m = chunk.rows;
@@ -69,13 +70,13 @@ void compute_logits(const ClassifierChunk& chunk, Device device, const Stream& s
   product.c = chunk.logits;
   product.c_dtype = DType::f32;
   product.c_row_stride = chunk.vocab;
-  run_matmul(product, device, stream, op, "the logits");
+  run_matmul(product, workspace, stream, op, "the logits");
 }
 
 // From g in the scratch (bf16 rows at the fp32 row pitch, 2 * vocab elements, or fp32):
 // d_x_chunk[rows, C] = g embedding (overwritten, in the activation dtype) and
 // d_embedding[vocab, C] = g^T x_chunk + beta * d_embedding (fp32).
-void backpropagate(const ClassifierChunk& chunk, void* d_x_chunk, float* d_embedding, float beta, Device device,
+void backpropagate(const ClassifierChunk& chunk, void* d_x_chunk, float* d_embedding, float beta, Workspace& workspace,
                    const Stream& stream, const char* op) {
   const DType dtype = chunk.x.dtype;
   const MatrixOperand gradient{chunk.logits, dtype, dtype == DType::bf16 ? 2 * chunk.vocab : chunk.vocab};
@@ -89,7 +90,7 @@ void backpropagate(const ClassifierChunk& chunk, void* d_x_chunk, float* d_embed
   input_grad.c = d_x_chunk;
   input_grad.c_dtype = dtype;
   input_grad.c_row_stride = chunk.channels;
-  run_matmul(input_grad, device, stream, op, "d_x");
+  run_matmul(input_grad, workspace, stream, op, "d_x");
 
   MatmulProblem embedding_grad;  // d_embedding[vocab, C] (+)= g^T[vocab, rows] x_chunk[rows, C]
   embedding_grad.transpose_a = Transpose::yes;
@@ -102,7 +103,7 @@ void backpropagate(const ClassifierChunk& chunk, void* d_x_chunk, float* d_embed
   embedding_grad.c = d_embedding;
   embedding_grad.c_dtype = DType::f32;
   embedding_grad.c_row_stride = chunk.channels;
-  run_matmul(embedding_grad, device, stream, op, "d_embedding");
+  run_matmul(embedding_grad, workspace, stream, op, "d_embedding");
 }
 
 // How the row kernel writes g for GEMMs that read activations of `dtype`.
@@ -136,11 +137,11 @@ void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, 
 
 void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
                       Tensor logits_scratch, double grad_scale, Tensor d_x, Tensor d_embedding,
-                      bool accumulate_d_embedding, const ClassifierShape& shape, const Stream& stream) {
+                      bool accumulate_d_embedding, const ClassifierShape& shape, Workspace& workspace,
+                      const Stream& stream) {
   const char* op = "fused_classifier";
   const std::int64_t rows = shape.rows, channels = shape.channels, vocab = shape.vocab;
   const DType dtype = x.dtype;
-  const Device device = x.device;
   const bool with_grad = d_x.data != nullptr;
   const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / vocab;
   const auto mode = with_grad ? gradient_mode(dtype) : launchers::CrossEntropyGradient::none;
@@ -149,18 +150,19 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
   for (std::int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
     const ClassifierChunk chunk =
         chunk_of(x, embedding, logits_scratch, r0, std::min(chunk_rows, rows - r0), channels, vocab);
-    compute_logits(chunk, device, stream, op);
+    compute_logits(chunk, workspace, stream, op);
     launch_cross_entropy(op, chunk.logits, static_cast<const std::int32_t*>(targets.data) + r0,
                          static_cast<float*>(losses.data) + r0, chunk.rows, vocab, mode, grad_scale, stream);
     if (!with_grad) continue;
     const float beta = (r0 == 0 && !accumulate_d_embedding) ? 0.0f : 1.0f;
     backpropagate(chunk, static_cast<char*>(d_x.data) + r0 * channels * element, static_cast<float*>(d_embedding.data),
-                  beta, device, stream, op);
+                  beta, workspace, stream, op);
   }
 }
 
 void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor stats,
-                                     Tensor logits_scratch, const VocabParallelShape& shape, const Stream& stream) {
+                                     Tensor logits_scratch, const VocabParallelShape& shape, Workspace& workspace,
+                                     const Stream& stream) {
   const char* op = "vocab_parallel_classifier_stats";
   const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / shape.vocab;
   auto* slice_lse = static_cast<float*>(stats.data);
@@ -168,7 +170,7 @@ void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, c
   for (std::int64_t r0 = 0; r0 < shape.rows; r0 += chunk_rows) {
     const ClassifierChunk chunk =
         chunk_of(x, embedding, logits_scratch, r0, std::min(chunk_rows, shape.rows - r0), shape.channels, shape.vocab);
-    compute_logits(chunk, x.device, stream, op);
+    compute_logits(chunk, workspace, stream, op);
     check_launch(op, "slice statistics",
                  launchers::vocab_slice_statistics(chunk.logits, static_cast<const std::int32_t*>(targets.data) + r0,
                                                    shape.vocab_start, slice_lse + r0, target_logit + r0, chunk.rows,
@@ -188,9 +190,8 @@ void vocab_parallel_combine(const Tensor& gathered, int tp_size, std::int64_t ro
 void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding, const Tensor& targets,
                                         const Tensor& lse, double grad_scale, Tensor logits_scratch, Tensor d_x,
                                         Tensor d_embedding, bool accumulate_d_embedding,
-                                        const VocabParallelShape& shape, const Stream& stream) {
+                                        const VocabParallelShape& shape, Workspace& workspace, const Stream& stream) {
   const char* op = "vocab_parallel_classifier_backward";
-  const Device device = x.device;
   if (shape.rows == 0 && !accumulate_d_embedding) {  // no chunk overwrites it
     check_launch(
         op, "zero fill",
@@ -202,7 +203,7 @@ void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding
   for (std::int64_t r0 = 0; r0 < shape.rows; r0 += chunk_rows) {
     const ClassifierChunk chunk =
         chunk_of(x, embedding, logits_scratch, r0, std::min(chunk_rows, shape.rows - r0), shape.channels, shape.vocab);
-    compute_logits(chunk, device, stream, op);
+    compute_logits(chunk, workspace, stream, op);
     check_launch(op, "slice gradient",
                  launchers::vocab_slice_gradient(chunk.logits, static_cast<const std::int32_t*>(targets.data) + r0,
                                                  shape.vocab_start, static_cast<const float*>(lse.data) + r0,
@@ -210,7 +211,7 @@ void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding
                                                  static_cast<float>(grad_scale), stream_handle(stream)));
     const float beta = (r0 == 0 && !accumulate_d_embedding) ? 0.0f : 1.0f;
     backpropagate(chunk, static_cast<char*>(d_x.data) + r0 * shape.channels * element,
-                  static_cast<float*>(d_embedding.data), beta, device, stream, op);
+                  static_cast<float*>(d_embedding.data), beta, workspace, stream, op);
   }
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-// cuBLASLt state of the process: one handle per GPU, one workspace per (GPU,
-// stream), and the matmul plans (descriptor, layouts and the algorithm chosen by
-// the heuristics) per problem, built on first use and kept, so that a training
-// step only enqueues work. Only for host files compiled in CUDA builds.
+// cuBLASLt state of one kernels::Workspace (kernels/workspace.h): a handle, the
+// workspace of the stream it serves, and the matmul plans (descriptor, layouts and
+// the algorithm chosen by the heuristics) per problem, built on a problem's first
+// call and kept, so that a training step only enqueues work. Only for host files
+// compiled in CUDA builds.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <utility>
 
+#include "adamant/core/buffer.h"
 #include "adamant/core/device.h"
 
 namespace adamant::kernels::cuda {
@@ -86,22 +88,20 @@ class MatmulPlan {
   bool supported_ = false;
 };
 
-// Scratch memory of one (GPU, stream): cuBLASLt's workspace, which stream-ordered
-// kernels running between matmuls on that stream may borrow too.
+// Scratch memory of one stream: cuBLASLt's workspace, which stream-ordered kernels
+// running between matmuls on that stream may borrow too.
 struct DeviceScratch {
   void* data = nullptr;
   std::size_t bytes = 0;
 };
 
-// One GPU's cuBLASLt handle, workspaces and plans. Thread safe.
+// A cuBLASLt handle, the workspace of one stream, and the plans. Thread safe.
 class CublasLtContext {
  public:
   // 32 MiB: what cuBLASLt recommends for Hopper.
   static constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
 
-  // The context of `device` (created on first use; the caller has made it current).
-  static CublasLtContext& of(Device device);
-
+  // The caller has made `device` current.
   explicit CublasLtContext(Device device);
   ~CublasLtContext();
   CublasLtContext(const CublasLtContext&) = delete;
@@ -110,16 +110,13 @@ class CublasLtContext {
   // Enqueues the matmul of `key` on `stream`. Returns false, with nothing
   // enqueued, when cuBLASLt has no algorithm for it; throws on other failures.
   bool try_matmul(const MatmulPlanKey& key, const MatmulArguments& arguments, cudaStream_t stream);
-  DeviceScratch scratch(cudaStream_t stream);
+  DeviceScratch scratch() { return {workspace_.data(), workspace_.bytes()}; }
 
  private:
-  DeviceScratch scratch_locked(cudaStream_t stream);
-
-  Device device_;
   cublasLtHandle_t handle_ = nullptr;
+  Buffer workspace_;
   std::mutex mutex_;
   std::map<MatmulPlanKey, std::unique_ptr<MatmulPlan>> plans_;
-  std::map<cudaStream_t, void*> workspaces_;
 };
 
 }  // namespace adamant::kernels::cuda

@@ -133,46 +133,13 @@ cublasStatus_t MatmulPlan::run(cublasLtHandle_t handle, const MatmulArguments& a
                         workspace_bytes, stream);
 }
 
-CublasLtContext& CublasLtContext::of(Device device) {
-  // One context per GPU for the life of the process, like the norm's scratch in
-  // optimizer_kernels_cuda.cpp: handles and plans are expensive to build and
-  // cheap to keep.
-  static std::mutex registry_mutex;
-  static std::map<int, std::unique_ptr<CublasLtContext>> registry;
-  const std::lock_guard lock(registry_mutex);
-  auto& context = registry[device.index];
-  if (!context) context = std::make_unique<CublasLtContext>(device);
-  return *context;
-}
-
-CublasLtContext::CublasLtContext(Device device) : device_(device) {
+CublasLtContext::CublasLtContext(Device device) : workspace_(kWorkspaceBytes, device) {
   check_cublas(cublasLtCreate(&handle_), "cublasLtCreate");
 }
 
 CublasLtContext::~CublasLtContext() {
-  // At process exit the CUDA runtime may already be unloaded; there is nothing to
-  // release then, so failures are ignored.
   plans_.clear();
-  for (auto& [stream, workspace] : workspaces_) {
-    if (cudaSetDevice(device_.index) == cudaSuccess) cudaFree(workspace);
-    note_release(device_, kWorkspaceBytes);
-  }
   if (handle_ != nullptr) cublasLtDestroy(handle_);
-}
-
-DeviceScratch CublasLtContext::scratch_locked(cudaStream_t stream) {
-  const auto found = workspaces_.find(stream);
-  if (found != workspaces_.end()) return {found->second, kWorkspaceBytes};
-  void* workspace = nullptr;
-  ADAMANT_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
-  note_allocation(device_, kWorkspaceBytes);
-  workspaces_.emplace(stream, workspace);
-  return {workspace, kWorkspaceBytes};
-}
-
-DeviceScratch CublasLtContext::scratch(cudaStream_t stream) {
-  const std::lock_guard lock(mutex_);
-  return scratch_locked(stream);
 }
 
 bool CublasLtContext::try_matmul(const MatmulPlanKey& key, const MatmulArguments& arguments, cudaStream_t stream) {
@@ -182,8 +149,7 @@ bool CublasLtContext::try_matmul(const MatmulPlanKey& key, const MatmulArguments
   auto& plan = plans_[key];
   if (!plan) plan = std::make_unique<MatmulPlan>(handle_, key, kWorkspaceBytes);
   if (!plan->supported()) return false;
-  const DeviceScratch workspace = scratch_locked(stream);
-  const cublasStatus_t status = plan->run(handle_, arguments, workspace.data, workspace.bytes, stream);
+  const cublasStatus_t status = plan->run(handle_, arguments, workspace_.data(), workspace_.bytes(), stream);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) return false;
   check_cublas(status, "cublasLtMatmul");
   return true;

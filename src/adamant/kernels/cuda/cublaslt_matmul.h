@@ -11,6 +11,7 @@
 #include "adamant/core/stream.h"
 #include "adamant/kernels/cuda/cublaslt_context.h"
 #include "adamant/kernels/gemm.h"
+#include "adamant/kernels/workspace.h"
 
 namespace adamant::kernels::cuda {
 
@@ -47,12 +48,13 @@ struct MatmulProblem {
   DType bias_dtype = DType::bf16;
 };
 
-// c = alpha * op(a) op(b) + beta * c (+ the epilogue), enqueued on `stream`; fp32
+// c = alpha * op(a) op(b) + beta * c (+ the epilogue), enqueued on `stream` with the
+// cuBLASLt handle, plans and workspace of `workspace` (made for that stream); fp32
 // accumulation. Operand dtypes: a and b both bf16 with c bf16 or fp32, or all fp32.
 // Returns false only for MatmulEpilogue::bias_grad when no cuBLASLt algorithm fuses
 // it for this problem: c is then computed without it and `bias` is left untouched.
 // Throws adamant::Error for unsupported dtypes or cuBLAS failures.
-[[nodiscard]] bool matmul(const MatmulProblem& problem, Device device, const Stream& stream);
+[[nodiscard]] bool matmul(const MatmulProblem& problem, Workspace& workspace, const Stream& stream);
 
 // The cudaStream_t of a Stream (the legacy default stream for the CPU stream).
 cudaStream_t stream_handle(const Stream& stream);

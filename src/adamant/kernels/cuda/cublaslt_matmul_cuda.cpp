@@ -13,6 +13,7 @@
 #include "adamant/core/error.h"
 #include "adamant/kernels/cuda/cublaslt_matmul.h"
 #include "adamant/kernels/cuda/launchers.h"
+#include "adamant/kernels/cuda/workspace_resources.h"
 #include "adamant/kernels/dispatch.h"
 
 namespace adamant::kernels::cuda {
@@ -113,7 +114,8 @@ MatmulPlanKey key_of(const MatmulProblem& p) {
 
 }  // namespace
 
-bool matmul(const MatmulProblem& problem, Device device, const Stream& stream) {
+bool matmul(const MatmulProblem& problem, Workspace& workspace, const Stream& stream) {
+  const Device device = workspace.device();
   check_operands(problem);
   if (problem.m == 0) return true;
   const CurrentDevice current(device);
@@ -136,7 +138,7 @@ bool matmul(const MatmulProblem& problem, Device device, const Stream& stream) {
   arguments.b = problem.a.data;
   arguments.c = problem.c;
   arguments.bias = problem.bias;
-  CublasLtContext& context = CublasLtContext::of(device);
+  CublasLtContext& context = workspace.resources().matmul();
   MatmulPlanKey key = key_of(problem);
   if (context.try_matmul(key, arguments, cuda_stream)) return true;
   if (problem.epilogue != MatmulEpilogue::bias_grad) {

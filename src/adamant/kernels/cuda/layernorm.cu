@@ -278,7 +278,9 @@ cudaError_t layernorm_forward(const std::uint16_t* x, const std::uint16_t* weigh
 }
 
 std::int64_t layernorm_backward_workspace_floats(std::int64_t rows, std::int64_t cols) {
-  return 2 * chunking_for(rows).chunks * cols;
+  // chunking_for(r).chunks is at most both of these for every r <= rows.
+  const std::int64_t by_rows = (rows + kMinRowsPerChunk - 1) / kMinRowsPerChunk;
+  return 2 * (by_rows < kMaxChunks ? by_rows : kMaxChunks) * cols;
 }
 
 cudaError_t layernorm_backward(const std::uint16_t* d_out, const std::uint16_t* x, const std::uint16_t* weight,

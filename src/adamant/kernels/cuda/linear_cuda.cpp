@@ -8,13 +8,14 @@
 #include "adamant/core/error.h"
 #include "adamant/kernels/cuda/classifier_launchers.h"
 #include "adamant/kernels/cuda/cublaslt_matmul.h"
+#include "adamant/kernels/cuda/workspace_resources.h"
 #include "adamant/kernels/gemm.h"
 #include "adamant/kernels/linear.h"
 
 namespace adamant::kernels::cuda {
 
 void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
-          const Tensor& a, const Tensor& b, double beta, Tensor c, const Stream& stream) {
+          const Tensor& a, const Tensor& b, double beta, Tensor c, Workspace& workspace, const Stream& stream) {
   MatmulProblem problem;
   problem.transpose_a = transpose_a;
   problem.transpose_b = transpose_b;
@@ -28,12 +29,12 @@ void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int
   problem.c = c.data;
   problem.c_dtype = c.dtype;
   problem.c_row_stride = n;
-  const bool complete = matmul(problem, c.device, stream);
+  const bool complete = matmul(problem, workspace, stream);
   ADAMANT_CHECK(complete, "gemm: the product without epilogue was not computed");
 }
 
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
-                    const Stream& stream) {
+                    Workspace& workspace, const Stream& stream) {
   const DType dtype = in.dtype;
   const bool with_bias = bias.data != nullptr;
   // out[rows, out] = in[rows, in] weight[out, in]^T + bias: the bias epilogue adds
@@ -53,14 +54,14 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
     problem.bias = bias.data;
     problem.bias_dtype = dtype;
   }
-  const bool complete = matmul(problem, out.device, stream);
+  const bool complete = matmul(problem, workspace, stream);
   ADAMANT_CHECK(complete, "linear_forward: the product was not computed");
 }
 
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
-                     Tensor d_bias, const LinearShape& shape, const Stream& stream, WeightGrad weight_grad) {
+                     Tensor d_bias, const LinearShape& shape, Workspace& workspace, const Stream& stream,
+                     WeightGrad weight_grad) {
   const DType dtype = d_out.dtype;
-  const Device device = d_out.device;
   const bool with_bias = d_bias.data != nullptr;
 
   if (d_in.data != nullptr) {
@@ -74,7 +75,7 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
     data_grad.c = d_in.data;
     data_grad.c_dtype = dtype;
     data_grad.c_row_stride = shape.in_features;
-    const bool complete = matmul(data_grad, device, stream);
+    const bool complete = matmul(data_grad, workspace, stream);
     ADAMANT_CHECK(complete, "linear_backward: d_in was not computed");
   }
 
@@ -95,13 +96,13 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
     product.bias = d_bias.data;
     product.bias_dtype = DType::f32;
   }
-  if (matmul(product, device, stream)) return;
+  if (matmul(product, workspace, stream)) return;
   // matmul declines only a fused bias gradient; d_weight is computed regardless.
   ADAMANT_CHECK(with_bias, "linear_backward: d_weight was not computed");
 
   const cudaStream_t cuda_stream = stream_handle(stream);
   // The scratch is cuBLASLt's workspace of this stream: the GEMM above is ordered before.
-  const DeviceScratch scratch = CublasLtContext::of(device).scratch(cuda_stream);
+  const DeviceScratch scratch = workspace.resources().matmul().scratch();
   const cudaError_t status = launchers::column_sums(
       d_out.data, dtype, shape.rows, shape.out_features, static_cast<float*>(scratch.data),
       static_cast<std::int64_t>(scratch.bytes / sizeof(float)), static_cast<float*>(d_bias.data), cuda_stream);

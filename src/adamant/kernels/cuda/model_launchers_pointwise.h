@@ -28,9 +28,9 @@ cudaError_t layernorm_forward(const std::uint16_t* x, const std::uint16_t* weigh
                               float epsilon, std::uint16_t* out, float* mean, float* rstd, std::int64_t rows,
                               std::int64_t cols, const PointwiseLaunch& launch);
 
-// The fp32 workspace layernorm_backward needs: per-chunk column partial sums of
-// d_weight and d_bias. The chunking depends on the shape only, so the summation
-// order (and the result) is the same on every run.
+// The fp32 workspace layernorm_backward needs for any shape of at most rows x cols:
+// per-chunk column partial sums of d_weight and d_bias. The chunking depends on the
+// shape only, so the summation order (and the result) is the same on every run.
 std::int64_t layernorm_backward_workspace_floats(std::int64_t rows, std::int64_t cols);
 
 cudaError_t layernorm_backward(const std::uint16_t* d_out, const std::uint16_t* x, const std::uint16_t* weight,

@@ -7,14 +7,11 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
-#include <map>
-#include <mutex>
-#include <utility>
 
 #include "adamant/core/cuda_check.h"
-#include "adamant/core/memory_stats.h"
 #include "adamant/kernels/adam.h"
 #include "adamant/kernels/cuda/launchers.h"
+#include "adamant/kernels/cuda/workspace_resources.h"
 #include "adamant/kernels/elementwise.h"
 #include "adamant/kernels/reduce.h"
 
@@ -114,47 +111,6 @@ launchers::ModelCopy model_copy_of(const Tensor& model_param) {
   }
 }
 
-// Device memory for squared_norm's partial sums, one block per (GPU, stream):
-// reductions on different streams may overlap, those on one stream are ordered
-// by it. Created on a stream's first reduction and kept, so steps never allocate.
-class PartialSumWorkspaces {
- public:
-  PartialSumWorkspaces() = default;
-  ~PartialSumWorkspaces() {
-    for (auto& [key, pointer] : workspaces_) {
-      // At process exit the runtime may already be unloaded; nothing to release then.
-      if (cudaSetDevice(key.first) == cudaSuccess) cudaFree(pointer);
-      note_release(Device::cuda(key.first), kCapacity * sizeof(double));
-    }
-  }
-  PartialSumWorkspaces(const PartialSumWorkspaces&) = delete;
-  PartialSumWorkspaces& operator=(const PartialSumWorkspaces&) = delete;
-
-  // The caller has made `device` current.
-  double* for_stream(Device device, cudaStream_t stream, std::size_t count) {
-    ADAMANT_CHECK(count <= kCapacity, "squared_norm: {} partial sums, the workspace holds {}", count, kCapacity);
-    const std::lock_guard lock(mutex_);
-    const auto key = std::make_pair(device.index, static_cast<void*>(stream));
-    const auto found = workspaces_.find(key);
-    if (found != workspaces_.end()) return found->second;
-    void* pointer = nullptr;
-    ADAMANT_CUDA_CHECK(cudaMalloc(&pointer, kCapacity * sizeof(double)));
-    note_allocation(device, kCapacity * sizeof(double));
-    workspaces_.emplace(key, static_cast<double*>(pointer));
-    return static_cast<double*>(pointer);
-  }
-
- private:
-  static constexpr std::size_t kCapacity = launchers::kMaxSquaredNormPartials;
-  std::mutex mutex_;
-  std::map<std::pair<int, void*>, double*> workspaces_;
-};
-
-PartialSumWorkspaces& partial_sum_workspaces() {
-  static PartialSumWorkspaces workspaces;
-  return workspaces;
-}
-
 }  // namespace
 
 void adam_step(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor main_param, Tensor exp_avg,
@@ -179,11 +135,11 @@ void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Ten
       "adam (param remainders)");
 }
 
-void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate, const Stream& stream) {
+void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate, Workspace& workspace,
+                  const Stream& stream) {
   const CurrentDeviceGuard guard(out.device);
   const auto numel = static_cast<std::int64_t>(x.numel());
-  double* partials = partial_sum_workspaces().for_stream(
-      out.device, stream_of(stream), static_cast<std::size_t>(launchers::squared_norm_partials(numel)));
+  double* partials = workspace.resources().squared_norm_partials();
   check_status(
       launchers::squared_norm(x.data, x.dtype, numel, static_cast<const std::int64_t*>(segments.data),
                               segment_count(segments, "squared_norm"), partials, static_cast<double*>(out.data),

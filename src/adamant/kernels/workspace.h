@@ -1,0 +1,66 @@
+#pragma once
+// What some GPU kernels keep between calls, owned by the run that makes the calls (the
+// model, the optimizer's gradient buffers, a test, a benchmark) and made before its first
+// step, so that no step allocates device memory:
+//  - matmul: cuBLASLt's handle, the plan it chose for each problem (built on a problem's
+//    first call; host memory only) and its 32 MiB workspace, which the linear layer's
+//    bias-gradient sums borrow between products (gemm, linear_*, the classifiers,
+//    decode_linear);
+//  - layernorm_backward's column sums, for up to `layernorm_rows` x `layernorm_cols`;
+//  - squared_norm's partial sums.
+// A workspace serves one stream: calls on a stream run in order, so they can share one, and
+// a kernel refuses the workspace of another stream. On the CPU it holds nothing, but the
+// kernels check what it was made for on both backends, so a run that sizes it wrongly fails
+// in CPU tests too.
+#include <cstdint>
+#include <memory>
+
+#include "adamant/core/device.h"
+#include "adamant/core/stream.h"
+
+namespace adamant::kernels {
+
+struct WorkspaceNeeds {
+  bool matmul = false;
+  std::int64_t layernorm_rows = 0;
+  std::int64_t layernorm_cols = 0;
+  bool squared_norm = false;
+};
+
+namespace cuda {
+class WorkspaceResources;  // a GPU workspace's memory and handles (kernels/cuda/workspace_resources.h)
+// Made and freed by kernels/cuda/workspace_cuda.cpp; a build without CUDA refuses to make one.
+WorkspaceResources* make_workspace_resources(Device device, const WorkspaceNeeds& needs);
+struct WorkspaceResourcesDeleter {
+  void operator()(WorkspaceResources* resources) const noexcept;
+};
+}  // namespace cuda
+
+class Workspace {
+ public:
+  // For kernels on `stream`'s device; on `device` when `stream` is the CPU stream, which
+  // stands for a GPU's default stream there.
+  Workspace(const Stream& stream, const WorkspaceNeeds& needs);
+  Workspace(Device device, const Stream& stream, const WorkspaceNeeds& needs);
+  Workspace(Workspace&& other) noexcept = default;
+  Workspace& operator=(Workspace&& other) noexcept = default;
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+
+  Device device() const { return device_; }
+  const WorkspaceNeeds& needs() const { return needs_; }
+  // Whether it was made for kernels on `device` enqueued on `stream`.
+  bool serves(Device device, const Stream& stream) const {
+    return device == device_ && stream.handle() == stream_handle_;
+  }
+  // A GPU workspace's resources (CUDA builds; kernels/cuda only).
+  cuda::WorkspaceResources& resources() const { return *resources_; }
+
+ private:
+  Device device_{};
+  void* stream_handle_ = nullptr;
+  WorkspaceNeeds needs_{};
+  std::unique_ptr<cuda::WorkspaceResources, cuda::WorkspaceResourcesDeleter> resources_;
+};
+
+}  // namespace adamant::kernels
