@@ -221,6 +221,25 @@ TEST(CudaGemm, RejectsMixedInputDtypes) {
       Error);
 }
 
+// A workspace serves the stream it was made for: a product enqueued on another stream
+// (whose kernels could overlap this one's in the same cuBLASLt workspace) is refused.
+TEST(CudaGemm, RefusesTheWorkspaceOfAnotherStream) {
+  ADAMANT_REQUIRE_GPU();
+  std::mt19937_64 rng(6);
+  const auto values = random_values(16, rng, 1.0f, true);
+  DeviceMatrix a(values, DType::f32), b(values, DType::f32), c(values, DType::f32);
+  Stream first(testing::gpu()), second(testing::gpu());
+  kernels::Workspace workspace(first, testing::all_workspace_needs());
+  try {
+    gemm(Transpose::no, Transpose::no, 4, 4, 4, 1.0, a.view(), b.view(), 0.0, c.view(), workspace, second);
+    FAIL() << "the workspace of another stream was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("made for another stream"), std::string::npos) << error.what();
+  }
+  gemm(Transpose::no, Transpose::no, 4, 4, 4, 1.0, a.view(), b.view(), 0.0, c.view(), workspace, first);
+  first.synchronize();
+}
+
 struct LinearCase {
   LinearShape shape;
   DType dtype;
