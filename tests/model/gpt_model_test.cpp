@@ -55,7 +55,7 @@ TEST(GptModel, HalfPrecisionWeightsComputeInFp32) {
   }
 }
 
-TEST(GptModel, GradientsAccumulateBitwiseOverMicroBatches) {
+TEST(GptModel, GradientsAccumulateOverMicroBatchesBitwiseButTheEmbeddings) {
   const GptConfig config = tiny_config();
   const auto first = random_batch(config, 2, 3), second = random_batch(config, 1, 4);
   GptModel model(config, DType::f32, 2, Device::cpu(), 5);
@@ -69,7 +69,23 @@ TEST(GptModel, GradientsAccumulateBitwiseOverMicroBatches) {
   model.forward_backward(first.view(0), 2.0f);
   model.forward_backward(second.view(2), 2.0f);
   const auto together = copy_of<float>(model.grads());
-  for (std::size_t i = 0; i < together.size(); ++i) ASSERT_EQ(together[i], g1[i] + g2[i]) << i;
+  // Each GEMM adds a micro-batch's whole share at once: bitwise the sum. The embeddings get two
+  // shares a micro-batch (the classifier's and the lookup's, added to the gradient buffer one
+  // after the other, model_memory.h), so their sum is only as exact as fp32 rounding.
+  for (const ParamSpec& spec : model.params().params) {
+    const bool embedding = spec.name.find("embeddings") != std::string::npos;
+    double magnitude = 0;
+    for (std::size_t i = spec.offset; i < spec.offset + spec.numel; ++i) {
+      magnitude = std::max(magnitude, std::abs(static_cast<double>(g1[i])) + std::abs(static_cast<double>(g2[i])));
+    }
+    for (std::size_t i = spec.offset; i < spec.offset + spec.numel; ++i) {
+      if (embedding) {
+        ASSERT_NEAR(together[i], g1[i] + g2[i], 1e-5 * magnitude) << spec.name << " " << i;
+      } else {
+        ASSERT_EQ(together[i], g1[i] + g2[i]) << spec.name << " " << i;
+      }
+    }
+  }
   // Run to run, bitwise.
   GptModel again(config, DType::f32, 2, Device::cpu(), 5);
   again.zero_grads();

@@ -159,7 +159,7 @@ void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_s
   const Tensor d_embedding = with_grad ? micro_grad(word_embedding) : Tensor{};
   if (tensor_parallel_ == nullptr) {
     kernels::fused_classifier(x, weight(word_embedding), targets, act(layout_.losses, N), scratch, grad_scale, d_x,
-                              d_embedding, false, {static_cast<std::int64_t>(N), C, V}, workspace_, *stream_);
+                              d_embedding, true, {static_cast<std::int64_t>(N), C, V}, workspace_, *stream_);
     return;
   }
   // Vocabulary-parallel cross-entropy: each rank's per-row logsumexp and target logit over its
@@ -176,7 +176,7 @@ void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_s
                                   *stream_);
   if (!with_grad) return;
   kernels::vocab_parallel_classifier_backward(x, weight(word_embedding), targets, lse, grad_scale, scratch, d_x,
-                                              d_embedding, false, shape, workspace_, *stream_);
+                                              d_embedding, true, shape, workspace_, *stream_);
 }
 
 void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
@@ -262,11 +262,9 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
   // Every rank has the whole gradient of the embedding output here, so each computes the same
   // position gradient and its own vocabulary rows' word gradient.
   const Tensor d_embedded = branch_grad(pass, kEmbeddingSite);
+  // Both gradients accumulate in the gradient buffer (model_memory.h), the word embedding's after
+  // the classifier's share of the tied weights when this chunk has the head.
   Tensor d_position = micro_grad(index.position_embedding);
-  zero(d_position);
-  // The lookup's gradient adds to the classifier's share of the tied weights; without the head on
-  // this chunk (pipeline stages) it starts from zero.
-  if (!chunk.has_head) zero(micro_grad(index.word_embedding));
   kernels::embedding_backward(d_embedded, pass.tokens, micro_grad(index.word_embedding), d_position,
                               act(layout_.embedding_grad_scratch, layout_.embedding_grad_scratch.numel),
                               {B, L, C, V, static_cast<std::int64_t>(tp_rank_) * V}, *stream_);

@@ -12,11 +12,15 @@ namespace adamant::model {
 MicroGradLayout micro_grad_layout(const ParamList& params, const PipelineStage& stage) {
   std::vector<bool> in_place(params.size(), false);
   for (const ModelChunk& chunk : stage.chunks) {
-    for (const LayerParamIndex& layer : index_chunk_params(params, chunk).layers) {
+    const GptParamIndex index = index_chunk_params(params, chunk);
+    for (const LayerParamIndex& layer : index.layers) {
       for (const std::size_t param : {layer.qkv_weight, layer.proj_weight, layer.fc_weight, layer.fc_proj_weight}) {
         in_place[param] = true;
       }
     }
+    // The classifier's GEMMs and the embedding backward add to the embeddings' gradients.
+    if (chunk.has_embedding || chunk.has_head) in_place[index.word_embedding] = true;
+    if (chunk.has_embedding) in_place[index.position_embedding] = true;
   }
   MicroGradLayout layout;
   layout.offsets.assign(params.size(), MicroGradLayout::kAccumulatedInPlace);

@@ -38,6 +38,7 @@ BucketedGrads::BucketedGrads(const OptimizerOptions& options, const ParamList& p
       norm_scope_(norm_scope),
       sync_(sync),
       sync_dtype_(layout == GradLayout::sharded ? options.grad_sync_dtype : DType::f32),
+      staged_(sync_dtype_ == DType::bf16 && data_parallel.size() > 1),
       plan_(params_, BucketPlan::capacity_for(options.bucket_cap_mb, dtype_size(sync_dtype_)),
             layout == GradLayout::sharded ? data_parallel.size() : 1),
       readiness_(plan_, params_),
@@ -53,7 +54,7 @@ void BucketedGrads::attach(Tensor model_grads) {
   norm_segments_ = upload_table(ranges_.norm_segments(), device, norm_segments_buffer_);
   norm_buffer_ = Buffer(sizeof(double), device);
   norm_ = Tensor::flat(norm_buffer_.data(), DType::f64, device, 1);
-  if (sync_dtype_ == DType::bf16) {
+  if (staged_) {
     staging_buffer_ = Buffer(plan_.padded_numel() * sizeof(bf16_bits), device);
     staging_ = Tensor::flat(staging_buffer_.data(), DType::bf16, device, plan_.padded_numel());
   }
@@ -61,7 +62,7 @@ void BucketedGrads::attach(Tensor model_grads) {
 
 Tensor BucketedGrads::synced_grad(std::size_t range) const {
   const UpdateRange& r = ranges_[range];
-  return (sync_dtype_ == DType::bf16 ? staging_ : grads_).slice(r.flat_offset, r.numel);
+  return (staged_ ? staging_ : grads_).slice(r.flat_offset, r.numel);
 }
 
 Tensor BucketedGrads::segments(std::size_t range) const {
@@ -75,7 +76,7 @@ Tensor BucketedGrads::norm_segments(std::size_t range) const {
 void BucketedGrads::start_sync(std::size_t bucket_index) {
   const Bucket& bucket = plan_.buckets()[bucket_index];
   Tensor send = grads_.slice(bucket.offset, bucket.numel);
-  if (sync_dtype_ == DType::bf16) {
+  if (staged_) {
     const Tensor staged = staging_.slice(bucket.offset, bucket.numel);
     kernels::cast(send, staged, stream_);
     send = staged;

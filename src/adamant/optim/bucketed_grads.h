@@ -37,9 +37,9 @@ enum class GradLayout {
 // The collective that combines one bucket's gradients over the data-parallel ranks.
 class GradSync {
  public:
-  // `bucket_grads`: the bucket's gradients in the sync dtype (the fp32 buffer, or its bf16 staging copy); the
-  // communicator is already ordered after the stream's work. The result is read through
-  // BucketedGrads::synced_grad once the handle was waited for.
+  // `bucket_grads`: the bucket's gradients (the fp32 buffer, or its bf16 staging copy with bf16
+  // sync over several ranks); the communicator is already ordered after the stream's work. The
+  // result is read through BucketedGrads::synced_grad once the handle was waited for.
   virtual comm::CommHandle start_bucket_sync(Tensor bucket_grads, const Bucket& bucket) = 0;
 
  protected:
@@ -92,7 +92,8 @@ class BucketedGrads {
   kernels::Workspace workspace_;  // squared_norm's partial sums, on stream_
   GradNormScope norm_scope_;
   GradSync& sync_;
-  DType sync_dtype_;
+  DType sync_dtype_;  // sizes the buckets
+  bool staged_;       // bf16 sync over more than one rank: the gradients are sent from a bf16 copy
   BucketPlan plan_;
   BucketReadiness readiness_;
   UpdateRanges ranges_;

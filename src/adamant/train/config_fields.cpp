@@ -157,7 +157,9 @@ FieldSpec data_prefix_field() {
 FieldSpec grad_sync_dtype_field() {
   const std::string path = "model.optim.grad_sync_dtype";
   return custom(
-      path, "`fp32`, or `bf16` to halve the gradient traffic (`distributed_fused_adam`)",
+      path,
+      "`fp32`, or `bf16` to halve the gradient traffic (`distributed_fused_adam`; a single data-parallel rank sends "
+      "nothing and keeps its fp32 gradients)",
       [path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
         const std::string text = read_string(v, path, where);
         try {

@@ -41,7 +41,8 @@ OptimizerMemory optimizer_memory(const optim::OptimizerOptions& o, const ParamLi
   m.workspaces =
       static_cast<double>((ranges.segments().size() + ranges.norm_segments().size()) * sizeof(std::int64_t)) +
       sizeof(double);
-  if (sync_dtype == DType::bf16) m.workspaces += 2.0 * static_cast<double>(plan.padded_numel());
+  // bf16 sync sends from a bf16 copy, which one rank alone does not make (optim/bucketed_grads.h).
+  if (sync_dtype == DType::bf16 && dp > 1) m.workspaces += 2.0 * static_cast<double>(plan.padded_numel());
   return m;
 }
 
