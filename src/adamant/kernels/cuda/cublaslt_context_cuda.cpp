@@ -3,7 +3,6 @@
 
 #include "adamant/core/cuda_check.h"
 #include "adamant/core/error.h"
-#include "adamant/core/memory_stats.h"
 #include "adamant/kernels/cuda/cublaslt_context.h"
 
 namespace adamant::kernels::cuda {
