@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
+#include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 
@@ -118,6 +119,11 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
       break;
   }
   if (status != cudaSuccess) return status;
+  if (flash_detail::uses_wgmma(problem.head_dim)) {
+    status = launch_backward_key_pass_wgmma(operands, problem, dropout, stream);
+    if (status != cudaSuccess) return status;
+    return launch_backward_query_pass_wgmma(operands, problem, dropout, stream);
+  }
   status = launch_backward_key_pass(operands, problem, dropout, stream);
   if (status != cudaSuccess) return status;
   return launch_backward_query_pass(operands, problem, dropout, stream);

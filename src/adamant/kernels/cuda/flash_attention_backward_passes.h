@@ -4,9 +4,11 @@
 // compile in parallel:
 //  1. row statistics: per (token, head), D = rowsum(d_out o) and logsumexp * log2(e),
 //     parked as two fp32 at the start of the token's dq slice of d_qkv;
-//  2. key pass (flash_attention_backward_keys.cu): dk and dv, one block per 128 keys;
-//  3. query pass (flash_attention_backward_queries.cu): dq, one block per 128 queries,
-//     written over the statistics of its own rows after reading them.
+//  2. key pass: dk and dv, one block per 128 keys;
+//  3. query pass: dq, one block per 128 queries, written over the statistics of its own
+//     rows after reading them.
+// Each pass has a wgmma kernel for head sizes 64 and 128 (*_wgmma.cu) and an mma.sync
+// one for 80 and 96.
 // No output element is summed by more than one thread, in a fixed order, so runs
 // agree bit for bit.
 #include <cuda_runtime.h>
@@ -21,5 +23,9 @@ cudaError_t launch_backward_key_pass(const BackwardOperands& operands, const Pro
                                      cudaStream_t stream);
 cudaError_t launch_backward_query_pass(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
                                        cudaStream_t stream);
+cudaError_t launch_backward_key_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
+                                           const Dropout& dropout, cudaStream_t stream);
+cudaError_t launch_backward_query_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
+                                             const Dropout& dropout, cudaStream_t stream);
 
 }  // namespace adamant::kernels::cuda::flash_attention_launchers

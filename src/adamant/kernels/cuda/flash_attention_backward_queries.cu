@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim, kDropout>:
 
 cudaError_t launch_backward_query_pass(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
                                        cudaStream_t stream) {
-  return with_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
+  return with_mma_sync_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));

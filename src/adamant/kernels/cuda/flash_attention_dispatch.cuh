@@ -13,25 +13,37 @@
 
 namespace adamant::kernels::cuda::flash_detail {
 
-// Calls launch(std::integral_constant<int, head_dim>, std::bool_constant<dropout>) for a
-// supported head size (64, 80, 96, 128); cudaErrorInvalidValue for any other.
-template <typename Launch>
+// The kernel family of a head size: Hopper's warpgroup products (wgmma.cuh) for 64
+// and 128, whose rows fill whole 128-byte swizzled panels; mma.sync for 80 and 96.
+constexpr bool uses_wgmma(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
+// Calls launch(std::integral_constant<int, head_dim>, std::bool_constant<dropout>) for
+// one of the head sizes in `kHeadDims`; cudaErrorInvalidValue for any other.
+template <int... kHeadDims, typename Launch>
 cudaError_t with_head_dim_and_dropout(int head_dim, bool dropout, Launch&& launch) {
-  auto with_dropout = [&](auto head) {
-    return dropout ? launch(head, std::true_type{}) : launch(head, std::false_type{});
+  cudaError_t status = cudaErrorInvalidValue;
+  auto try_one = [&](auto head) {
+    if (head_dim != decltype(head)::value) return false;
+    status = dropout ? launch(head, std::true_type{}) : launch(head, std::false_type{});
+    return true;
   };
-  switch (head_dim) {
-    case 64:
-      return with_dropout(std::integral_constant<int, 64>{});
-    case 80:
-      return with_dropout(std::integral_constant<int, 80>{});
-    case 96:
-      return with_dropout(std::integral_constant<int, 96>{});
-    case 128:
-      return with_dropout(std::integral_constant<int, 128>{});
-    default:
-      return cudaErrorInvalidValue;
-  }
+  (try_one(std::integral_constant<int, kHeadDims>{}) || ...);
+  return status;
+}
+template <typename Launch>
+cudaError_t with_mma_sync_head_dim_and_dropout(int head_dim, bool dropout, Launch&& launch) {
+  return with_head_dim_and_dropout<80, 96>(head_dim, dropout, launch);
+}
+template <typename Launch>
+cudaError_t with_wgmma_head_dim_and_dropout(int head_dim, bool dropout, Launch&& launch) {
+  return with_head_dim_and_dropout<64, 128>(head_dim, dropout, launch);
+}
+
+// `shared` rounded up to a multiple of kAlignment (the kernel asks for kAlignment bytes more).
+template <std::size_t kAlignment>
+__device__ __forceinline__ unsigned char* align_shared(unsigned char* shared) {
+  const auto address = static_cast<std::size_t>(__cvta_generic_to_shared(shared));
+  return shared + ((kAlignment - address % kAlignment) % kAlignment);
 }
 
 // kernel<<<(batch * heads, blocks of kBlockRows rows), kThreads, shared_bytes, stream>>>(args...),

@@ -1,9 +1,9 @@
-// Causal flash attention forward (kernels/flash_attention.h), FlashAttention-2
-// style: one block of 8 warps per (sample, head, 128 queries), each warp owning 16
-// query rows whose q fragments, scores, probabilities and output accumulators stay
-// in registers. Key and value tiles of 64 rows stream through shared memory in a
-// cp.async pipeline of several stages (flash_attention_tiles.cuh); the online
-// softmax (running row maximum and denominator, base-2 exponent with the scale
+// Causal flash attention forward (kernels/flash_attention.h): the entry point, which
+// sends head sizes 64 and 128 to the wgmma kernel (flash_attention_forward_wgmma.cu),
+// and the mma.sync kernel for 80 and 96, FlashAttention-2 style: one block of 8 warps per (sample, head, 128 queries),
+// each warp owning 16 query rows whose q fragments, scores, probabilities and output accumulators stay in registers.
+// Key and value tiles of 64 rows stream through shared memory in a cp.async pipeline of several stages
+// (flash_attention_tiles.cuh); the online softmax (running row maximum and denominator, base-2 exponent with the scale
 // folded in) rescales the output only when a row's maximum outgrows the running one
 // by more than 2^8 in probability. Key tiles past the diagonal are never visited,
 // and only the tiles that straddle it are masked. It writes the bf16 output and each row's
@@ -16,7 +16,9 @@
 
 #include "adamant/kernels/cuda/attention_philox.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
+#include "adamant/kernels/cuda/flash_attention_forward_kernels.h"
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
+#include "adamant/kernels/cuda/flash_attention_online_softmax.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 
 namespace adamant::kernels::cuda::flash_attention_launchers {
@@ -24,8 +26,6 @@ namespace adamant::kernels::cuda::flash_attention_launchers {
 namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
-
-constexpr float kStaleMaxLog2 = 8.0f;  // see the online softmax below
 
 template <int kHeadDim, bool kDropout>
 struct ForwardConfig {
@@ -98,11 +98,7 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
   float out[kOutTiles][4];
 #pragma unroll
   for (int n = 0; n < kOutTiles; ++n) out[n][0] = out[n][1] = out[n][2] = out[n][3] = 0.0f;
-  // Per thread rows group and group + 8 of the warp: maximum of the raw scores q.k
-  // (the scale lives in the exponent) and this thread's share of the denominator
-  // (summed over the four lanes of a row at the end).
-  float row_max[2] = {-INFINITY, -INFINITY};
-  float row_sum[2] = {0.0f, 0.0f};
+  OnlineSoftmax softmax;
   const int rows[2] = {warp_first + group, warp_first + group + 8};
   const attention_detail::DropoutMask mask(dropout, sample, head, seq);
 
@@ -137,68 +133,8 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
       }
 
       // Only a tile that reaches past the warp's first row has keys after some query.
-      if (first_key + kStreamRows - 1 > warp_first) {
-#pragma unroll
-        for (int t = 0; t < kKeyTiles; ++t) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = first_key + 8 * t + 2 * pair + (e & 1);
-            if (key > rows[e >> 1]) scores[t][e] = -INFINITY;
-          }
-        }
-      }
-
-      // Every row sees at least one key of this tile (the tile starts at or before
-      // the warp's first row), so its maximum is finite. Trees keep the dependent
-      // chains short.
-      float tile_max[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float m[kKeyTiles];
-#pragma unroll
-        for (int t = 0; t < kKeyTiles; ++t) m[t] = fmaxf(scores[t][2 * h], scores[t][2 * h + 1]);
-#pragma unroll
-        for (int width = kKeyTiles / 2; width > 0; width /= 2) {
-#pragma unroll
-          for (int i = 0; i < width; ++i) m[i] = fmaxf(m[i], m[i + width]);
-        }
-        tile_max[h] = fmaxf(m[0], __shfl_xor_sync(0xffffffffu, m[0], 1));
-        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-      }
-      // The running maximum moves only when some row of the warp outgrows it by more
-      // than 2^kStaleMaxLog2 in probability: below that, probabilities relative to a
-      // stale maximum are as exact (fp32 sums, bf16 operands) and the output and
-      // denominator need no rescaling. The first tile always moves it from -inf.
-      bool grows = false;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) grows |= (tile_max[h] - row_max[h]) * scale_log2 > kStaleMaxLog2;
-      if (__any_sync(0xffffffffu, grows)) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float new_max = fmaxf(row_max[h], tile_max[h]);
-          const float rescale = fast_exp2((row_max[h] - new_max) * scale_log2);  // 0 on the first tile
-          row_max[h] = new_max;
-          row_sum[h] *= rescale;
-#pragma unroll
-          for (int n = 0; n < kOutTiles; ++n) {
-            out[n][2 * h] *= rescale;
-            out[n][2 * h + 1] *= rescale;
-          }
-        }
-      }
-      const float max_scaled[2] = {row_max[0] * scale_log2, row_max[1] * scale_log2};
-      float sums[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-#pragma unroll
-      for (int t = 0; t < kKeyTiles; ++t) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float p = fast_exp2(fmaf(scores[t][e], scale_log2, -max_scaled[e >> 1]));
-          sums[e >> 1][t & 1] += p;
-          scores[t][e] = p;
-        }
-      }
-      row_sum[0] += sums[0][0] + sums[0][1];
-      row_sum[1] += sums[1][0] + sums[1][1];
+      if (first_key + kStreamRows - 1 > warp_first) mask_future_keys(scores, first_key, rows, pair);
+      softmax.add_tile(scores, out, scale_log2);
       if constexpr (kDropout) {
         // Draw m decides rows {group, group + 8} x keys {16 m + 2 pair + j, + 8}: n8
         // tiles 2 m and 2 m + 1 (attention_dropout_layout.h).
@@ -230,21 +166,17 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
   wait_copies<0>();
   if (!warp_active) return;
 
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
-  }
   const std::int64_t out_offset = static_cast<std::int64_t>(sample) * seq * channels + head * kHeadDim;
   // The warp's own query rows are free once its fragments are loaded: they stage the output.
-  store_warp_rows<kHeadDim>(out, 1.0f / row_sum[0], 1.0f / row_sum[1], query_tile + warp * kWarpRows * kPitch<kHeadDim>,
-                            operands.out + out_offset, channels, warp_first, seq);
+  const float row_sums[2] = {softmax.total(0), softmax.total(1)};
+  store_warp_rows<kHeadDim>(out, 1.0f / row_sums[0], 1.0f / row_sums[1],
+                            query_tile + warp * kWarpRows * kPitch<kHeadDim>, operands.out + out_offset, channels,
+                            warp_first, seq);
   if (pair == 0) {
     float* logsumexp = operands.logsumexp + (static_cast<std::int64_t>(sample) * problem.heads + head) * seq;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      // log(sum_j exp(s_j / sqrt(d))) = (max * scale_log2 + log2(sum)) * ln 2.
-      if (rows[h] < seq) logsumexp[rows[h]] = (row_max[h] * scale_log2 + log2f(row_sum[h])) * kLn2;
+      if (rows[h] < seq) logsumexp[rows[h]] = softmax.logsumexp(h, row_sums[h], scale_log2);
     }
   }
 }
@@ -255,7 +187,8 @@ cudaError_t flash_attention_forward(const ForwardOperands& operands, const Probl
                                     cudaStream_t stream) {
   if (problem.batch == 0 || problem.seq == 0) return cudaSuccess;
   if (static_cast<std::int64_t>(problem.batch) * problem.heads > INT_MAX) return cudaErrorInvalidConfiguration;
-  return with_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
+  if (uses_wgmma(problem.head_dim)) return launch_forward_wgmma(operands, problem, dropout, stream);
+  return with_mma_sync_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale_log2 = kLog2E / std::sqrt(static_cast<float>(kHeadDim));

@@ -1,0 +1,235 @@
+// Key pass of the flash attention backward (flash_attention_backward_passes.h) on
+// Hopper's warpgroup tensor cores (wgmma.cuh), for head sizes 64 and 128: one block of
+// two warpgroups per (sample, head, 128 keys), each warpgroup owning 64 keys and their
+// dk and dv accumulators. Query, d_out and row-statistics tiles of 64 queries stream
+// through shared memory (a cp.async pipeline of swizzled tiles) from the diagonal to
+// the end of the sequence; per tile a warpgroup makes
+//   s^T = k q^T and dp^T = v d_out^T   (k, v, q and d_out all read from shared memory),
+//   p^T = exp2(s^T scale log2(e) - logsumexp log2(e)), ds^T = p^T (dp^T f - D),
+//   dv += (p^T f) d_out, dk += ds^T q  (p^T and ds^T as register operands),
+// with f the dropout factor, drawn as the mma.sync key pass does
+// (flash_attention_backward_keys.cu): the accumulators sit in each warp as its do.
+// dk is scaled by 1/sqrt(d) once at the end.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "adamant/kernels/cuda/attention_philox.cuh"
+#include "adamant/kernels/cuda/flash_attention_backward_passes.h"
+#include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
+#include "adamant/kernels/cuda/flash_attention_tiles.cuh"
+#include "adamant/kernels/cuda/wgmma.cuh"
+
+namespace adamant::kernels::cuda::flash_attention_launchers {
+
+namespace {
+
+using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
+
+constexpr int kGroupRows = 64;  // keys of one warpgroup
+
+template <int kHeadDim>
+struct WgmmaKeyPassConfig {
+  static constexpr int kMinBlocks = 1;
+  static constexpr int kStages = kHeadDim == 64 ? 4 : 3;
+  static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
+  static constexpr std::size_t kKeys = 0;  // 128 rows; each warp's own rows stage its dk at the end
+  static constexpr std::size_t kValues = kKeys + swizzled_tile_bytes<kHeadDim, kBlockRows>();  // and its dv
+  static constexpr std::size_t kQueries = kValues + swizzled_tile_bytes<kHeadDim, kBlockRows>();
+  static constexpr std::size_t kDOut = kQueries + kStages * kStreamTile;
+  static constexpr std::size_t kStatistics = kDOut + kStages * kStreamTile;  // stages of (D, lse log2 e)
+  static constexpr std::size_t kBytes = kStatistics + kStages * kStreamRows * 2 * sizeof(float) + kSwizzleAlignment;
+};
+
+template <int kHeadDim, bool kDropout>
+__global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBlocks)
+    flash_backward_key_wgmma_kernel(BackwardOperands operands, Problem problem, Dropout dropout, float scale,
+                                    float scale_log2) {
+  using Config = WgmmaKeyPassConfig<kHeadDim>;
+  constexpr int kStages = Config::kStages;
+  constexpr int kSlices = kHeadDim / 16;
+  constexpr int kOutTiles = kHeadDim / 8;
+  constexpr int kQueryTiles = kStreamRows / 8;  // n8 tiles of a 64-query step
+  extern __shared__ unsigned char shared_raw[];
+  unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
+  unsigned char* key_tile = shared + Config::kKeys;
+  unsigned char* value_tile = shared + Config::kValues;
+  unsigned char* query_tiles = shared + Config::kQueries;
+  unsigned char* d_out_tiles = shared + Config::kDOut;
+  auto* statistics = reinterpret_cast<float*>(shared + Config::kStatistics);
+
+  const int seq = problem.seq;
+  const int sample = static_cast<int>(blockIdx.x) / problem.heads;
+  const int head = static_cast<int>(blockIdx.x) % problem.heads;
+  // The grid's y runs over key blocks; the first keys see the most queries and start first.
+  const int first_key = static_cast<int>(blockIdx.y) * kBlockRows;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int group = lane / 4;
+  const int pair = lane % 4;
+  const int warpgroup = warp / 4;
+  const int group_first = first_key + warpgroup * kGroupRows;
+  const bool group_active = group_first < seq;
+  const int warp_first = first_key + warp * kWarpRows;
+  const int first_query_block = first_key / kStreamRows;
+  const int query_blocks = (seq + kStreamRows - 1) / kStreamRows;
+
+  const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
+  const std::int64_t token_stride = 3 * channels;
+  const std::int64_t sample_token = static_cast<std::int64_t>(sample) * seq;
+  const std::uint16_t* q_base = operands.qkv + sample_token * token_stride + head * kHeadDim;
+  const std::uint16_t* d_out_base = operands.d_out + sample_token * channels + head * kHeadDim;
+
+  // Statistics of queries [first, first + 64): one 8-byte copy per query.
+  auto load_statistics = [&](float* tile, int first) {
+    const int i = static_cast<int>(threadIdx.x);
+    if (i < kStreamRows) {
+      const int query = first + i;
+      const bool valid = query < seq;
+      copy_async_8(
+          tile + 2 * i,
+          row_statistics_slot(operands.d_qkv, sample_token + (valid ? query : 0), token_stride, head, kHeadDim), valid);
+    }
+  };
+  auto load_query_block = [&](int block) {
+    const int stage = (block - first_query_block) % kStages;
+    const int first = block * kStreamRows;
+    load_swizzled_tile_async<kHeadDim, kStreamRows>(query_tiles + stage * Config::kStreamTile, q_base, token_stride,
+                                                    first, seq);
+    load_swizzled_tile_async<kHeadDim, kStreamRows>(d_out_tiles + stage * Config::kStreamTile, d_out_base, channels,
+                                                    first, seq);
+    load_statistics(statistics + stage * 2 * kStreamRows, first);
+  };
+
+  load_swizzled_tile_async<kHeadDim, kBlockRows>(key_tile, q_base + channels, token_stride, first_key, seq);
+  load_swizzled_tile_async<kHeadDim, kBlockRows>(value_tile, q_base + 2 * channels, token_stride, first_key, seq);
+  load_query_block(first_query_block);
+  commit_copies();
+#pragma unroll
+  for (int ahead = 1; ahead < kStages - 1; ++ahead) {
+    if (first_query_block + ahead < query_blocks) load_query_block(first_query_block + ahead);
+    commit_copies();
+  }
+
+  float dk[kOutTiles][4];
+  float dv[kOutTiles][4];
+#pragma unroll
+  for (int n = 0; n < kOutTiles; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.0f;
+  }
+  const int keys[2] = {warp_first + group, warp_first + group + 8};
+  const attention_detail::DropoutMask mask(dropout, sample, head, seq);
+  const std::uint32_t key_address = shared_address(key_tile);
+  const std::uint32_t value_address = shared_address(value_tile);
+
+  for (int block = first_query_block; block < query_blocks; ++block) {
+    wait_copies<kStages - 2>();  // this block's copies have landed; later blocks' may be in flight
+    fence_async_shared();        // and are visible to the tensor cores once every thread passed the barrier
+    __syncthreads();
+    if (block + kStages - 1 < query_blocks) load_query_block(block + kStages - 1);
+    commit_copies();
+
+    const int block_first = block * kStreamRows;
+    // Query tiles and warpgroups both start at multiples of 64: a tile before the
+    // warpgroup's first key has no query that sees any of its keys.
+    if (!group_active || block_first < group_first) continue;
+    const int stage = (block - first_query_block) % kStages;
+    const std::uint32_t query_address = shared_address(query_tiles + stage * Config::kStreamTile);
+    const std::uint32_t d_out_address = shared_address(d_out_tiles + stage * Config::kStreamTile);
+    const float* stage_statistics = statistics + stage * 2 * kStreamRows;
+
+    float s[kQueryTiles][4];
+    float dp[kQueryTiles][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kSlices; ++kk) {
+      mma_shared_a(s, k_major<kBlockRows>(key_address, warpgroup * kGroupRows, kk),
+                   k_major<kStreamRows>(query_address, 0, kk), kk > 0);
+    }
+#pragma unroll
+    for (int kk = 0; kk < kSlices; ++kk) {
+      mma_shared_a(dp, k_major<kBlockRows>(value_address, warpgroup * kGroupRows, kk),
+                   k_major<kStreamRows>(d_out_address, 0, kk), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(s);
+    fence_accumulators(dp);
+
+    // The diagonal tile has queries before some of the warp's keys, the last one may run past seq.
+    const bool needs_mask = block_first < warp_first + kWarpRows - 1 || block_first + kStreamRows > seq;
+#pragma unroll
+    for (int chunk = 0; chunk < kQueryTiles / 2; ++chunk) {
+      // Queries {block_first + 16 chunk + 8 t + 2 pair + j} x this thread's two keys,
+      // element e = 2 h + j of n8 tile 2 chunk + t, from two draws shared with the
+      // neighbouring lane (attention_dropout_layout.h).
+      float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
+      if constexpr (kDropout) mask.column_factors(block_first / 16 + chunk, warp_first / 16, group, pair, factors);
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const int tile = 2 * chunk + t;
+        // (D, lse log2 e) of queries 2 pair and 2 pair + 1 of this n8 tile.
+        const float4 stats = *reinterpret_cast<const float4*>(stage_statistics + 2 * (8 * tile + 2 * pair));
+        const float d_values[2] = {stats.x, stats.z};
+        const float lse_log2[2] = {stats.y, stats.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int query = block_first + 8 * tile + 2 * pair + (e & 1);
+          float p = fast_exp2(fmaf(s[tile][e], scale_log2, -lse_log2[e & 1]));
+          if (needs_mask && (query < keys[e >> 1] || query >= seq)) p = 0.0f;
+          const float factor = factors[t][e];
+          s[tile][e] = p * factor;
+          dp[tile][e] = p * (dp[tile][e] * factor - d_values[e & 1]);
+        }
+      }
+    }
+    std::uint32_t probs[kQueryTiles / 2][4];
+    std::uint32_t d_scores[kQueryTiles / 2][4];
+#pragma unroll
+    for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
+      a_from_c(probs[kk], s[2 * kk], s[2 * kk + 1]);
+      a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
+      mma_register_a<kHeadDim>(dv, probs[kk], mn_major<kStreamRows>(d_out_address, kk));
+    }
+#pragma unroll
+    for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
+      mma_register_a<kHeadDim>(dk, d_scores[kk], mn_major<kStreamRows>(query_address, kk));
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(dv);
+    fence_accumulators(dk);
+  }
+  wait_copies<0>();
+  if (!group_active) return;
+
+  // The warp's own key and value rows are read only by its warpgroup's products, all
+  // done: they stage its results.
+  std::uint16_t* dk_base = operands.d_qkv + sample_token * token_stride + channels + head * kHeadDim;
+  store_warp_rows_swizzled<kHeadDim, kBlockRows>(dk, scale, scale, key_tile, warp * kWarpRows, dk_base, token_stride,
+                                                 warp_first, seq);
+  store_warp_rows_swizzled<kHeadDim, kBlockRows>(dv, 1.0f, 1.0f, value_tile, warp * kWarpRows, dk_base + channels,
+                                                 token_stride, warp_first, seq);
+}
+
+}  // namespace
+
+cudaError_t launch_backward_key_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
+                                           const Dropout& dropout, cudaStream_t stream) {
+  return with_wgmma_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
+    constexpr int kHeadDim = decltype(head)::value;
+    constexpr bool kDropout = decltype(with_dropout)::value;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    return launch_over_row_blocks(flash_backward_key_wgmma_kernel<kHeadDim, kDropout>,
+                                  WgmmaKeyPassConfig<kHeadDim>::kBytes, problem, stream, operands, problem, dropout,
+                                  scale, kLog2E * scale);
+  });
+}
+
+}  // namespace adamant::kernels::cuda::flash_attention_launchers

@@ -1,0 +1,211 @@
+// Query pass of the flash attention backward (flash_attention_backward_passes.h) on
+// Hopper's warpgroup tensor cores (wgmma.cuh), for head sizes 64 and 128: one block of
+// two warpgroups per (sample, head, 128 queries), the longest rows first, each
+// warpgroup owning 64 queries and their dq accumulators. Key and value tiles of 64
+// rows stream through shared memory (a cp.async pipeline of swizzled tiles) up to the
+// diagonal; per tile a warpgroup makes
+//   s = q k^T and dp = d_out v^T   (q, d_out, k and v all read from shared memory),
+//   p = exp2(s scale log2(e) - logsumexp log2(e)), ds = p (dp f - D),
+//   dq += ds k                      (ds as a register operand),
+// with f the dropout factor, drawn as the mma.sync query pass does
+// (flash_attention_backward_queries.cu): the accumulators sit in each warp as its do.
+// dq is scaled by 1/sqrt(d) once at the end.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "adamant/kernels/cuda/attention_philox.cuh"
+#include "adamant/kernels/cuda/flash_attention_backward_passes.h"
+#include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
+#include "adamant/kernels/cuda/flash_attention_tiles.cuh"
+#include "adamant/kernels/cuda/wgmma.cuh"
+
+namespace adamant::kernels::cuda::flash_attention_launchers {
+
+namespace {
+
+using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
+
+constexpr int kGroupRows = 64;  // queries of one warpgroup
+
+template <int kHeadDim>
+struct WgmmaQueryPassConfig {
+  static constexpr int kMinBlocks = 1;
+  static constexpr int kStages = kHeadDim == 64 ? 4 : 3;
+  static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
+  static constexpr std::size_t kQueries = 0;  // 128 rows, then the dq staging
+  static constexpr std::size_t kDOut = kQueries + swizzled_tile_bytes<kHeadDim, kBlockRows>();
+  static constexpr std::size_t kKeys = kDOut + swizzled_tile_bytes<kHeadDim, kBlockRows>();
+  static constexpr std::size_t kValues = kKeys + kStages * kStreamTile;
+  static constexpr std::size_t kBytes = kValues + kStages * kStreamTile + kSwizzleAlignment;
+};
+
+template <int kHeadDim, bool kDropout>
+__global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMinBlocks)
+    flash_backward_query_wgmma_kernel(BackwardOperands operands, Problem problem, Dropout dropout, float scale,
+                                      float scale_log2) {
+  using Config = WgmmaQueryPassConfig<kHeadDim>;
+  constexpr int kStages = Config::kStages;
+  constexpr int kSlices = kHeadDim / 16;
+  constexpr int kOutTiles = kHeadDim / 8;
+  constexpr int kKeyTiles = kStreamRows / 8;  // n8 tiles of a 64-key step
+  extern __shared__ unsigned char shared_raw[];
+  unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
+  unsigned char* query_tile = shared + Config::kQueries;
+  unsigned char* d_out_tile = shared + Config::kDOut;
+  unsigned char* key_tiles = shared + Config::kKeys;
+  unsigned char* value_tiles = shared + Config::kValues;
+
+  const int seq = problem.seq;
+  const int sample = static_cast<int>(blockIdx.x) / problem.heads;
+  const int head = static_cast<int>(blockIdx.x) % problem.heads;
+  const int first_query = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int group = lane / 4;
+  const int pair = lane % 4;
+  const int warpgroup = warp / 4;
+  const int group_first = first_query + warpgroup * kGroupRows;
+  const int group_last = group_first + kGroupRows - 1;
+  const bool group_active = group_first < seq;
+  const int warp_first = first_query + warp * kWarpRows;
+  const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
+
+  const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
+  const std::int64_t token_stride = 3 * channels;
+  const std::int64_t sample_token = static_cast<std::int64_t>(sample) * seq;
+  const std::uint16_t* q_base = operands.qkv + sample_token * token_stride + head * kHeadDim;
+  const std::uint16_t* k_base = q_base + channels;
+  const std::uint16_t* v_base = q_base + 2 * channels;
+  const std::uint16_t* d_out_base = operands.d_out + sample_token * channels + head * kHeadDim;
+
+  auto load_keys = [&](int block) {
+    const std::size_t stage = static_cast<std::size_t>(block % kStages) * Config::kStreamTile;
+    load_swizzled_tile_async<kHeadDim, kStreamRows>(key_tiles + stage, k_base, token_stride, block * kStreamRows, seq);
+    load_swizzled_tile_async<kHeadDim, kStreamRows>(value_tiles + stage, v_base, token_stride, block * kStreamRows,
+                                                    seq);
+  };
+  load_swizzled_tile_async<kHeadDim, kBlockRows>(query_tile, q_base, token_stride, first_query, seq);
+  load_swizzled_tile_async<kHeadDim, kBlockRows>(d_out_tile, d_out_base, channels, first_query, seq);
+  load_keys(0);
+  commit_copies();
+#pragma unroll
+  for (int ahead = 1; ahead < kStages - 1; ++ahead) {
+    if (ahead < key_blocks) load_keys(ahead);
+    commit_copies();
+  }
+
+  // This thread's rows (group and group + 8 of the warp): their statistics are read
+  // here, before this block (their only writer) stores dq over them.
+  const int rows[2] = {warp_first + group, warp_first + group + 8};
+  float d_values[2] = {0.0f, 0.0f};
+  float lse_log2[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (rows[h] < seq) {
+      const float2 stats = *reinterpret_cast<const float2*>(
+          row_statistics_slot(operands.d_qkv, sample_token + rows[h], token_stride, head, kHeadDim));
+      d_values[h] = stats.x;
+      lse_log2[h] = stats.y;
+    }
+  }
+  const attention_detail::DropoutMask mask(dropout, sample, head, seq);
+  const std::uint32_t query_address = shared_address(query_tile);
+  const std::uint32_t d_out_address = shared_address(d_out_tile);
+  float dq[kOutTiles][4];
+#pragma unroll
+  for (int n = 0; n < kOutTiles; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+
+  for (int block = 0; block < key_blocks; ++block) {
+    wait_copies<kStages - 2>();  // this block's copies have landed; later blocks' may be in flight
+    fence_async_shared();        // and are visible to the tensor cores once every thread passed the barrier
+    __syncthreads();
+    if (block + kStages - 1 < key_blocks) load_keys(block + kStages - 1);
+    commit_copies();
+
+    const int first_key = block * kStreamRows;
+    // Key tiles and warpgroups both start at multiples of 64: a tile past the
+    // warpgroup's last query has no key any of its queries sees.
+    if (!group_active || first_key > group_last) continue;
+    const std::size_t stage = static_cast<std::size_t>(block % kStages) * Config::kStreamTile;
+    const std::uint32_t key_address = shared_address(key_tiles + stage);
+    const std::uint32_t value_address = shared_address(value_tiles + stage);
+
+    float s[kKeyTiles][4];
+    float dp[kKeyTiles][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kSlices; ++kk) {
+      mma_shared_a(s, k_major<kBlockRows>(query_address, warpgroup * kGroupRows, kk),
+                   k_major<kStreamRows>(key_address, 0, kk), kk > 0);
+    }
+#pragma unroll
+    for (int kk = 0; kk < kSlices; ++kk) {
+      mma_shared_a(dp, k_major<kBlockRows>(d_out_address, warpgroup * kGroupRows, kk),
+                   k_major<kStreamRows>(value_address, 0, kk), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(s);
+    fence_accumulators(dp);
+
+    // Only a tile that reaches past the warp's first query has keys after some of them.
+    const bool needs_mask = first_key + kStreamRows - 1 > warp_first;
+#pragma unroll
+    for (int chunk = 0; chunk < kKeyTiles / 2; ++chunk) {
+      // The draw decides rows {group, group + 8} x keys {16 chunk + 2 pair + j, + 8}:
+      // element e = 2 h + j of n8 tiles 2 chunk and 2 chunk + 1 (attention_dropout_layout.h).
+      float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
+      if constexpr (kDropout) {
+        mask.row_factors(mask.draw(warp_first / 16, first_key / 16 + chunk, group, pair), factors);
+      }
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const int tile = 2 * chunk + t;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1;
+          const int key = first_key + 8 * tile + 2 * pair + (e & 1);
+          float p = fast_exp2(fmaf(s[tile][e], scale_log2, -lse_log2[h]));
+          if (needs_mask && key > rows[h]) p = 0.0f;
+          dp[tile][e] = p * (dp[tile][e] * factors[t][e] - d_values[h]);
+        }
+      }
+    }
+    std::uint32_t d_scores[kKeyTiles / 2][4];
+#pragma unroll
+    for (int kk = 0; kk < kKeyTiles / 2; ++kk) a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
+      mma_register_a<kHeadDim>(dq, d_scores[kk], mn_major<kStreamRows>(key_address, kk));
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(dq);
+  }
+  wait_copies<0>();
+  if (!group_active) return;
+
+  // The warp's own query rows are read only by its warpgroup's products, all done: they stage dq.
+  store_warp_rows_swizzled<kHeadDim, kBlockRows>(dq, scale, scale, query_tile, warp * kWarpRows,
+                                                 operands.d_qkv + sample_token * token_stride + head * kHeadDim,
+                                                 token_stride, warp_first, seq);
+}
+
+}  // namespace
+
+cudaError_t launch_backward_query_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
+                                             const Dropout& dropout, cudaStream_t stream) {
+  return with_wgmma_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
+    constexpr int kHeadDim = decltype(head)::value;
+    constexpr bool kDropout = decltype(with_dropout)::value;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    return launch_over_row_blocks(flash_backward_query_wgmma_kernel<kHeadDim, kDropout>,
+                                  WgmmaQueryPassConfig<kHeadDim>::kBytes, problem, stream, operands, problem, dropout,
+                                  scale, kLog2E * scale);
+  });
+}
+
+}  // namespace adamant::kernels::cuda::flash_attention_launchers

@@ -1,0 +1,190 @@
+// Causal flash attention forward on Hopper's warpgroup tensor cores (wgmma.cuh), for
+// head sizes 64 and 128: one block of two warpgroups per (sample, head, 128 queries),
+// each warpgroup owning 64 query rows. Per 64-key tile streamed through shared memory
+// (a cp.async pipeline of swizzled tiles), a warpgroup makes s = q k^T with both
+// operands read from shared memory, runs the online softmax of the mma.sync kernel
+// (flash_attention_forward.cu: base-2 exponent with the scale folded in, rescaling only
+// when a row's maximum outgrows the running one by more than 2^8) on the scores in
+// registers, and adds p v with p as a register operand. The accumulators sit in each
+// warp exactly as the mma.sync kernel's do, so masking, dropout draws and the softmax
+// are the same code over the same per-thread elements.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "adamant/kernels/cuda/attention_philox.cuh"
+#include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
+#include "adamant/kernels/cuda/flash_attention_forward_kernels.h"
+#include "adamant/kernels/cuda/flash_attention_online_softmax.cuh"
+#include "adamant/kernels/cuda/flash_attention_tiles.cuh"
+#include "adamant/kernels/cuda/wgmma.cuh"
+
+namespace adamant::kernels::cuda::flash_attention_launchers {
+
+namespace {
+
+using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
+
+constexpr int kGroupRows = 64;  // query rows of one warpgroup
+
+template <int kHeadDim>
+struct WgmmaForwardConfig {
+  // Head size 64 fits two blocks a multiprocessor (registers and shared memory);
+  // 128 holds twice the output accumulators and takes one, with a deeper pipeline.
+  static constexpr int kMinBlocks = kHeadDim == 64 ? 2 : 1;
+  static constexpr int kStages = kHeadDim == 64 ? 3 : 4;
+  static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
+  static constexpr std::size_t kQuery = 0;  // 128 rows, then the output staging
+  static constexpr std::size_t kKeys = kQuery + swizzled_tile_bytes<kHeadDim, kBlockRows>();
+  static constexpr std::size_t kValues = kKeys + kStages * kStreamTile;
+  static constexpr std::size_t kBytes = kValues + kStages * kStreamTile + kSwizzleAlignment;  // + alignment slack
+};
+
+template <int kHeadDim, bool kDropout>
+__global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBlocks)
+    flash_forward_wgmma_kernel(ForwardOperands operands, Problem problem, Dropout dropout, float scale_log2) {
+  using Config = WgmmaForwardConfig<kHeadDim>;
+  constexpr int kStages = Config::kStages;
+  constexpr int kSlices = kHeadDim / 16;      // k16 steps of q k^T
+  constexpr int kKeyTiles = kStreamRows / 8;  // n8 tiles of a score row block
+  constexpr int kOutTiles = kHeadDim / 8;     // n8 tiles of the output
+  extern __shared__ unsigned char shared_raw[];
+  unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
+  unsigned char* query_tile = shared + Config::kQuery;
+  unsigned char* key_tiles = shared + Config::kKeys;
+  unsigned char* value_tiles = shared + Config::kValues;
+
+  const int seq = problem.seq;
+  const int sample = static_cast<int>(blockIdx.x) / problem.heads;
+  const int head = static_cast<int>(blockIdx.x) % problem.heads;
+  // The grid's y runs over query blocks, the longest rows (most key tiles) first.
+  const int first_query = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int group = lane / 4;
+  const int pair = lane % 4;
+  const int warpgroup = warp / 4;
+  const int group_first = first_query + warpgroup * kGroupRows;
+  const int group_last = group_first + kGroupRows - 1;
+  const bool group_active = group_first < seq;
+  const int warp_first = first_query + warp * kWarpRows;
+  const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
+
+  const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
+  const std::int64_t token_stride = 3 * channels;
+  const std::uint16_t* q_base = operands.qkv + static_cast<std::int64_t>(sample) * seq * token_stride + head * kHeadDim;
+  const std::uint16_t* k_base = q_base + channels;
+  const std::uint16_t* v_base = q_base + 2 * channels;
+
+  auto load_keys = [&](int block) {
+    const std::size_t stage = static_cast<std::size_t>(block % kStages) * Config::kStreamTile;
+    load_swizzled_tile_async<kHeadDim, kStreamRows>(key_tiles + stage, k_base, token_stride, block * kStreamRows, seq);
+    load_swizzled_tile_async<kHeadDim, kStreamRows>(value_tiles + stage, v_base, token_stride, block * kStreamRows,
+                                                    seq);
+  };
+  load_swizzled_tile_async<kHeadDim, kBlockRows>(query_tile, q_base, token_stride, first_query, seq);
+  load_keys(0);
+  commit_copies();
+#pragma unroll
+  for (int ahead = 1; ahead < kStages - 1; ++ahead) {
+    if (ahead < key_blocks) load_keys(ahead);
+    commit_copies();
+  }
+
+  float out[kOutTiles][4];
+#pragma unroll
+  for (int n = 0; n < kOutTiles; ++n) out[n][0] = out[n][1] = out[n][2] = out[n][3] = 0.0f;
+  OnlineSoftmax softmax;
+  const int rows[2] = {warp_first + group, warp_first + group + 8};
+  const attention_detail::DropoutMask mask(dropout, sample, head, seq);
+  const std::uint32_t query_address = shared_address(query_tile);
+
+  for (int block = 0; block < key_blocks; ++block) {
+    wait_copies<kStages - 2>();  // this block's copies have landed; later blocks' may be in flight
+    fence_async_shared();        // and are visible to the tensor cores once every thread passed the barrier
+    __syncthreads();
+    if (block + kStages - 1 < key_blocks) load_keys(block + kStages - 1);
+    commit_copies();
+
+    const int first_key = block * kStreamRows;
+    // Key tiles and warpgroups both start at multiples of 64, so a warpgroup that
+    // reaches this tile sees its first key from every one of its rows.
+    if (!group_active || first_key > group_last) continue;
+    const std::size_t stage = static_cast<std::size_t>(block % kStages) * Config::kStreamTile;
+    const std::uint32_t key_address = shared_address(key_tiles + stage);
+    const std::uint32_t value_address = shared_address(value_tiles + stage);
+
+    float scores[kKeyTiles][4];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kSlices; ++kk) {
+      mma_shared_a(scores, k_major<kBlockRows>(query_address, warpgroup * kGroupRows, kk),
+                   k_major<kStreamRows>(key_address, 0, kk), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(scores);
+
+    // Only a tile that reaches past the warp's first row has keys after some query.
+    if (first_key + kStreamRows - 1 > warp_first) mask_future_keys(scores, first_key, rows, pair);
+    softmax.add_tile(scores, out, scale_log2);
+    if constexpr (kDropout) {
+      // Draw m decides rows {group, group + 8} x keys {16 m + 2 pair + j, + 8}: n8
+      // tiles 2 m and 2 m + 1 (attention_dropout_layout.h).
+#pragma unroll
+      for (int m = 0; m < kKeyTiles / 2; ++m) {
+        float factors[2][4];
+        mask.row_factors(mask.draw(warp_first / 16, first_key / 16 + m, group, pair), factors);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          scores[2 * m][e] *= factors[0][e];
+          scores[2 * m + 1][e] *= factors[1][e];
+        }
+      }
+    }
+
+    std::uint32_t probs[kKeyTiles / 2][4];
+#pragma unroll
+    for (int kk = 0; kk < kKeyTiles / 2; ++kk) a_from_c(probs[kk], scores[2 * kk], scores[2 * kk + 1]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
+      mma_register_a<kHeadDim>(out, probs[kk], mn_major<kStreamRows>(value_address, kk));
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_accumulators(out);
+  }
+  wait_copies<0>();
+  if (!group_active) return;
+
+  const std::int64_t out_offset = static_cast<std::int64_t>(sample) * seq * channels + head * kHeadDim;
+  // The warp's own query rows are read only by its warpgroup's products, all done: they stage the output.
+  const float row_sums[2] = {softmax.total(0), softmax.total(1)};
+  store_warp_rows_swizzled<kHeadDim, kBlockRows>(out, 1.0f / row_sums[0], 1.0f / row_sums[1], query_tile,
+                                                 warp * kWarpRows, operands.out + out_offset, channels, warp_first,
+                                                 seq);
+  if (pair == 0) {
+    float* logsumexp = operands.logsumexp + (static_cast<std::int64_t>(sample) * problem.heads + head) * seq;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (rows[h] < seq) logsumexp[rows[h]] = softmax.logsumexp(h, row_sums[h], scale_log2);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_forward_wgmma(const ForwardOperands& operands, const Problem& problem, const Dropout& dropout,
+                                 cudaStream_t stream) {
+  return with_wgmma_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
+    constexpr int kHeadDim = decltype(head)::value;
+    constexpr bool kDropout = decltype(with_dropout)::value;
+    const float scale_log2 = kLog2E / std::sqrt(static_cast<float>(kHeadDim));
+    return launch_over_row_blocks(flash_forward_wgmma_kernel<kHeadDim, kDropout>, WgmmaForwardConfig<kHeadDim>::kBytes,
+                                  problem, stream, operands, problem, dropout, scale_log2);
+  });
+}
+
+}  // namespace adamant::kernels::cuda::flash_attention_launchers

@@ -1,0 +1,211 @@
+#pragma once
+// Hopper's warpgroup tensor-core products (wgmma.mma_async, sm_90a) for the flash
+// attention kernels: bf16 operands, fp32 accumulators, operands read straight from
+// shared memory through matrix descriptors. Only for *.cu files.
+//
+// Swizzled tiles. A tile of kRows rows x kCols bf16 columns (kCols a multiple of 64) is
+// kCols / 64 panels one after the other, each kRows rows of 128 bytes; within a panel the
+// 16-byte chunk c of row r sits at r * 128 + (c ^ (r % 8)) * 16: the hardware's 128-byte
+// swizzle, which spreads the eight rows of a core matrix over all 32 banks and wants
+// every panel on a 1024-byte boundary. The same tile serves as a K-major operand
+// (rows are M or N, columns are k: a k16 step is 32 bytes into a panel) and as an
+// MN-major one (rows are k, columns are N: a k16 step is 16 rows).
+//
+// Accumulators. In each warp w of the warpgroup, the fp32 D of an m64nN product holds
+// rows 16 w .. 16 w + 15 exactly as N / 8 mma.sync m16n8 C tiles do
+// (flash_attention_tiles.cuh: c[t][0..1] row `group`, c[t][2..3] row `group + 8`,
+// columns 8 t + 2 pair + {0, 1}); an A operand in registers is the warp's 16 rows as one
+// mma.sync A fragment, so a_from_c turns two C tiles into the next product's A.
+//
+// Ordering. Shared memory written by ordinary stores or cp.async must be published to
+// the tensor cores' (async) proxy with fence_async_shared() before the barrier that
+// precedes the products; products are issued after wgmma_fence(), committed as a
+// group and waited for, and fence_accumulators() keeps the compiler from touching the
+// accumulators between issue and wait.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "adamant/kernels/cuda/flash_attention_tiles.cuh"
+
+namespace adamant::kernels::cuda::flash_detail {
+
+constexpr int kPanelColumns = 64;  // bf16 of one 128-byte swizzled row
+constexpr std::uint32_t kPanelRowBytes = 128;
+constexpr std::uint32_t kCoreGroupBytes = 8 * kPanelRowBytes;  // eight rows: one swizzle pattern
+constexpr std::size_t kSwizzleAlignment = 1024;
+
+template <int kRows>
+constexpr std::uint32_t panel_bytes() {
+  return static_cast<std::uint32_t>(kRows) * kPanelRowBytes;
+}
+template <int kCols, int kRows>
+constexpr std::size_t swizzled_tile_bytes() {
+  static_assert(kCols % kPanelColumns == 0 && kRows % 8 == 0, "swizzled tiles are whole panels of whole core groups");
+  return static_cast<std::size_t>(kCols / kPanelColumns) * panel_bytes<kRows>();
+}
+
+// Byte offset of 16-byte chunk `chunk` (columns 8 chunk .. 8 chunk + 7) of row `row`.
+template <int kRows>
+__device__ __forceinline__ std::uint32_t swizzled_chunk_offset(int row, int chunk) {
+  return static_cast<std::uint32_t>(chunk / 8) * panel_bytes<kRows>() +
+         static_cast<std::uint32_t>(row) * kPanelRowBytes + static_cast<std::uint32_t>(((chunk % 8) ^ (row % 8)) * 16);
+}
+
+// Starts copying rows [first_row, first_row + kRows) of one head's slice (kCols bf16 at
+// base + row * row_stride) into a swizzled tile; rows at or past `seq` become zero.
+template <int kCols, int kRows>
+__device__ __forceinline__ void load_swizzled_tile_async(unsigned char* tile, const std::uint16_t* base,
+                                                         std::int64_t row_stride, int first_row, int seq) {
+  constexpr int kChunksPerRow = kCols / kChunk;
+  constexpr int kTotal = kRows * kChunksPerRow;
+#pragma unroll
+  for (int step = 0; step < (kTotal + kThreads - 1) / kThreads; ++step) {
+    const int index = step * kThreads + static_cast<int>(threadIdx.x);
+    if (kTotal % kThreads == 0 || index < kTotal) {
+      const int r = index / kChunksPerRow;
+      const int c = index % kChunksPerRow;
+      const int row = first_row + r;
+      const bool valid = row < seq;
+      const std::uint16_t* src = base + static_cast<std::int64_t>(valid ? row : 0) * row_stride + c * kChunk;
+      copy_async_16(tile + swizzled_chunk_offset<kRows>(r, c), src, valid);
+    }
+  }
+}
+
+// A matrix descriptor with 128-byte swizzling: the operand's start, the byte distance
+// between its 64-column panels (used by MN-major operands wider than one panel) and
+// between its 8-row core groups.
+__device__ __forceinline__ std::uint64_t swizzled_descriptor(std::uint32_t address, std::uint32_t panel_stride) {
+  return static_cast<std::uint64_t>((address & 0x3ffffu) >> 4) | (static_cast<std::uint64_t>(panel_stride >> 4) << 16) |
+         (static_cast<std::uint64_t>(kCoreGroupBytes >> 4) << 32) | (1ull << 62);
+}
+// K-major operand: rows [first_row, first_row + 64) (A) or the whole N (B) of a swizzled
+// tile of kRows rows, k columns [16 k16, 16 k16 + 16).
+template <int kRows>
+__device__ __forceinline__ std::uint64_t k_major(std::uint32_t tile, int first_row, int k16) {
+  return swizzled_descriptor(tile + static_cast<std::uint32_t>(k16 / 4) * panel_bytes<kRows>() +
+                                 static_cast<std::uint32_t>(first_row) * kPanelRowBytes +
+                                 static_cast<std::uint32_t>(k16 % 4) * 32u,
+                             16u);
+}
+// MN-major B operand: k rows [16 k16, 16 k16 + 16) of a swizzled tile of kRows rows, all
+// its columns as N.
+template <int kRows>
+__device__ __forceinline__ std::uint64_t mn_major(std::uint32_t tile, int k16) {
+  return swizzled_descriptor(tile + static_cast<std::uint32_t>(16 * k16) * kPanelRowBytes, panel_bytes<kRows>());
+}
+
+// A warp's 16 rows of fp32 C fragments (kHeadDim / 8 n8 tiles, row `group` times
+// scale_row0 and row `group + 8` times scale_row1) to bf16 global rows, staged through
+// rows [tile_row, tile_row + 16) of a swizzled tile of kRows rows so that each lane
+// writes whole 16-byte chunks. Rows at or past `seq` are not written. The caller
+// guarantees that nothing else reads or writes those staging rows meanwhile.
+template <int kHeadDim, int kRows>
+__device__ __forceinline__ void store_warp_rows_swizzled(const float (&acc)[kHeadDim / 8][4], float scale_row0,
+                                                         float scale_row1, unsigned char* tile, int tile_row,
+                                                         std::uint16_t* dst, std::int64_t row_stride, int first_row,
+                                                         int seq) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int group = lane / 4;
+  const int pair = lane % 4;
+  __syncwarp();
+#pragma unroll
+  for (int n = 0; n < kHeadDim / 8; ++n) {
+    // Columns 8 n + 2 pair + {0, 1}: chunk n, bytes 4 pair within it.
+    *reinterpret_cast<std::uint32_t*>(tile + swizzled_chunk_offset<kRows>(tile_row + group, n) + 4 * pair) =
+        pack_bf16(acc[n][0] * scale_row0, acc[n][1] * scale_row0);
+    *reinterpret_cast<std::uint32_t*>(tile + swizzled_chunk_offset<kRows>(tile_row + group + 8, n) + 4 * pair) =
+        pack_bf16(acc[n][2] * scale_row1, acc[n][3] * scale_row1);
+  }
+  __syncwarp();
+  constexpr int kChunksPerRow = kHeadDim / kChunk;
+#pragma unroll
+  for (int index = lane; index < kWarpRows * kChunksPerRow; index += kWarpSize) {
+    const int r = index / kChunksPerRow;
+    const int c = index % kChunksPerRow;
+    if (first_row + r < seq) {
+      *reinterpret_cast<uint4*>(dst + static_cast<std::int64_t>(first_row + r) * row_stride + c * kChunk) =
+          *reinterpret_cast<const uint4*>(tile + swizzled_chunk_offset<kRows>(tile_row + r, c));
+    }
+  }
+}
+
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+template <int kTiles>
+__device__ __forceinline__ void fence_accumulators(float (&d)[kTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[t][e])::"memory");
+  }
+}
+
+// d = a . b (accumulate false) or d += a . b, m64n64k16: a (64 x 16) and b (16 x 64) both K-major in
+// shared memory.
+__device__ __forceinline__ void mma_shared_a(float (&d)[8][4], std::uint64_t a, std::uint64_t b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+}
+
+template <int kN>
+__device__ void mma_register_a(float (&d)[kN / 8][4], const std::uint32_t (&a)[4], std::uint64_t b);
+
+// d += a . b, m64n64k16: a (64 x 16) in registers, b (16 x 64) MN-major in shared memory.
+template <>
+__device__ __forceinline__ void mma_register_a<64>(float (&d)[8][4], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+// d += a . b, m64n128k16: a (64 x 16) in registers, b (16 x 128) MN-major in shared memory.
+template <>
+__device__ __forceinline__ void mma_register_a<128>(float (&d)[16][4], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "
+      "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+        "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),
+        "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]),
+        "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]),
+        "+f"(d[15][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+}  // namespace adamant::kernels::cuda::flash_detail
