@@ -32,7 +32,10 @@ constexpr int kGroupRows = 64;  // keys of one warpgroup
 template <int kHeadDim>
 struct WgmmaKeyPassConfig {
   static constexpr int kMinBlocks = 1;
-  static constexpr int kStages = kHeadDim == 64 ? 4 : 3;
+  // Overlapping one tile's gradient products with the next tile's probabilities holds
+  // both tiles' operands: registers enough at head size 64 only.
+  static constexpr bool kOverlap = kHeadDim == 64;
+  static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
   static constexpr std::size_t kKeys = 0;  // 128 rows; each warp's own rows stage its dk at the end
   static constexpr std::size_t kValues = kKeys + swizzled_tile_bytes<kHeadDim, kBlockRows>();  // and its dv
@@ -68,7 +71,8 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int group = lane / 4;
   const int pair = lane % 4;
-  const int warpgroup = warp / 4;
+  // Broadcast from lane 0, so that the compiler knows it (and all that follows from it) is the same across the warp.
+  const int warpgroup = __shfl_sync(0xffffffffu, warp / 4, 0);
   const int group_first = first_key + warpgroup * kGroupRows;
   const bool group_active = group_first < seq;
   const int warp_first = first_key + warp * kWarpRows;
@@ -107,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   load_query_block(first_query_block);
   commit_copies();
 #pragma unroll
-  for (int ahead = 1; ahead < kStages - 1; ++ahead) {
+  for (int ahead = 1; ahead < kStages - 2; ++ahead) {
     if (first_query_block + ahead < query_blocks) load_query_block(first_query_block + ahead);
     commit_copies();
   }
@@ -124,74 +128,28 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   const std::uint32_t key_address = shared_address(key_tile);
   const std::uint32_t value_address = shared_address(value_tile);
 
-  for (int block = first_query_block; block < query_blocks; ++block) {
-    wait_copies<kStages - 2>();  // this block's copies have landed; later blocks' may be in flight
-    fence_async_shared();        // and are visible to the tensor cores once every thread passed the barrier
-    __syncthreads();
-    if (block + kStages - 1 < query_blocks) load_query_block(block + kStages - 1);
-    commit_copies();
-
-    const int block_first = block * kStreamRows;
-    // Query tiles and warpgroups both start at multiples of 64: a tile before the
-    // warpgroup's first key has no query that sees any of its keys.
-    if (!group_active || block_first < group_first) continue;
-    const int stage = (block - first_query_block) % kStages;
+  // Query tiles and warpgroups both start at multiples of 64: a tile before the
+  // warpgroup's first key has no query that sees any of its keys.
+  auto relevant = [&](int block) { return group_active && block * kStreamRows >= group_first; };
+  auto stage_of = [&](int block) { return (block - first_query_block) % kStages; };
+  float s[kQueryTiles][4];
+  float dp[kQueryTiles][4];
+  // s^T and dp^T of one tile.
+  auto issue_scores = [&](int block) {
+    const int stage = stage_of(block);
     const std::uint32_t query_address = shared_address(query_tiles + stage * Config::kStreamTile);
     const std::uint32_t d_out_address = shared_address(d_out_tiles + stage * Config::kStreamTile);
-    const float* stage_statistics = statistics + stage * 2 * kStreamRows;
-
-    float s[kQueryTiles][4];
-    float dp[kQueryTiles][4];
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kSlices; ++kk) {
-      mma_shared_a(s, k_major<kBlockRows>(key_address, warpgroup * kGroupRows, kk),
-                   k_major<kStreamRows>(query_address, 0, kk), kk > 0);
-    }
-#pragma unroll
-    for (int kk = 0; kk < kSlices; ++kk) {
-      mma_shared_a(dp, k_major<kBlockRows>(value_address, warpgroup * kGroupRows, kk),
-                   k_major<kStreamRows>(d_out_address, 0, kk), kk > 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(s);
-    fence_accumulators(dp);
-
-    // The diagonal tile has queries before some of the warp's keys, the last one may run past seq.
-    const bool needs_mask = block_first < warp_first + kWarpRows - 1 || block_first + kStreamRows > seq;
-#pragma unroll
-    for (int chunk = 0; chunk < kQueryTiles / 2; ++chunk) {
-      // Queries {block_first + 16 chunk + 8 t + 2 pair + j} x this thread's two keys,
-      // element e = 2 h + j of n8 tile 2 chunk + t, from two draws shared with the
-      // neighbouring lane (attention_dropout_layout.h).
-      float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
-      if constexpr (kDropout) mask.column_factors(block_first / 16 + chunk, warp_first / 16, group, pair, factors);
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        const int tile = 2 * chunk + t;
-        // (D, lse log2 e) of queries 2 pair and 2 pair + 1 of this n8 tile.
-        const float4 stats = *reinterpret_cast<const float4*>(stage_statistics + 2 * (8 * tile + 2 * pair));
-        const float d_values[2] = {stats.x, stats.z};
-        const float lse_log2[2] = {stats.y, stats.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int query = block_first + 8 * tile + 2 * pair + (e & 1);
-          float p = fast_exp2(fmaf(s[tile][e], scale_log2, -lse_log2[e & 1]));
-          if (needs_mask && (query < keys[e >> 1] || query >= seq)) p = 0.0f;
-          const float factor = factors[t][e];
-          s[tile][e] = p * factor;
-          dp[tile][e] = p * (dp[tile][e] * factor - d_values[e & 1]);
-        }
-      }
-    }
-    std::uint32_t probs[kQueryTiles / 2][4];
-    std::uint32_t d_scores[kQueryTiles / 2][4];
-#pragma unroll
-    for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
-      a_from_c(probs[kk], s[2 * kk], s[2 * kk + 1]);
-      a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);
-    }
+    mma_rows_by_rows<kSlices, kBlockRows>(s, key_address, warpgroup * kGroupRows, query_address);
+    mma_rows_by_rows<kSlices, kBlockRows>(dp, value_address, warpgroup * kGroupRows, d_out_address);
+  };
+  std::uint32_t probs[kQueryTiles / 2][4];
+  std::uint32_t d_scores[kQueryTiles / 2][4];
+  // dv += p^T d_out and dk += ds^T q of one tile.
+  auto issue_gradients = [&](int block) {
+    const int stage = stage_of(block);
+    const std::uint32_t query_address = shared_address(query_tiles + stage * Config::kStreamTile);
+    const std::uint32_t d_out_address = shared_address(d_out_tiles + stage * Config::kStreamTile);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
@@ -201,11 +159,92 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
     for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
       mma_register_a<kHeadDim>(dk, d_scores[kk], mn_major<kStreamRows>(query_address, kk));
     }
+  };
+  auto clear_operands = [&] {
+#pragma unroll
+    for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) probs[kk][r] = d_scores[kk][r] = 0u;
+    }
+  };
+
+  // Each tile issues its s^T and dp^T and then the previous tile's gradient products,
+  // which with kOverlap run while the warpgroup turns this tile's scores into
+  // probabilities and score gradients (see the forward, flash_attention_forward_wgmma.cu:
+  // both products on every path, zero operands where there is nothing to add). Tile
+  // i's copies start when tile i - 2's products are done everywhere.
+  fence_accumulators(dk);  // set before any product is issued
+  fence_accumulators(dv);
+  clear_operands();
+  for (int block = first_query_block; block < query_blocks; ++block) {
+    const int block_first = block * kStreamRows;
+    wait_copies<kStages - 3>();  // this tile has landed
+    fence_async_shared();
+    __syncthreads();
+    if (block + kStages - 2 < query_blocks) load_query_block(block + kStages - 2);
+    commit_copies();
+    issue_scores(block);
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(dv);
-    fence_accumulators(dk);
+    if constexpr (Config::kOverlap) {
+      issue_gradients(block > first_query_block ? block - 1 : block);  // adds nothing on the first tile
+      wgmma_commit();
+      wgmma_wait<1>();  // this tile's scores; the previous tile's gradients may still run
+    } else {
+      wgmma_wait<0>();
+    }
+    fence_accumulators(s);
+    fence_accumulators(dp);
+    const bool needed = relevant(block);
+    if (needed) {
+      const float* stage_statistics = statistics + stage_of(block) * 2 * kStreamRows;
+      // The diagonal tile has queries before some of the warp's keys, the last one may run past seq.
+      const bool needs_mask = block_first < warp_first + kWarpRows - 1 || block_first + kStreamRows > seq;
+#pragma unroll
+      for (int chunk = 0; chunk < kQueryTiles / 2; ++chunk) {
+        // Queries {block_first + 16 chunk + 8 t + 2 pair + j} x this thread's two keys,
+        // element e = 2 h + j of n8 tile 2 chunk + t, from two draws shared with the
+        // neighbouring lane (attention_dropout_layout.h).
+        float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
+        if constexpr (kDropout) mask.column_factors(block_first / 16 + chunk, warp_first / 16, group, pair, factors);
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          const int tile = 2 * chunk + t;
+          // (D, lse log2 e) of queries 2 pair and 2 pair + 1 of this n8 tile.
+          const float4 stats = *reinterpret_cast<const float4*>(stage_statistics + 2 * (8 * tile + 2 * pair));
+          const float d_values[2] = {stats.x, stats.z};
+          const float lse_log2[2] = {stats.y, stats.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int query = block_first + 8 * tile + 2 * pair + (e & 1);
+            float p = fast_exp2(fmaf(s[tile][e], scale_log2, -lse_log2[e & 1]));
+            if (needs_mask && (query < keys[e >> 1] || query >= seq)) p = 0.0f;
+            const float factor = factors[t][e];
+            s[tile][e] = p * factor;
+            dp[tile][e] = p * (dp[tile][e] * factor - d_values[e & 1]);
+          }
+        }
+      }
+    }
+    if constexpr (Config::kOverlap) wgmma_wait<0>();  // the previous tile's gradients: their operands are free
+#pragma unroll
+    for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
+      a_from_c(probs[kk], s[2 * kk], s[2 * kk + 1]);
+      a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);
+    }
+    if (!needed) clear_operands();
+    if constexpr (!Config::kOverlap) {
+      issue_gradients(block);
+      wgmma_commit();
+      wgmma_wait<0>();
+    }
   }
+  if constexpr (Config::kOverlap) {
+    issue_gradients(query_blocks - 1);
+    wgmma_commit();
+  }
+  wgmma_wait<0>();
+  fence_accumulators(dv);
+  fence_accumulators(dk);
   wait_copies<0>();
   if (!group_active) return;
 

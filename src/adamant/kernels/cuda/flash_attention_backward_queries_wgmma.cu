@@ -32,7 +32,7 @@ constexpr int kGroupRows = 64;  // queries of one warpgroup
 template <int kHeadDim>
 struct WgmmaQueryPassConfig {
   static constexpr int kMinBlocks = 1;
-  static constexpr int kStages = kHeadDim == 64 ? 4 : 3;
+  static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
   static constexpr std::size_t kQueries = 0;  // 128 rows, then the dq staging
   static constexpr std::size_t kDOut = kQueries + swizzled_tile_bytes<kHeadDim, kBlockRows>();
@@ -65,7 +65,8 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int group = lane / 4;
   const int pair = lane % 4;
-  const int warpgroup = warp / 4;
+  // Broadcast from lane 0, so that the compiler knows it (and all that follows from it) is the same across the warp.
+  const int warpgroup = __shfl_sync(0xffffffffu, warp / 4, 0);
   const int group_first = first_query + warpgroup * kGroupRows;
   const int group_last = group_first + kGroupRows - 1;
   const bool group_active = group_first < seq;
@@ -91,7 +92,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
   load_keys(0);
   commit_copies();
 #pragma unroll
-  for (int ahead = 1; ahead < kStages - 1; ++ahead) {
+  for (int ahead = 1; ahead < kStages - 2; ++ahead) {
     if (ahead < key_blocks) load_keys(ahead);
     commit_copies();
   }
@@ -117,74 +118,91 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
 #pragma unroll
   for (int n = 0; n < kOutTiles; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
 
-  for (int block = 0; block < key_blocks; ++block) {
-    wait_copies<kStages - 2>();  // this block's copies have landed; later blocks' may be in flight
-    fence_async_shared();        // and are visible to the tensor cores once every thread passed the barrier
-    __syncthreads();
-    if (block + kStages - 1 < key_blocks) load_keys(block + kStages - 1);
-    commit_copies();
-
-    const int first_key = block * kStreamRows;
-    // Key tiles and warpgroups both start at multiples of 64: a tile past the
-    // warpgroup's last query has no key any of its queries sees.
-    if (!group_active || first_key > group_last) continue;
+  // Key tiles and warpgroups both start at multiples of 64: a tile past the
+  // warpgroup's last query has no key any of its queries sees.
+  auto relevant = [&](int block) { return group_active && block < key_blocks && block * kStreamRows <= group_last; };
+  float s[kKeyTiles][4];
+  float dp[kKeyTiles][4];
+  // s and dp of one tile, committed as one group.
+  auto issue_scores = [&](int block) {
     const std::size_t stage = static_cast<std::size_t>(block % kStages) * Config::kStreamTile;
     const std::uint32_t key_address = shared_address(key_tiles + stage);
     const std::uint32_t value_address = shared_address(value_tiles + stage);
-
-    float s[kKeyTiles][4];
-    float dp[kKeyTiles][4];
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kSlices; ++kk) {
-      mma_shared_a(s, k_major<kBlockRows>(query_address, warpgroup * kGroupRows, kk),
-                   k_major<kStreamRows>(key_address, 0, kk), kk > 0);
-    }
-#pragma unroll
-    for (int kk = 0; kk < kSlices; ++kk) {
-      mma_shared_a(dp, k_major<kBlockRows>(d_out_address, warpgroup * kGroupRows, kk),
-                   k_major<kStreamRows>(value_address, 0, kk), kk > 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(s);
-    fence_accumulators(dp);
-
-    // Only a tile that reaches past the warp's first query has keys after some of them.
-    const bool needs_mask = first_key + kStreamRows - 1 > warp_first;
-#pragma unroll
-    for (int chunk = 0; chunk < kKeyTiles / 2; ++chunk) {
-      // The draw decides rows {group, group + 8} x keys {16 chunk + 2 pair + j, + 8}:
-      // element e = 2 h + j of n8 tiles 2 chunk and 2 chunk + 1 (attention_dropout_layout.h).
-      float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
-      if constexpr (kDropout) {
-        mask.row_factors(mask.draw(warp_first / 16, first_key / 16 + chunk, group, pair), factors);
-      }
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        const int tile = 2 * chunk + t;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e >> 1;
-          const int key = first_key + 8 * tile + 2 * pair + (e & 1);
-          float p = fast_exp2(fmaf(s[tile][e], scale_log2, -lse_log2[h]));
-          if (needs_mask && key > rows[h]) p = 0.0f;
-          dp[tile][e] = p * (dp[tile][e] * factors[t][e] - d_values[h]);
-        }
-      }
-    }
-    std::uint32_t d_scores[kKeyTiles / 2][4];
-#pragma unroll
-    for (int kk = 0; kk < kKeyTiles / 2; ++kk) a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);
+    mma_rows_by_rows<kSlices, kBlockRows>(s, query_address, warpgroup * kGroupRows, key_address);
+    mma_rows_by_rows<kSlices, kBlockRows>(dp, d_out_address, warpgroup * kGroupRows, value_address);
+  };
+  std::uint32_t d_scores[kKeyTiles / 2][4];
+  // dq += ds k of one tile, committed as one group.
+  auto issue_gradient = [&](int block) {
+    const std::uint32_t key_address =
+        shared_address(key_tiles + static_cast<std::size_t>(block % kStages) * Config::kStreamTile);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
       mma_register_a<kHeadDim>(dq, d_scores[kk], mn_major<kStreamRows>(key_address, kk));
     }
+  };
+
+  // As in the key pass (flash_attention_backward_keys_wgmma.cu): each tile issues its
+  // s and dp and then the previous tile's dq product, which runs while the warpgroup
+  // turns this tile's scores into score gradients.
+  fence_accumulators(dq);  // set before any product is issued
+  auto clear_operands = [&] {
+#pragma unroll
+    for (int kk = 0; kk < kKeyTiles / 2; ++kk)
+      d_scores[kk][0] = d_scores[kk][1] = d_scores[kk][2] = d_scores[kk][3] = 0u;
+  };
+  clear_operands();
+  for (int block = 0; block < key_blocks; ++block) {
+    const int first_key = block * kStreamRows;
+    wait_copies<kStages - 3>();  // this tile has landed
+    fence_async_shared();
+    __syncthreads();
+    if (block + kStages - 2 < key_blocks) load_keys(block + kStages - 2);
+    commit_copies();
+    issue_scores(block);
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(dq);
+    issue_gradient(block > 0 ? block - 1 : block);  // adds nothing on the first tile
+    wgmma_commit();
+    wgmma_wait<1>();  // this tile's scores; the previous tile's dq product may still run
+    fence_accumulators(s);
+    fence_accumulators(dp);
+    const bool needed = relevant(block);
+    if (needed) {
+      // Only a tile that reaches past the warp's first query has keys after some of them.
+      const bool needs_mask = first_key + kStreamRows - 1 > warp_first;
+#pragma unroll
+      for (int chunk = 0; chunk < kKeyTiles / 2; ++chunk) {
+        // The draw decides rows {group, group + 8} x keys {16 chunk + 2 pair + j, + 8}:
+        // element e = 2 h + j of n8 tiles 2 chunk and 2 chunk + 1 (attention_dropout_layout.h).
+        float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
+        if constexpr (kDropout) {
+          mask.row_factors(mask.draw(warp_first / 16, first_key / 16 + chunk, group, pair), factors);
+        }
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          const int tile = 2 * chunk + t;
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int h = e >> 1;
+            const int key = first_key + 8 * tile + 2 * pair + (e & 1);
+            float p = fast_exp2(fmaf(s[tile][e], scale_log2, -lse_log2[h]));
+            if (needs_mask && key > rows[h]) p = 0.0f;
+            dp[tile][e] = p * (dp[tile][e] * factors[t][e] - d_values[h]);
+          }
+        }
+      }
+    }
+    wgmma_wait<0>();  // the previous tile's dq product: its operands are free
+#pragma unroll
+    for (int kk = 0; kk < kKeyTiles / 2; ++kk) a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);
+    if (!needed) clear_operands();
   }
+  issue_gradient(key_blocks - 1);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_accumulators(dq);
   wait_copies<0>();
   if (!group_active) return;
 

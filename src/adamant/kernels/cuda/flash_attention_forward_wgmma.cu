@@ -33,7 +33,7 @@ struct WgmmaForwardConfig {
   // Head size 64 fits two blocks a multiprocessor (registers and shared memory);
   // 128 holds twice the output accumulators and takes one, with a deeper pipeline.
   static constexpr int kMinBlocks = kHeadDim == 64 ? 2 : 1;
-  static constexpr int kStages = kHeadDim == 64 ? 3 : 4;
+  static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
   static constexpr std::size_t kQuery = 0;  // 128 rows, then the output staging
   static constexpr std::size_t kKeys = kQuery + swizzled_tile_bytes<kHeadDim, kBlockRows>();
@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int group = lane / 4;
   const int pair = lane % 4;
-  const int warpgroup = warp / 4;
+  // Broadcast from lane 0, so that the compiler knows it (and all that follows from it) is the same across the warp.
+  const int warpgroup = __shfl_sync(0xffffffffu, warp / 4, 0);
   const int group_first = first_query + warpgroup * kGroupRows;
   const int group_last = group_first + kGroupRows - 1;
   const bool group_active = group_first < seq;
@@ -87,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   load_keys(0);
   commit_copies();
 #pragma unroll
-  for (int ahead = 1; ahead < kStages - 1; ++ahead) {
+  for (int ahead = 1; ahead < kStages - 2; ++ahead) {
     if (ahead < key_blocks) load_keys(ahead);
     commit_copies();
   }
@@ -100,62 +101,85 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   const attention_detail::DropoutMask mask(dropout, sample, head, seq);
   const std::uint32_t query_address = shared_address(query_tile);
 
-  for (int block = 0; block < key_blocks; ++block) {
-    wait_copies<kStages - 2>();  // this block's copies have landed; later blocks' may be in flight
-    fence_async_shared();        // and are visible to the tensor cores once every thread passed the barrier
-    __syncthreads();
-    if (block + kStages - 1 < key_blocks) load_keys(block + kStages - 1);
-    commit_copies();
-
-    const int first_key = block * kStreamRows;
-    // Key tiles and warpgroups both start at multiples of 64, so a warpgroup that
-    // reaches this tile sees its first key from every one of its rows.
-    if (!group_active || first_key > group_last) continue;
-    const std::size_t stage = static_cast<std::size_t>(block % kStages) * Config::kStreamTile;
-    const std::uint32_t key_address = shared_address(key_tiles + stage);
-    const std::uint32_t value_address = shared_address(value_tiles + stage);
-
-    float scores[kKeyTiles][4];
+  // Key tiles and warpgroups both start at multiples of 64, so a warpgroup that
+  // reaches a tile sees its first key from every one of its rows.
+  auto relevant = [&](int block) { return group_active && block < key_blocks && block * kStreamRows <= group_last; };
+  float scores[kKeyTiles][4];
+  auto issue_scores = [&](int block) {
+    const std::uint32_t key_address =
+        shared_address(key_tiles + static_cast<std::size_t>(block % kStages) * Config::kStreamTile);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kSlices; ++kk) {
-      mma_shared_a(scores, k_major<kBlockRows>(query_address, warpgroup * kGroupRows, kk),
-                   k_major<kStreamRows>(key_address, 0, kk), kk > 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_accumulators(scores);
-
-    // Only a tile that reaches past the warp's first row has keys after some query.
-    if (first_key + kStreamRows - 1 > warp_first) mask_future_keys(scores, first_key, rows, pair);
-    softmax.add_tile(scores, out, scale_log2);
-    if constexpr (kDropout) {
-      // Draw m decides rows {group, group + 8} x keys {16 m + 2 pair + j, + 8}: n8
-      // tiles 2 m and 2 m + 1 (attention_dropout_layout.h).
-#pragma unroll
-      for (int m = 0; m < kKeyTiles / 2; ++m) {
-        float factors[2][4];
-        mask.row_factors(mask.draw(warp_first / 16, first_key / 16 + m, group, pair), factors);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          scores[2 * m][e] *= factors[0][e];
-          scores[2 * m + 1][e] *= factors[1][e];
-        }
-      }
-    }
-
-    std::uint32_t probs[kKeyTiles / 2][4];
-#pragma unroll
-    for (int kk = 0; kk < kKeyTiles / 2; ++kk) a_from_c(probs[kk], scores[2 * kk], scores[2 * kk + 1]);
+    mma_rows_by_rows<kSlices, kBlockRows>(scores, query_address, warpgroup * kGroupRows, key_address);
+  };
+  std::uint32_t probs[kKeyTiles / 2][4];
+  auto issue_output = [&](int block) {
+    const std::uint32_t value_address =
+        shared_address(value_tiles + static_cast<std::size_t>(block % kStages) * Config::kStreamTile);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
       mma_register_a<kHeadDim>(out, probs[kk], mn_major<kStreamRows>(value_address, kk));
     }
+  };
+
+  // Each tile issues its scores and then the previous tile's p v, which runs while
+  // the warpgroup exponentiates this tile; the output is rescaled (rarely: see
+  // OnlineSoftmax) only once that product is done. Every tile issues both products,
+  // with zero probabilities where there is no previous tile or the warpgroup skips
+  // it, so that the code is the same on every path: ptxas then sees that the wait
+  // for the scores leaves only the p v running, and keeps the products
+  // asynchronous. Tile i's copies start when tile i - 2's p v is done everywhere,
+  // two stages behind.
+  fence_accumulators(out);  // set before any product is issued
+#pragma unroll
+  for (int kk = 0; kk < kKeyTiles / 2; ++kk) probs[kk][0] = probs[kk][1] = probs[kk][2] = probs[kk][3] = 0u;
+  for (int block = 0; block < key_blocks; ++block) {
+    const int first_key = block * kStreamRows;
+    wait_copies<kStages - 3>();  // this tile has landed
+    fence_async_shared();
+    __syncthreads();
+    if (block + kStages - 2 < key_blocks) load_keys(block + kStages - 2);
+    commit_copies();
+    issue_scores(block);
     wgmma_commit();
-    wgmma_wait<0>();
+    issue_output(block > 0 ? block - 1 : block);  // adds nothing on the first tile
+    wgmma_commit();
+    wgmma_wait<1>();  // this tile's scores; the previous tile's p v may still run
+    fence_accumulators(scores);
+    bool moves = false;
+    const bool needed = relevant(block);
+    if (needed) {
+      // Only a tile that reaches past the warp's first row has keys after some query.
+      if (first_key + kStreamRows - 1 > warp_first) mask_future_keys(scores, first_key, rows, pair);
+      moves = softmax.exponentiate(scores, scale_log2);
+      if constexpr (kDropout) {
+        // Draw m decides rows {group, group + 8} x keys {16 m + 2 pair + j, + 8}: n8
+        // tiles 2 m and 2 m + 1 (attention_dropout_layout.h).
+#pragma unroll
+        for (int m = 0; m < kKeyTiles / 2; ++m) {
+          float factors[2][4];
+          mask.row_factors(mask.draw(warp_first / 16, first_key / 16 + m, group, pair), factors);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            scores[2 * m][e] *= factors[0][e];
+            scores[2 * m + 1][e] *= factors[1][e];
+          }
+        }
+      }
+    }
+    wgmma_wait<0>();  // the previous tile's p v: the output and its operands are free
     fence_accumulators(out);
+    if (moves) softmax.rescale_output(out);
+#pragma unroll
+    for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
+      a_from_c(probs[kk], scores[2 * kk], scores[2 * kk + 1]);
+      if (!needed) probs[kk][0] = probs[kk][1] = probs[kk][2] = probs[kk][3] = 0u;
+    }
   }
+  issue_output(key_blocks - 1);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_accumulators(out);
   wait_copies<0>();
   if (!group_active) return;
 

@@ -37,6 +37,15 @@ class OnlineSoftmax {
   template <int kKeyTiles, int kOutTiles>
   __device__ __forceinline__ void add_tile(float (&scores)[kKeyTiles][4], float (&out)[kOutTiles][4],
                                            float scale_log2) {
+    if (exponentiate(scores, scale_log2)) rescale_output(out);
+  }
+
+  // add_tile in two steps, for a kernel whose output accumulators are still being
+  // written by a product when the scores arrive: the probabilities and the
+  // denominator, then (when this returns true, the same in every lane of the warp)
+  // rescale_output once the accumulators are free.
+  template <int kKeyTiles>
+  __device__ __forceinline__ bool exponentiate(float (&scores)[kKeyTiles][4], float scale_log2) {
     // Trees keep the dependent chains short.
     float tile_max[2];
 #pragma unroll
@@ -59,18 +68,14 @@ class OnlineSoftmax {
     bool grows = false;
 #pragma unroll
     for (int h = 0; h < 2; ++h) grows |= (tile_max[h] - row_max_[h]) * scale_log2 > kStaleMaxLog2;
-    if (__any_sync(0xffffffffu, grows)) {
+    const bool moves = __any_sync(0xffffffffu, grows);
+    if (moves) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float new_max = fmaxf(row_max_[h], tile_max[h]);
-        const float rescale = fast_exp2((row_max_[h] - new_max) * scale_log2);  // 0 on the first tile
+        rescale_[h] = fast_exp2((row_max_[h] - new_max) * scale_log2);  // 0 on the first tile
         row_max_[h] = new_max;
-        row_sum_[h] *= rescale;
-#pragma unroll
-        for (int n = 0; n < kOutTiles; ++n) {
-          out[n][2 * h] *= rescale;
-          out[n][2 * h + 1] *= rescale;
-        }
+        row_sum_[h] *= rescale_[h];
       }
     }
     const float max_scaled[2] = {row_max_[0] * scale_log2, row_max_[1] * scale_log2};
@@ -86,6 +91,19 @@ class OnlineSoftmax {
     }
     row_sum_[0] += sums[0][0] + sums[0][1];
     row_sum_[1] += sums[1][0] + sums[1][1];
+    return moves;
+  }
+
+  // Scales the output accumulators by the factors of the last exponentiate that moved the maximum.
+  template <int kOutTiles>
+  __device__ __forceinline__ void rescale_output(float (&out)[kOutTiles][4]) const {
+#pragma unroll
+    for (int n = 0; n < kOutTiles; ++n) {
+      out[n][0] *= rescale_[0];
+      out[n][1] *= rescale_[0];
+      out[n][2] *= rescale_[1];
+      out[n][3] *= rescale_[1];
+    }
   }
 
   // The whole denominator of row h (0: `group`, 1: `group + 8`); every lane of the warp calls it.
@@ -105,6 +123,7 @@ class OnlineSoftmax {
   static constexpr float kStaleMaxLog2 = 8.0f;
   float row_max_[2] = {-INFINITY, -INFINITY};
   float row_sum_[2] = {0.0f, 0.0f};
+  float rescale_[2] = {1.0f, 1.0f};
 };
 
 }  // namespace adamant::kernels::cuda::flash_detail

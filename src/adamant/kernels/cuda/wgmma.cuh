@@ -139,6 +139,17 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
+// to = from, through a move the compiler cannot fold: later arithmetic on `to` then
+// writes registers of its own, never the accumulators of a product that ptxas cannot
+// prove complete (which would make it serialise every product of the kernel).
+template <int kTiles>
+__device__ __forceinline__ void copy_accumulators(float (&to)[kTiles][4], const float (&from)[kTiles][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("mov.b32 %0, %1;\n" : "=f"(to[t][e]) : "f"(from[t][e]));
+  }
+}
 template <int kTiles>
 __device__ __forceinline__ void fence_accumulators(float (&d)[kTiles][4]) {
 #pragma unroll
@@ -148,21 +159,46 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[kTiles][4]) {
   }
 }
 
-// d = a . b (accumulate false) or d += a . b, m64n64k16: a (64 x 16) and b (16 x 64) both K-major in
-// shared memory.
-__device__ __forceinline__ void mma_shared_a(float (&d)[8][4], std::uint64_t a, std::uint64_t b, bool accumulate) {
+// d = a . b, m64n64k16, both K-major in shared memory: the first k step of a product,
+// which reads nothing of d (so that d is not carried from one product to the next).
+__device__ __forceinline__ void mma_shared_a_first(float (&d)[8][4], std::uint64_t a, std::uint64_t b) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
       "%24, %25, %26, %27, %28, %29, %30, %31}, "
       "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]), "=f"(d[1][2]),
+        "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), "=f"(d[3][0]), "=f"(d[3][1]),
+        "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]), "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]),
+        "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]), "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]),
+        "=f"(d[7][0]), "=f"(d[7][1]), "=f"(d[7][2]), "=f"(d[7][3])
+      : "l"(a), "l"(b));
+}
+// d += a . b, m64n64k16, both K-major in shared memory.
+__device__ __forceinline__ void mma_shared_a(float (&d)[8][4], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, 1, 1, 1, 0, 0;\n"
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
         "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
         "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
         "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
         "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
+      : "l"(a), "l"(b));
+}
+
+// d = a b^T, m64n64 over k = 16 kSteps: rows [a_first_row, a_first_row + 64) of swizzled
+// tile a (kRowsA rows) times the 64 rows of swizzled tile b, both K-major.
+template <int kSteps, int kRowsA>
+__device__ __forceinline__ void mma_rows_by_rows(float (&d)[8][4], std::uint32_t a_tile, int a_first_row,
+                                                 std::uint32_t b_tile) {
+  mma_shared_a_first(d, k_major<kRowsA>(a_tile, a_first_row, 0), k_major<64>(b_tile, 0, 0));
+#pragma unroll
+  for (int kk = 1; kk < kSteps; ++kk)
+    mma_shared_a(d, k_major<kRowsA>(a_tile, a_first_row, kk), k_major<64>(b_tile, 0, kk));
 }
 
 template <int kN>
