@@ -4,7 +4,8 @@
 // denominator computed here. Head sizes 64, 80, 96 and 128, sequences of 2048, a
 // single token, lengths that end inside a 128-row block of the kernels or exactly at
 // or just past one of their 64-row streamed tiles, batch 1 to 3, with and without
-// attention dropout (whose mask must be the CPU's exactly).
+// attention dropout (whose mask must be the CPU's exactly). Head sizes 64 and 128 run
+// the wgmma kernels, 80 and 96 the mma.sync ones (kernels/cuda/flash_attention_dispatch.cuh).
 //
 // Tolerances follow from bf16 rounding (at most 2^-8 of a value): the GPU rounds each tensor-core operand it makes
 // (unnormalised probabilities times the dropout factor, score gradients) and each
