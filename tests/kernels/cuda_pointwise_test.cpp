@@ -129,7 +129,7 @@ TEST(CudaPointwisePhilox, DeviceGeneratorMatchesCoreRngBitForBit) {
     const std::uint64_t index = trial < 100 ? static_cast<std::uint64_t>(trial) : rng();
     const std::uint64_t stream = rng() >> 1;
     const PhiloxCounter expected = philox_draw(seed, index, stream);
-    const cuda::pointwise_detail::PhiloxWords actual = cuda::pointwise_detail::philox_draw(seed, index, stream);
+    const cuda::PhiloxWords actual = cuda::philox_draw(seed, index, stream);
     for (int w = 0; w < 4; ++w) {
       ASSERT_EQ(actual.word[w], expected[w])
           << "seed " << seed << " index " << index << " stream " << stream << " word " << w;

@@ -1,41 +1,16 @@
 #pragma once
-// Device-side Philox4x32-10 and the attention dropout mask, bit-identical to
-// core/rng.h and kernels/dropout.h (which do not compile under nvcc), so that GPU
-// and CPU drop the same elements. Only for *.cu files.
+// The attention dropout mask on the device, bit-identical to kernels/dropout.h (which
+// does not compile under nvcc), so that GPU and CPU drop the same elements. Only for
+// *.cu files.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "adamant/kernels/attention_dropout_layout.h"
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
+#include "adamant/kernels/cuda/philox.cuh"
 
 namespace adamant::kernels::cuda::attention_detail {
-
-// The ten-round Philox4x32 bijection of `counter` under `key` (core/rng.h philox4x32).
-__device__ __forceinline__ uint4 philox4x32_10(uint4 counter, uint2 key) {
-  constexpr std::uint32_t kMultiplier0 = 0xD2511F53u;
-  constexpr std::uint32_t kMultiplier1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kWeyl0 = 0x9E3779B9u;
-  constexpr std::uint32_t kWeyl1 = 0xBB67AE85u;
-#pragma unroll
-  for (int round = 0; round < 10; ++round) {
-    const std::uint32_t hi0 = __umulhi(kMultiplier0, counter.x);
-    const std::uint32_t lo0 = kMultiplier0 * counter.x;
-    const std::uint32_t hi1 = __umulhi(kMultiplier1, counter.z);
-    const std::uint32_t lo1 = kMultiplier1 * counter.z;
-    counter = make_uint4(hi1 ^ counter.y ^ key.x, lo1, hi0 ^ counter.w ^ key.y, lo0);
-    key.x += kWeyl0;
-    key.y += kWeyl1;
-  }
-  return counter;
-}
-
-// core/rng.h philox_draw: counter (index, stream), key seed, each split low word first.
-__device__ __forceinline__ uint4 philox_draw(std::uint64_t seed, std::uint64_t index, std::uint64_t stream) {
-  const uint4 counter = make_uint4(static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32),
-                                   static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32));
-  return philox4x32_10(counter, make_uint2(static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)));
-}
 
 // Dropout factors (0 or 1/(1-p)) of one sample's attention elements, in the draw
 // layout of kernels/attention_dropout_layout.h: one draw decides eight elements, rows
@@ -53,11 +28,13 @@ class DropoutMask {
   // The four words of block (query_block, key_block)'s draw for rows q % 8 = query_lane
   // and columns (k % 8) / 2 = key_pair.
   __device__ uint4 draw(int query_block, int key_block, int query_lane, int key_pair) const {
-    return philox_draw(seed_,
-                       attention_dropout_layout::draw_index(
-                           head_, static_cast<std::uint64_t>(query_block), static_cast<std::uint64_t>(key_block),
-                           static_cast<std::uint64_t>(query_lane), static_cast<std::uint64_t>(key_pair), blocks_),
-                       stream_);
+    const PhiloxWords words =
+        philox_draw(seed_,
+                    attention_dropout_layout::draw_index(
+                        head_, static_cast<std::uint64_t>(query_block), static_cast<std::uint64_t>(key_block),
+                        static_cast<std::uint64_t>(query_lane), static_cast<std::uint64_t>(key_pair), blocks_),
+                    stream_);
+    return make_uint4(words.word[0], words.word[1], words.word[2], words.word[3]);
   }
 
   // The factor of the element whose 16 bits are half `half` (0 low, 1 high) of `word`.

@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreads)
   std::int64_t sample = (group_begin + local) / groups_per_sample;
   std::int64_t group = group_begin + local - sample * groups_per_sample;
   for (; local < group_count; local += stride) {
-    const pointwise_detail::PhiloxWords bits =
+    const PhiloxWords bits =
         pointwise_detail::dropout_bits(params.seed, params.first_sample_index + static_cast<std::uint64_t>(sample),
                                        params.site, static_cast<std::uint64_t>(group));
     const std::int64_t group_start = sample * sample_numel + group * kGroup;  // global element index
