@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "adamant/core/error.h"
 #include "adamant/core/half.h"
@@ -131,6 +132,8 @@ void GptModel::set_stream(const Stream& compute_stream) {
                 device_.str(), compute_stream.device().str(), device_.str());
   stream_->synchronize();  // work already issued on the old stream is done before the new one takes over
   stream_ = &compute_stream;
+  // The old workspace goes before the new one is made, so that set-up never holds both.
+  { const kernels::Workspace released = std::move(workspace_); }
   workspace_ = kernels::Workspace(compute_stream, workspace_needs(config_, micro_batch_size_));
 }
 
