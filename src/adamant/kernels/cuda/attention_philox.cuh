@@ -56,6 +56,24 @@ class DropoutMask {
     }
   }
 
+  // Scales the scores tiles of one key tile (queries as rows: the warp's rows from
+  // warp_first, kKeyTiles n8 tiles of keys from first_key) by their factors: draw m
+  // decides rows {group, group + 8} x keys {16 m + 2 pair + j, + 8}, n8 tiles 2 m and 2 m + 1.
+  template <int kKeyTiles>
+  __device__ void apply_to_rows(float (&scores)[kKeyTiles][4], int warp_first, int first_key, int group,
+                                int pair) const {
+#pragma unroll
+    for (int m = 0; m < kKeyTiles / 2; ++m) {
+      float factors[2][4];
+      row_factors(draw(warp_first / 16, first_key / 16 + m, group, pair), factors);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        scores[2 * m][e] *= factors[0][e];
+        scores[2 * m + 1][e] *= factors[1][e];
+      }
+    }
+  }
+
   // Factors of the transposed tiles of the key pass: keys {group, group + 8} of the
   // warp's block as rows x queries {16-query step + 8 t + 2 pair + j} as columns, element
   // e = 2 h + j of n8 tile t. They lie in draws (query lane 2 pair + j, key pair group / 2)

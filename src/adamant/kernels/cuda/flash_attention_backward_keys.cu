@@ -15,6 +15,7 @@
 
 #include "adamant/kernels/cuda/attention_philox.cuh"
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
+#include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 
@@ -59,37 +60,18 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
   auto* d_out_tiles = reinterpret_cast<std::uint16_t*>(shared + Config::kDOut);
   auto* statistics = reinterpret_cast<float*>(shared + Config::kStatistics);
 
-  const int seq = problem.seq;
-  const int sample = static_cast<int>(blockIdx.x) / problem.heads;
-  const int head = static_cast<int>(blockIdx.x) % problem.heads;
+  const BlockPlace<kHeadDim> place(problem);
+  const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
   // The grid's y runs over key blocks; the first keys see the most queries and start first.
   const int first_key = static_cast<int>(blockIdx.y) * kBlockRows;
-  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int group = lane / 4;
-  const int pair = lane % 4;
   const int warp_first = first_key + warp * kWarpRows;
   const bool warp_active = warp_first < seq;
   const int first_query_block = first_key / kStreamRows;
   const int query_blocks = (seq + kStreamRows - 1) / kStreamRows;
 
-  const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
-  const std::int64_t token_stride = 3 * channels;
-  const std::int64_t sample_token = static_cast<std::int64_t>(sample) * seq;
-  const std::uint16_t* q_base = operands.qkv + sample_token * token_stride + head * kHeadDim;
-  const std::uint16_t* d_out_base = operands.d_out + sample_token * channels + head * kHeadDim;
+  const std::uint16_t* q_base = place.q(operands.qkv);
+  const std::uint16_t* d_out_base = place.rows_of(operands.d_out);
 
-  // Statistics of queries [first, first + 64): one 8-byte copy per query.
-  auto load_statistics = [&](float* tile, int first) {
-    const int i = static_cast<int>(threadIdx.x);
-    if (i < kStreamRows) {
-      const int query = first + i;
-      const bool valid = query < seq;
-      copy_async_8(
-          tile + 2 * i,
-          row_statistics_slot(operands.d_qkv, sample_token + (valid ? query : 0), token_stride, head, kHeadDim), valid);
-    }
-  };
   auto load_query_block = [&](int block) {
     const int stage = (block - first_query_block) % kStages;
     const int first = block * kStreamRows;
@@ -97,7 +79,7 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
                                            first, seq);
     load_tile_async<kHeadDim, kStreamRows>(d_out_tiles + stage * kStreamRows * kPitch<kHeadDim>, d_out_base, channels,
                                            first, seq);
-    load_statistics(statistics + stage * 2 * kStreamRows, first);
+    load_statistics_async(statistics + stage * 2 * kStreamRows, place, operands.d_qkv, first);
   };
 
   load_tile_async<kHeadDim, kBlockRows>(key_tile, q_base + channels, token_stride, first_key, seq);

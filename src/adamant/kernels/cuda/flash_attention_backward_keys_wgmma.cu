@@ -17,6 +17,7 @@
 
 #include "adamant/kernels/cuda/attention_philox.cuh"
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
+#include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 #include "adamant/kernels/cuda/wgmma.cuh"
@@ -26,8 +27,6 @@ namespace adamant::kernels::cuda::flash_attention_launchers {
 namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
-
-constexpr int kGroupRows = 64;  // keys of one warpgroup
 
 template <int kHeadDim>
 struct WgmmaKeyPassConfig {
@@ -62,40 +61,18 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   unsigned char* d_out_tiles = shared + Config::kDOut;
   auto* statistics = reinterpret_cast<float*>(shared + Config::kStatistics);
 
-  const int seq = problem.seq;
-  const int sample = static_cast<int>(blockIdx.x) / problem.heads;
-  const int head = static_cast<int>(blockIdx.x) % problem.heads;
+  const BlockPlace<kHeadDim> place(problem);
+  const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
   // The grid's y runs over key blocks; the first keys see the most queries and start first.
   const int first_key = static_cast<int>(blockIdx.y) * kBlockRows;
-  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int group = lane / 4;
-  const int pair = lane % 4;
-  // Broadcast from lane 0, so that the compiler knows it (and all that follows from it) is the same across the warp.
-  const int warpgroup = __shfl_sync(0xffffffffu, warp / 4, 0);
-  const int group_first = first_key + warpgroup * kGroupRows;
-  const bool group_active = group_first < seq;
+  const auto [warpgroup, group_first, group_last, group_active] = WarpgroupRows(warp, first_key, seq);
   const int warp_first = first_key + warp * kWarpRows;
   const int first_query_block = first_key / kStreamRows;
   const int query_blocks = (seq + kStreamRows - 1) / kStreamRows;
 
-  const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
-  const std::int64_t token_stride = 3 * channels;
-  const std::int64_t sample_token = static_cast<std::int64_t>(sample) * seq;
-  const std::uint16_t* q_base = operands.qkv + sample_token * token_stride + head * kHeadDim;
-  const std::uint16_t* d_out_base = operands.d_out + sample_token * channels + head * kHeadDim;
+  const std::uint16_t* q_base = place.q(operands.qkv);
+  const std::uint16_t* d_out_base = place.rows_of(operands.d_out);
 
-  // Statistics of queries [first, first + 64): one 8-byte copy per query.
-  auto load_statistics = [&](float* tile, int first) {
-    const int i = static_cast<int>(threadIdx.x);
-    if (i < kStreamRows) {
-      const int query = first + i;
-      const bool valid = query < seq;
-      copy_async_8(
-          tile + 2 * i,
-          row_statistics_slot(operands.d_qkv, sample_token + (valid ? query : 0), token_stride, head, kHeadDim), valid);
-    }
-  };
   auto load_query_block = [&](int block) {
     const int stage = (block - first_query_block) % kStages;
     const int first = block * kStreamRows;
@@ -103,7 +80,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
                                                     first, seq);
     load_swizzled_tile_async<kHeadDim, kStreamRows>(d_out_tiles + stage * Config::kStreamTile, d_out_base, channels,
                                                     first, seq);
-    load_statistics(statistics + stage * 2 * kStreamRows, first);
+    load_statistics_async(statistics + stage * 2 * kStreamRows, place, operands.d_qkv, first);
   };
 
   load_swizzled_tile_async<kHeadDim, kBlockRows>(key_tile, q_base + channels, token_stride, first_key, seq);
@@ -151,14 +128,8 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
     const std::uint32_t query_address = shared_address(query_tiles + stage * Config::kStreamTile);
     const std::uint32_t d_out_address = shared_address(d_out_tiles + stage * Config::kStreamTile);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
-      mma_register_a<kHeadDim>(dv, probs[kk], mn_major<kStreamRows>(d_out_address, kk));
-    }
-#pragma unroll
-    for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
-      mma_register_a<kHeadDim>(dk, d_scores[kk], mn_major<kStreamRows>(query_address, kk));
-    }
+    mma_fragments_by_columns<kHeadDim, kStreamRows / 16, kStreamRows>(dv, probs, d_out_address);
+    mma_fragments_by_columns<kHeadDim, kStreamRows / 16, kStreamRows>(dk, d_scores, query_address);
   };
   auto clear_operands = [&] {
 #pragma unroll

@@ -14,6 +14,7 @@
 
 #include "adamant/kernels/cuda/attention_philox.cuh"
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
+#include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 
@@ -55,26 +56,18 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim, kDropout>:
   auto* key_tiles = reinterpret_cast<std::uint16_t*>(shared + Config::kKeys);
   auto* value_tiles = reinterpret_cast<std::uint16_t*>(shared + Config::kValues);
 
-  const int seq = problem.seq;
-  const int sample = static_cast<int>(blockIdx.x) / problem.heads;
-  const int head = static_cast<int>(blockIdx.x) % problem.heads;
-  const int first_query = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
-  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int group = lane / 4;
-  const int pair = lane % 4;
+  const BlockPlace<kHeadDim> place(problem);
+  const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
+  const int first_query = first_row_longest_first();
   const int warp_first = first_query + warp * kWarpRows;
   const int warp_last = warp_first + kWarpRows - 1;
   const bool warp_active = warp_first < seq;
   const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
 
-  const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
-  const std::int64_t token_stride = 3 * channels;
-  const std::int64_t sample_token = static_cast<std::int64_t>(sample) * seq;
-  const std::uint16_t* q_base = operands.qkv + sample_token * token_stride + head * kHeadDim;
+  const std::uint16_t* q_base = place.q(operands.qkv);
   const std::uint16_t* k_base = q_base + channels;
   const std::uint16_t* v_base = q_base + 2 * channels;
-  const std::uint16_t* d_out_base = operands.d_out + sample_token * channels + head * kHeadDim;
+  const std::uint16_t* d_out_base = place.rows_of(operands.d_out);
 
   auto load_keys = [&](int block) {
     const int stage = block % kStages;
@@ -96,17 +89,9 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim, kDropout>:
   // This thread's rows (group and group + 8 of the warp): their statistics are read
   // here, before this block (their only writer) stores dq over them.
   const int rows[2] = {warp_first + group, warp_first + group + 8};
-  float d_values[2] = {0.0f, 0.0f};
-  float lse_log2[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (rows[h] < seq) {
-      const float2 stats = *reinterpret_cast<const float2*>(
-          row_statistics_slot(operands.d_qkv, sample_token + rows[h], token_stride, head, kHeadDim));
-      d_values[h] = stats.x;
-      lse_log2[h] = stats.y;
-    }
-  }
+  const RowStatistics<kHeadDim> statistics(place, operands.d_qkv, warp_first);
+  const float(&d_values)[2] = statistics.d_values;
+  const float(&lse_log2)[2] = statistics.lse_log2;
   const attention_detail::DropoutMask mask(dropout, sample, head, seq);
 
   const std::uint32_t a_lane = a_pattern<kHeadDim>(lane);

@@ -17,6 +17,7 @@
 
 #include "adamant/kernels/cuda/attention_philox.cuh"
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
+#include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 #include "adamant/kernels/cuda/wgmma.cuh"
@@ -26,8 +27,6 @@ namespace adamant::kernels::cuda::flash_attention_launchers {
 namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
-
-constexpr int kGroupRows = 64;  // queries of one warpgroup
 
 template <int kHeadDim>
 struct WgmmaQueryPassConfig {
@@ -57,35 +56,22 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
   unsigned char* key_tiles = shared + Config::kKeys;
   unsigned char* value_tiles = shared + Config::kValues;
 
-  const int seq = problem.seq;
-  const int sample = static_cast<int>(blockIdx.x) / problem.heads;
-  const int head = static_cast<int>(blockIdx.x) % problem.heads;
-  const int first_query = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
-  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int group = lane / 4;
-  const int pair = lane % 4;
-  // Broadcast from lane 0, so that the compiler knows it (and all that follows from it) is the same across the warp.
-  const int warpgroup = __shfl_sync(0xffffffffu, warp / 4, 0);
-  const int group_first = first_query + warpgroup * kGroupRows;
-  const int group_last = group_first + kGroupRows - 1;
-  const bool group_active = group_first < seq;
+  const BlockPlace<kHeadDim> place(problem);
+  const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
+  const int first_query = first_row_longest_first();
+  const auto [warpgroup, group_first, group_last, group_active] = WarpgroupRows(warp, first_query, seq);
   const int warp_first = first_query + warp * kWarpRows;
   const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
 
-  const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
-  const std::int64_t token_stride = 3 * channels;
-  const std::int64_t sample_token = static_cast<std::int64_t>(sample) * seq;
-  const std::uint16_t* q_base = operands.qkv + sample_token * token_stride + head * kHeadDim;
+  const std::uint16_t* q_base = place.q(operands.qkv);
   const std::uint16_t* k_base = q_base + channels;
   const std::uint16_t* v_base = q_base + 2 * channels;
-  const std::uint16_t* d_out_base = operands.d_out + sample_token * channels + head * kHeadDim;
+  const std::uint16_t* d_out_base = place.rows_of(operands.d_out);
 
   auto load_keys = [&](int block) {
     const std::size_t stage = static_cast<std::size_t>(block % kStages) * Config::kStreamTile;
-    load_swizzled_tile_async<kHeadDim, kStreamRows>(key_tiles + stage, k_base, token_stride, block * kStreamRows, seq);
-    load_swizzled_tile_async<kHeadDim, kStreamRows>(value_tiles + stage, v_base, token_stride, block * kStreamRows,
-                                                    seq);
+    load_key_value_tiles_async<kHeadDim>(key_tiles + stage, value_tiles + stage, k_base, v_base, token_stride, block,
+                                         seq);
   };
   load_swizzled_tile_async<kHeadDim, kBlockRows>(query_tile, q_base, token_stride, first_query, seq);
   load_swizzled_tile_async<kHeadDim, kBlockRows>(d_out_tile, d_out_base, channels, first_query, seq);
@@ -100,17 +86,9 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
   // This thread's rows (group and group + 8 of the warp): their statistics are read
   // here, before this block (their only writer) stores dq over them.
   const int rows[2] = {warp_first + group, warp_first + group + 8};
-  float d_values[2] = {0.0f, 0.0f};
-  float lse_log2[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (rows[h] < seq) {
-      const float2 stats = *reinterpret_cast<const float2*>(
-          row_statistics_slot(operands.d_qkv, sample_token + rows[h], token_stride, head, kHeadDim));
-      d_values[h] = stats.x;
-      lse_log2[h] = stats.y;
-    }
-  }
+  const RowStatistics<kHeadDim> statistics(place, operands.d_qkv, warp_first);
+  const float(&d_values)[2] = statistics.d_values;
+  const float(&lse_log2)[2] = statistics.lse_log2;
   const attention_detail::DropoutMask mask(dropout, sample, head, seq);
   const std::uint32_t query_address = shared_address(query_tile);
   const std::uint32_t d_out_address = shared_address(d_out_tile);
@@ -138,10 +116,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
     const std::uint32_t key_address =
         shared_address(key_tiles + static_cast<std::size_t>(block % kStages) * Config::kStreamTile);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
-      mma_register_a<kHeadDim>(dq, d_scores[kk], mn_major<kStreamRows>(key_address, kk));
-    }
+    mma_fragments_by_columns<kHeadDim, kStreamRows / 16, kStreamRows>(dq, d_scores, key_address);
   };
 
   // As in the key pass (flash_attention_backward_keys_wgmma.cu): each tile issues its

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "adamant/kernels/cuda/attention_philox.cuh"
+#include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_forward_kernels.h"
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
@@ -54,23 +55,15 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
   auto* key_tiles = reinterpret_cast<std::uint16_t*>(shared + Config::kKeys);
   auto* value_tiles = reinterpret_cast<std::uint16_t*>(shared + Config::kValues);
 
-  const int seq = problem.seq;
-  const int sample = static_cast<int>(blockIdx.x) / problem.heads;
-  const int head = static_cast<int>(blockIdx.x) % problem.heads;
-  // The grid's y runs over query blocks, the longest rows (most key tiles) first.
-  const int first_query = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
-  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int group = lane / 4;
-  const int pair = lane % 4;
+  const BlockPlace<kHeadDim> place(problem);
+  const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
+  const int first_query = first_row_longest_first();
   const int warp_first = first_query + warp * kWarpRows;
   const int warp_last = warp_first + kWarpRows - 1;
   const bool warp_active = warp_first < seq;
   const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
 
-  const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
-  const std::int64_t token_stride = 3 * channels;
-  const std::uint16_t* q_base = operands.qkv + static_cast<std::int64_t>(sample) * seq * token_stride + head * kHeadDim;
+  const std::uint16_t* q_base = place.q(operands.qkv);
   const std::uint16_t* k_base = q_base + channels;
   const std::uint16_t* v_base = q_base + 2 * channels;
 
@@ -135,20 +128,7 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
       // Only a tile that reaches past the warp's first row has keys after some query.
       if (first_key + kStreamRows - 1 > warp_first) mask_future_keys(scores, first_key, rows, pair);
       softmax.add_tile(scores, out, scale_log2);
-      if constexpr (kDropout) {
-        // Draw m decides rows {group, group + 8} x keys {16 m + 2 pair + j, + 8}: n8
-        // tiles 2 m and 2 m + 1 (attention_dropout_layout.h).
-#pragma unroll
-        for (int m = 0; m < kKeyTiles / 2; ++m) {
-          float factors[2][4];
-          mask.row_factors(mask.draw(warp_first / 16, first_key / 16 + m, group, pair), factors);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            scores[2 * m][e] *= factors[0][e];
-            scores[2 * m + 1][e] *= factors[1][e];
-          }
-        }
-      }
+      if constexpr (kDropout) mask.apply_to_rows(scores, warp_first, first_key, group, pair);
 
 #pragma unroll
       for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
@@ -166,19 +146,13 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
   wait_copies<0>();
   if (!warp_active) return;
 
-  const std::int64_t out_offset = static_cast<std::int64_t>(sample) * seq * channels + head * kHeadDim;
   // The warp's own query rows are free once its fragments are loaded: they stage the output.
   const float row_sums[2] = {softmax.total(0), softmax.total(1)};
   store_warp_rows<kHeadDim>(out, 1.0f / row_sums[0], 1.0f / row_sums[1],
-                            query_tile + warp * kWarpRows * kPitch<kHeadDim>, operands.out + out_offset, channels,
+                            query_tile + warp * kWarpRows * kPitch<kHeadDim>, place.rows_of(operands.out), channels,
                             warp_first, seq);
-  if (pair == 0) {
-    float* logsumexp = operands.logsumexp + (static_cast<std::int64_t>(sample) * problem.heads + head) * seq;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (rows[h] < seq) logsumexp[rows[h]] = softmax.logsumexp(h, row_sums[h], scale_log2);
-    }
-  }
+  softmax.write_logsumexp(operands.logsumexp + (static_cast<std::int64_t>(sample) * problem.heads + head) * seq, rows,
+                          row_sums, seq, pair, scale_log2);
 }
 
 }  // namespace

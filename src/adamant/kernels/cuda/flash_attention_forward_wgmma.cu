@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "adamant/kernels/cuda/attention_philox.cuh"
+#include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_forward_kernels.h"
 #include "adamant/kernels/cuda/flash_attention_online_softmax.cuh"
@@ -25,8 +26,6 @@ namespace adamant::kernels::cuda::flash_attention_launchers {
 namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
-
-constexpr int kGroupRows = 64;  // query rows of one warpgroup
 
 template <int kHeadDim>
 struct WgmmaForwardConfig {
@@ -55,34 +54,21 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   unsigned char* key_tiles = shared + Config::kKeys;
   unsigned char* value_tiles = shared + Config::kValues;
 
-  const int seq = problem.seq;
-  const int sample = static_cast<int>(blockIdx.x) / problem.heads;
-  const int head = static_cast<int>(blockIdx.x) % problem.heads;
-  // The grid's y runs over query blocks, the longest rows (most key tiles) first.
-  const int first_query = static_cast<int>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
-  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int group = lane / 4;
-  const int pair = lane % 4;
-  // Broadcast from lane 0, so that the compiler knows it (and all that follows from it) is the same across the warp.
-  const int warpgroup = __shfl_sync(0xffffffffu, warp / 4, 0);
-  const int group_first = first_query + warpgroup * kGroupRows;
-  const int group_last = group_first + kGroupRows - 1;
-  const bool group_active = group_first < seq;
+  const BlockPlace<kHeadDim> place(problem);
+  const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
+  const int first_query = first_row_longest_first();
+  const auto [warpgroup, group_first, group_last, group_active] = WarpgroupRows(warp, first_query, seq);
   const int warp_first = first_query + warp * kWarpRows;
   const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
 
-  const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
-  const std::int64_t token_stride = 3 * channels;
-  const std::uint16_t* q_base = operands.qkv + static_cast<std::int64_t>(sample) * seq * token_stride + head * kHeadDim;
+  const std::uint16_t* q_base = place.q(operands.qkv);
   const std::uint16_t* k_base = q_base + channels;
   const std::uint16_t* v_base = q_base + 2 * channels;
 
   auto load_keys = [&](int block) {
     const std::size_t stage = static_cast<std::size_t>(block % kStages) * Config::kStreamTile;
-    load_swizzled_tile_async<kHeadDim, kStreamRows>(key_tiles + stage, k_base, token_stride, block * kStreamRows, seq);
-    load_swizzled_tile_async<kHeadDim, kStreamRows>(value_tiles + stage, v_base, token_stride, block * kStreamRows,
-                                                    seq);
+    load_key_value_tiles_async<kHeadDim>(key_tiles + stage, value_tiles + stage, k_base, v_base, token_stride, block,
+                                         seq);
   };
   load_swizzled_tile_async<kHeadDim, kBlockRows>(query_tile, q_base, token_stride, first_query, seq);
   load_keys(0);
@@ -116,10 +102,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
     const std::uint32_t value_address =
         shared_address(value_tiles + static_cast<std::size_t>(block % kStages) * Config::kStreamTile);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
-      mma_register_a<kHeadDim>(out, probs[kk], mn_major<kStreamRows>(value_address, kk));
-    }
+    mma_fragments_by_columns<kHeadDim, kStreamRows / 16, kStreamRows>(out, probs, value_address);
   };
 
   // Each tile issues its scores and then the previous tile's p v, which runs while
@@ -152,20 +135,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
       // Only a tile that reaches past the warp's first row has keys after some query.
       if (first_key + kStreamRows - 1 > warp_first) mask_future_keys(scores, first_key, rows, pair);
       moves = softmax.exponentiate(scores, scale_log2);
-      if constexpr (kDropout) {
-        // Draw m decides rows {group, group + 8} x keys {16 m + 2 pair + j, + 8}: n8
-        // tiles 2 m and 2 m + 1 (attention_dropout_layout.h).
-#pragma unroll
-        for (int m = 0; m < kKeyTiles / 2; ++m) {
-          float factors[2][4];
-          mask.row_factors(mask.draw(warp_first / 16, first_key / 16 + m, group, pair), factors);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            scores[2 * m][e] *= factors[0][e];
-            scores[2 * m + 1][e] *= factors[1][e];
-          }
-        }
-      }
+      if constexpr (kDropout) mask.apply_to_rows(scores, warp_first, first_key, group, pair);
     }
     wgmma_wait<0>();  // the previous tile's p v: the output and its operands are free
     fence_accumulators(out);
@@ -183,19 +153,13 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   wait_copies<0>();
   if (!group_active) return;
 
-  const std::int64_t out_offset = static_cast<std::int64_t>(sample) * seq * channels + head * kHeadDim;
   // The warp's own query rows are read only by its warpgroup's products, all done: they stage the output.
   const float row_sums[2] = {softmax.total(0), softmax.total(1)};
   store_warp_rows_swizzled<kHeadDim, kBlockRows>(out, 1.0f / row_sums[0], 1.0f / row_sums[1], query_tile,
-                                                 warp * kWarpRows, operands.out + out_offset, channels, warp_first,
+                                                 warp * kWarpRows, place.rows_of(operands.out), channels, warp_first,
                                                  seq);
-  if (pair == 0) {
-    float* logsumexp = operands.logsumexp + (static_cast<std::int64_t>(sample) * problem.heads + head) * seq;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (rows[h] < seq) logsumexp[rows[h]] = softmax.logsumexp(h, row_sums[h], scale_log2);
-    }
-  }
+  softmax.write_logsumexp(operands.logsumexp + (static_cast<std::int64_t>(sample) * problem.heads + head) * seq, rows,
+                          row_sums, seq, pair, scale_log2);
 }
 
 }  // namespace

@@ -114,9 +114,16 @@ class OnlineSoftmax {
     return sum;
   }
 
-  // log(sum_j exp(s_j / sqrt(d))) = (max * scale_log2 + log2(sum)) * ln 2.
-  __device__ __forceinline__ float logsumexp(int h, float total, float scale_log2) const {
-    return (row_max_[h] * scale_log2 + log2f(total)) * kLn2;
+  // Writes rows[h]'s log(sum_j exp(s_j / sqrt(d))) = (max * scale_log2 + log2(sum)) * ln 2
+  // into logsumexp[rows[h]] (one lane of the four that share a row; rows past seq are
+  // not written), given the rows' whole denominators (total).
+  __device__ __forceinline__ void write_logsumexp(float* logsumexp, const int (&rows)[2], const float (&totals)[2],
+                                                  int seq, int pair, float scale_log2) const {
+    if (pair != 0) return;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (rows[h] < seq) logsumexp[rows[h]] = (row_max_[h] * scale_log2 + log2f(totals[h])) * kLn2;
+    }
   }
 
  private:

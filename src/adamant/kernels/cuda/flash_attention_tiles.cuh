@@ -69,12 +69,13 @@ __device__ __forceinline__ void wait_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// Starts copying rows [first_row, first_row + kRows) of one head's slice (kHeadDim
-// bf16 at base + row * row_stride) into a token tile; rows at or past `seq` become zero.
-template <int kHeadDim, int kRows>
-__device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::uint16_t* base, std::int64_t row_stride,
-                                                int first_row, int seq) {
-  constexpr int kChunksPerRow = kHeadDim / kChunk;
+// Starts copying rows [first_row, first_row + kRows) of one head's slice (kCols bf16 at
+// base + row * row_stride) into shared memory, 16-byte chunk c of tile row r to
+// tile + chunk_offset(r, c) (bytes); rows at or past `seq` become zero.
+template <int kCols, int kRows, typename ChunkOffset>
+__device__ __forceinline__ void load_rows_async(unsigned char* tile, const std::uint16_t* base, std::int64_t row_stride,
+                                                int first_row, int seq, ChunkOffset chunk_offset) {
+  constexpr int kChunksPerRow = kCols / kChunk;
   constexpr int kTotal = kRows * kChunksPerRow;
 #pragma unroll
   for (int step = 0; step < (kTotal + kThreads - 1) / kThreads; ++step) {
@@ -85,9 +86,17 @@ __device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::
       const int row = first_row + r;
       const bool valid = row < seq;
       const std::uint16_t* src = base + static_cast<std::int64_t>(valid ? row : 0) * row_stride + c * kChunk;
-      copy_async_16(tile + r * kPitch<kHeadDim> + c * kChunk, src, valid);
+      copy_async_16(tile + chunk_offset(r, c), src, valid);
     }
   }
+}
+
+// load_rows_async into a token tile (rows kPitch apart).
+template <int kHeadDim, int kRows>
+__device__ __forceinline__ void load_tile_async(std::uint16_t* tile, const std::uint16_t* base, std::int64_t row_stride,
+                                                int first_row, int seq) {
+  load_rows_async<kHeadDim, kRows>(reinterpret_cast<unsigned char*>(tile), base, row_stride, first_row, seq,
+                                   [](int r, int c) { return (r * kPitch<kHeadDim> + c * kChunk) * 2; });
 }
 
 // ---- fragments ----
@@ -169,25 +178,26 @@ __device__ __forceinline__ float* row_statistics_slot(std::uint16_t* d_qkv, std:
   return reinterpret_cast<float*>(d_qkv + token * token_stride + static_cast<std::int64_t>(head) * head_dim);
 }
 
-// A warp's 16 rows of fp32 C fragments (kTiles n8 tiles, times `scale`, row `group`
-// and `group + 8` of each tile) to bf16 global rows: staged through the warp's own
-// 16 rows of a token tile so that each lane writes whole 16-byte chunks. Rows at or
-// past `seq` are not written. The caller guarantees that no other warp touches
-// those staging rows.
-template <int kHeadDim>
-__device__ __forceinline__ void store_warp_rows(const float (&acc)[kHeadDim / 8][4], float scale_row0, float scale_row1,
-                                                std::uint16_t* staging, std::uint16_t* dst, std::int64_t row_stride,
-                                                int first_row, int seq) {
+// A warp's 16 rows of fp32 C fragments (kHeadDim / 8 n8 tiles, row `group` times
+// scale_row0 and row `group + 8` times scale_row1) to bf16 global rows, staged through
+// shared memory so that each lane writes whole 16-byte chunks: chunk c of staging row r
+// (0..15) at staging + chunk_offset(r, c) bytes. Rows at or past `seq` are not written.
+// The caller guarantees that nothing else reads or writes the staging rows meanwhile.
+template <int kHeadDim, typename ChunkOffset>
+__device__ __forceinline__ void store_warp_rows_staged(const float (&acc)[kHeadDim / 8][4], float scale_row0,
+                                                       float scale_row1, unsigned char* staging,
+                                                       ChunkOffset chunk_offset, std::uint16_t* dst,
+                                                       std::int64_t row_stride, int first_row, int seq) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int group = lane / 4;
   const int pair = lane % 4;
   __syncwarp();  // every lane's earlier reads of the staging rows are done
 #pragma unroll
   for (int n = 0; n < kHeadDim / 8; ++n) {
-    const int col = n * 8 + 2 * pair;
-    *reinterpret_cast<std::uint32_t*>(staging + group * kPitch<kHeadDim> + col) =
+    // Columns 8 n + 2 pair + {0, 1}: chunk n, bytes 4 pair within it.
+    *reinterpret_cast<std::uint32_t*>(staging + chunk_offset(group, n) + 4 * pair) =
         pack_bf16(acc[n][0] * scale_row0, acc[n][1] * scale_row0);
-    *reinterpret_cast<std::uint32_t*>(staging + (group + 8) * kPitch<kHeadDim> + col) =
+    *reinterpret_cast<std::uint32_t*>(staging + chunk_offset(group + 8, n) + 4 * pair) =
         pack_bf16(acc[n][2] * scale_row1, acc[n][3] * scale_row1);
   }
   __syncwarp();
@@ -198,9 +208,19 @@ __device__ __forceinline__ void store_warp_rows(const float (&acc)[kHeadDim / 8]
     const int c = index % kChunksPerRow;
     if (first_row + r < seq) {
       *reinterpret_cast<uint4*>(dst + static_cast<std::int64_t>(first_row + r) * row_stride + c * kChunk) =
-          *reinterpret_cast<const uint4*>(staging + r * kPitch<kHeadDim> + c * kChunk);
+          *reinterpret_cast<const uint4*>(staging + chunk_offset(r, c));
     }
   }
+}
+
+// store_warp_rows_staged through the warp's own 16 rows of a token tile (rows kPitch apart).
+template <int kHeadDim>
+__device__ __forceinline__ void store_warp_rows(const float (&acc)[kHeadDim / 8][4], float scale_row0, float scale_row1,
+                                                std::uint16_t* staging, std::uint16_t* dst, std::int64_t row_stride,
+                                                int first_row, int seq) {
+  store_warp_rows_staged<kHeadDim>(
+      acc, scale_row0, scale_row1, reinterpret_cast<unsigned char*>(staging),
+      [](int r, int c) { return (r * kPitch<kHeadDim> + c * kChunk) * 2; }, dst, row_stride, first_row, seq);
 }
 
 }  // namespace adamant::kernels::cuda::flash_detail

@@ -53,25 +53,22 @@ __device__ __forceinline__ std::uint32_t swizzled_chunk_offset(int row, int chun
          static_cast<std::uint32_t>(row) * kPanelRowBytes + static_cast<std::uint32_t>(((chunk % 8) ^ (row % 8)) * 16);
 }
 
-// Starts copying rows [first_row, first_row + kRows) of one head's slice (kCols bf16 at
-// base + row * row_stride) into a swizzled tile; rows at or past `seq` become zero.
+// load_rows_async (flash_attention_tiles.cuh) into a swizzled tile.
 template <int kCols, int kRows>
 __device__ __forceinline__ void load_swizzled_tile_async(unsigned char* tile, const std::uint16_t* base,
                                                          std::int64_t row_stride, int first_row, int seq) {
-  constexpr int kChunksPerRow = kCols / kChunk;
-  constexpr int kTotal = kRows * kChunksPerRow;
-#pragma unroll
-  for (int step = 0; step < (kTotal + kThreads - 1) / kThreads; ++step) {
-    const int index = step * kThreads + static_cast<int>(threadIdx.x);
-    if (kTotal % kThreads == 0 || index < kTotal) {
-      const int r = index / kChunksPerRow;
-      const int c = index % kChunksPerRow;
-      const int row = first_row + r;
-      const bool valid = row < seq;
-      const std::uint16_t* src = base + static_cast<std::int64_t>(valid ? row : 0) * row_stride + c * kChunk;
-      copy_async_16(tile + swizzled_chunk_offset<kRows>(r, c), src, valid);
-    }
-  }
+  load_rows_async<kCols, kRows>(tile, base, row_stride, first_row, seq,
+                                [](int r, int c) { return swizzled_chunk_offset<kRows>(r, c); });
+}
+
+// Starts copying the key and value rows of one streamed tile (kStreamRows rows from
+// block * kStreamRows) into their swizzled stage tiles.
+template <int kHeadDim>
+__device__ __forceinline__ void load_key_value_tiles_async(unsigned char* key_tile, unsigned char* value_tile,
+                                                           const std::uint16_t* k_base, const std::uint16_t* v_base,
+                                                           std::int64_t token_stride, int block, int seq) {
+  load_swizzled_tile_async<kHeadDim, kStreamRows>(key_tile, k_base, token_stride, block * kStreamRows, seq);
+  load_swizzled_tile_async<kHeadDim, kStreamRows>(value_tile, v_base, token_stride, block * kStreamRows, seq);
 }
 
 // A matrix descriptor with 128-byte swizzling: the operand's start, the byte distance
@@ -97,40 +94,32 @@ __device__ __forceinline__ std::uint64_t mn_major(std::uint32_t tile, int k16) {
   return swizzled_descriptor(tile + static_cast<std::uint32_t>(16 * k16) * kPanelRowBytes, panel_bytes<kRows>());
 }
 
-// A warp's 16 rows of fp32 C fragments (kHeadDim / 8 n8 tiles, row `group` times
-// scale_row0 and row `group + 8` times scale_row1) to bf16 global rows, staged through
-// rows [tile_row, tile_row + 16) of a swizzled tile of kRows rows so that each lane
-// writes whole 16-byte chunks. Rows at or past `seq` are not written. The caller
-// guarantees that nothing else reads or writes those staging rows meanwhile.
+// store_warp_rows_staged (flash_attention_tiles.cuh) through rows [tile_row, tile_row + 16)
+// of a swizzled tile of kRows rows.
 template <int kHeadDim, int kRows>
 __device__ __forceinline__ void store_warp_rows_swizzled(const float (&acc)[kHeadDim / 8][4], float scale_row0,
                                                          float scale_row1, unsigned char* tile, int tile_row,
                                                          std::uint16_t* dst, std::int64_t row_stride, int first_row,
                                                          int seq) {
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int group = lane / 4;
-  const int pair = lane % 4;
-  __syncwarp();
-#pragma unroll
-  for (int n = 0; n < kHeadDim / 8; ++n) {
-    // Columns 8 n + 2 pair + {0, 1}: chunk n, bytes 4 pair within it.
-    *reinterpret_cast<std::uint32_t*>(tile + swizzled_chunk_offset<kRows>(tile_row + group, n) + 4 * pair) =
-        pack_bf16(acc[n][0] * scale_row0, acc[n][1] * scale_row0);
-    *reinterpret_cast<std::uint32_t*>(tile + swizzled_chunk_offset<kRows>(tile_row + group + 8, n) + 4 * pair) =
-        pack_bf16(acc[n][2] * scale_row1, acc[n][3] * scale_row1);
-  }
-  __syncwarp();
-  constexpr int kChunksPerRow = kHeadDim / kChunk;
-#pragma unroll
-  for (int index = lane; index < kWarpRows * kChunksPerRow; index += kWarpSize) {
-    const int r = index / kChunksPerRow;
-    const int c = index % kChunksPerRow;
-    if (first_row + r < seq) {
-      *reinterpret_cast<uint4*>(dst + static_cast<std::int64_t>(first_row + r) * row_stride + c * kChunk) =
-          *reinterpret_cast<const uint4*>(tile + swizzled_chunk_offset<kRows>(tile_row + r, c));
-    }
-  }
+  store_warp_rows_staged<kHeadDim>(
+      acc, scale_row0, scale_row1, tile, [=](int r, int c) { return swizzled_chunk_offset<kRows>(tile_row + r, c); },
+      dst, row_stride, first_row, seq);
 }
+
+// The 64 rows of a block (queries or keys) a warpgroup owns: the warps 4 w .. 4 w + 3 of
+// warpgroup w hold rows first .. first + 63 of the block's kBlockRows, 16 each.
+constexpr int kGroupRows = 64;
+struct WarpgroupRows {
+  __device__ WarpgroupRows(int warp, int block_first, int seq)
+      // Broadcast from lane 0, so that the compiler knows the index (and all that
+      // follows from it) is the same across the warp.
+      : index(__shfl_sync(0xffffffffu, warp / 4, 0)),
+        first(block_first + index * kGroupRows),
+        last(first + kGroupRows - 1),
+        active(first < seq) {}
+  int index, first, last;
+  bool active;  // some row exists
+};
 
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -242,6 +231,15 @@ __device__ __forceinline__ void mma_register_a<128>(float (&d)[16][4], const std
         "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]),
         "+f"(d[15][3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+// d += a b, m64nN over k = 16 kSteps: A fragments in registers (one per k16 step: the
+// warp's 16 rows) times rows [16 kk, 16 kk + 16) of a swizzled tile of kRows rows, MN-major.
+template <int kN, int kSteps, int kRows>
+__device__ __forceinline__ void mma_fragments_by_columns(float (&d)[kN / 8][4], const std::uint32_t (&a)[kSteps][4],
+                                                         std::uint32_t b_tile) {
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) mma_register_a<kN>(d, a[kk], mn_major<kRows>(b_tile, kk));
 }
 
 }  // namespace adamant::kernels::cuda::flash_detail

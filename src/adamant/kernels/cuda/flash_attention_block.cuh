@@ -1,0 +1,92 @@
+#pragma once
+// What every flash attention kernel block knows about itself, for both kernel families
+// (mma.sync and wgmma): its (sample, head), this thread's place in the block, where the
+// head's rows lie in qkv and in the [token, head, head_dim] arrays, and the per-row
+// statistics the backward passes share. Only for *.cu files.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "adamant/kernels/cuda/flash_attention_launchers.h"
+#include "adamant/kernels/cuda/flash_attention_tiles.cuh"
+
+namespace adamant::kernels::cuda::flash_detail {
+
+// The grid is (batch * heads, row blocks of kBlockRows): blockIdx.x is the (sample, head).
+template <int kHeadDim>
+struct BlockPlace {
+  __device__ explicit BlockPlace(const flash_attention_launchers::Problem& problem)
+      : seq(problem.seq),
+        sample(static_cast<int>(blockIdx.x) / problem.heads),
+        head(static_cast<int>(blockIdx.x) % problem.heads),
+        warp(static_cast<int>(threadIdx.x) / kWarpSize),
+        lane(static_cast<int>(threadIdx.x) % kWarpSize),
+        group(lane / 4),
+        pair(lane % 4),
+        channels(static_cast<std::int64_t>(problem.heads) * kHeadDim),
+        token_stride(3 * channels),
+        sample_token(static_cast<std::int64_t>(sample) * seq) {}
+
+  // The head's q of the sample's first token in qkv [batch, seq, 3, heads, head_dim];
+  // its k and v are channels and 2 channels further, rows token_stride apart.
+  __device__ const std::uint16_t* q(const std::uint16_t* qkv) const {
+    return qkv + sample_token * token_stride + static_cast<std::int64_t>(head) * kHeadDim;
+  }
+  __device__ const std::uint16_t* k(const std::uint16_t* qkv) const { return q(qkv) + channels; }
+  __device__ const std::uint16_t* v(const std::uint16_t* qkv) const { return q(qkv) + 2 * channels; }
+  // The head's row of the sample's first token in a [batch, seq, heads, head_dim] array
+  // (out, d_out); rows channels apart.
+  template <typename T>
+  __device__ T* rows_of(T* array) const {
+    return array + sample_token * channels + static_cast<std::int64_t>(head) * kHeadDim;
+  }
+  // The two fp32 statistics (D, logsumexp log2 e) of `position` (flash_attention_tiles.cuh).
+  __device__ float* statistics(std::uint16_t* d_qkv, int position) const {
+    return row_statistics_slot(d_qkv, sample_token + position, token_stride, head, kHeadDim);
+  }
+
+  int seq, sample, head;
+  int warp, lane, group, pair;  // lane = 4 group + pair
+  std::int64_t channels, token_stride, sample_token;
+};
+
+// The first row of a block whose grid's y runs over row blocks with the longest rows
+// (the most key tiles under the causal mask) first: the forward and the query pass.
+__device__ __forceinline__ int first_row_longest_first() {
+  return static_cast<int>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
+}
+
+// Starts the 8-byte copies of the statistics of queries [first, first + kStreamRows)
+// into `tile` (threads 0 .. kStreamRows - 1 one each); past seq they become zero.
+template <int kHeadDim>
+__device__ __forceinline__ void load_statistics_async(float* tile, const BlockPlace<kHeadDim>& place,
+                                                      std::uint16_t* d_qkv, int first) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < kStreamRows) {
+    const int query = first + i;
+    const bool valid = query < place.seq;
+    copy_async_8(tile + 2 * i, place.statistics(d_qkv, valid ? query : 0), valid);
+  }
+}
+
+// The statistics of this thread's two rows (group and group + 8 of the warp starting
+// at warp_first); zero past seq.
+template <int kHeadDim>
+struct RowStatistics {
+  __device__ RowStatistics(const BlockPlace<kHeadDim>& place, std::uint16_t* d_qkv, int warp_first) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_first + place.group + 8 * h;
+      d_values[h] = lse_log2[h] = 0.0f;
+      if (row < place.seq) {
+        const float2 stats = *reinterpret_cast<const float2*>(place.statistics(d_qkv, row));
+        d_values[h] = stats.x;
+        lse_log2[h] = stats.y;
+      }
+    }
+  }
+  float d_values[2];
+  float lse_log2[2];
+};
+
+}  // namespace adamant::kernels::cuda::flash_detail
