@@ -8,6 +8,7 @@ prints one JSON object: the medians over the steps after the first --skip ones
 
   python3 bench/run_metrics.py /tmp/run/gpt3_1.3b/metrics.jsonl --skip 2
   python3 bench/run_metrics.py ... --human   # one line for people instead
+  python3 bench/run_metrics.py ... --peak-tflops 989   # the GPU's peak, for the MFU of GPU runs
   python3 bench/run_metrics.py ... --label size=1.3b --label micro_batch=4   # carried into the JSON
 """
 import argparse
@@ -18,7 +19,7 @@ import sys
 GIB = 2**30
 
 
-def summarize(path, skip):
+def summarize(path, skip, peak_tflops=989.0):
     steps, summary = [], None
     with open(path) as f:
         for line in f:
@@ -49,6 +50,10 @@ def summarize(path, skip):
     if "peak_device_in_use_bytes_max" in summary:
         result["peak_device_in_use_gib"] = summary["peak_device_in_use_bytes_max"] / GIB
         result["peak_device_in_use_gib_min"] = summary["peak_device_in_use_bytes_min"] / GIB
+        if summary.get("model_flops_per_token"):
+            # A GPU run: model FLOPs (6 N + 12 layers seq hidden per token) over the GPU's peak.
+            result["model_flops_per_token"] = summary["model_flops_per_token"]
+            result["mfu"] = result["tokens_per_s_per_gpu"] * summary["model_flops_per_token"] / (peak_tflops * 1e12)
     return result
 
 
@@ -58,8 +63,9 @@ def human(r):
     memory = f"peak allocated {r['peak_allocated_gib']:.1f} GiB/GPU"
     if "peak_device_in_use_gib" in r:
         memory += f", device in use {r['peak_device_in_use_gib']:.1f} GiB/GPU"
+    mfu = f", MFU {100 * r['mfu']:.1f}%" if "mfu" in r else ""
     return (f"adamant {parallel}: {r['tokens_per_s']:,.0f} tokens/s ({r['tokens_per_s_per_gpu']:,.0f} per GPU), "
-            f"step {r['step_ms']:.1f} ms, exposed comm {r['exposed_comm_ms']:.1f} ms/step, {memory} "
+            f"step {r['step_ms']:.1f} ms, exposed comm {r['exposed_comm_ms']:.1f} ms/step{mfu}, {memory} "
             f"(medians of steps {r['steps'] - r['steady_steps'] + 1}-{r['steps']})")
 
 
@@ -68,10 +74,12 @@ def main():
     p.add_argument("metrics", help="the run's metrics.jsonl")
     p.add_argument("--skip", type=int, default=2, help="warm-up steps left out of the medians")
     p.add_argument("--human", action="store_true", help="one line of text instead of JSON")
+    p.add_argument("--peak-tflops", type=float, default=989.0,
+                   help="a GPU's peak dense bf16 TFLOP/s, for the MFU of GPU runs (H100/H200: 989)")
     p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
                    help="a field added to the JSON (numbers stay numbers)")
     args = p.parse_args()
-    r = summarize(args.metrics, args.skip)
+    r = summarize(args.metrics, args.skip, args.peak_tflops)
     for label in args.label:
         key, _, value = label.partition("=")
         try:

@@ -61,6 +61,20 @@ TEST(GptConfig, ErrorsNameTheNemoKey) {
   EXPECT_THROW(GptModel(config, DType::f32, 1, Device::cpu(), 1), Error);
 }
 
+// MFU's FLOPs per token, 6 N + 12 layers seq hidden, with N counted by hand for the tiny
+// config, and the same N at tensor parallel 2 (the count is of the whole model).
+TEST(ParamList, ModelFlopsPerTokenCountsTheWholeModel) {
+  GptConfig config = testing::tiny_config();
+  const double hidden = 16, ffn = 64, vocab = 64, seq = 8, layers = 2;
+  const double per_layer =
+      4 * hidden + 3 * hidden * hidden + 3 * hidden + hidden * hidden + hidden + 2 * hidden * ffn + ffn + hidden;
+  const double parameters = vocab * hidden + seq * hidden + layers * per_layer + 2 * hidden;
+  EXPECT_EQ(whole_model_parameters(config), static_cast<std::int64_t>(parameters));
+  EXPECT_DOUBLE_EQ(model_flops_per_token(config), 6 * parameters + 12 * layers * seq * hidden);
+  config.tensor_parallel_size = 2;
+  EXPECT_EQ(whole_model_parameters(config), static_cast<std::int64_t>(parameters));
+}
+
 TEST(ParamList, ReverseOrderOfUseContiguousOffsets) {
   const GptConfig config = testing::tiny_config();
   const ParamList list = build_param_list(config);

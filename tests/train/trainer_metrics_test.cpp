@@ -71,6 +71,11 @@ TEST(TrainerMetrics, ExposedCommunicationAndPeakMemoryAreReported) {
     EXPECT_GE(peak_max, peak_min);
     EXPECT_EQ(peak_max, summary.memory.allocated_peak.max);
     EXPECT_EQ(peak_min, summary.memory.allocated_peak.min);
+
+    // MFU's numerator per token (bench/run_metrics.py): 6 N + 12 layers seq hidden of the whole model.
+    const model::GptConfig gpt = train::gpt_config_of(config, 50257);
+    EXPECT_DOUBLE_EQ(s.at("model_flops_per_token").get<double>(),
+                     6.0 * n + 12.0 * gpt.num_layers * static_cast<double>(gpt.seq_length) * gpt.hidden_size);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }

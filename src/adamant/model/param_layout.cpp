@@ -202,4 +202,13 @@ GptParamIndex index_params(const GptConfig& config, const ParamList& params) {
   return index_chunk_params(params, whole_chunk(config));
 }
 
+std::int64_t whole_model_parameters(const GptConfig& config) {
+  return static_cast<std::int64_t>(build_param_list(config.whole_model()).total_numel);
+}
+
+double model_flops_per_token(const GptConfig& config) {
+  return 6.0 * static_cast<double>(whole_model_parameters(config)) +
+         12.0 * config.num_layers * static_cast<double>(config.seq_length) * config.hidden_size;
+}
+
 }  // namespace adamant::model

@@ -28,6 +28,12 @@ namespace adamant::model {
 // dense_4h_to_h by input columns (row-parallel), the word embedding by vocabulary rows.
 // The whole model, whatever config.pipeline_parallel_size says (checkpoints, import, export).
 ParamList build_param_list(const GptConfig& config);
+
+// Parameters of the whole model (every tensor-parallel slice and pipeline stage).
+std::int64_t whole_model_parameters(const GptConfig& config);
+// Training FLOPs per token as MFU counts them: 6 N + 12 layers seq hidden (N: the whole
+// model's parameters; the second term is attention's q k^T and p v, forward and backward).
+double model_flops_per_token(const GptConfig& config);
 // The parameters one pipeline stage holds: its chunks' (the last chunk's first), each in reverse order
 // of use. With one stage, the same list as build_param_list. The last stage of two or more holds the
 // word embedding again for its classifier, marked tied_copy (pipeline_stage.h).

@@ -56,8 +56,7 @@ BenchmarkResult run_benchmark(const TrainConfig& config, const BenchmarkOptions&
   r.first_loss = summary.train_losses.front();
   r.last_loss = summary.train_losses.back();
   r.parameters = summary.model_parameters;
-  r.model_flops_per_token =
-      6.0 * static_cast<double>(r.parameters) + 12.0 * m.num_layers * static_cast<double>(m.seq_length) * m.hidden_size;
+  r.model_flops_per_token = summary.model_flops_per_token;
   r.peak_flops = options.peak_flops;
   r.memory = summary.memory;
   return r;

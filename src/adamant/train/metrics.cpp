@@ -82,7 +82,8 @@ void MetricsLog::run_summary(const RunMetrics& m) {
                    {"tensor_parallel_size", m.tensor_parallel_size},
                    {"pipeline_parallel_size", m.pipeline_parallel_size},
                    {"peak_allocated_bytes_max", m.memory.allocated_peak.max},
-                   {"peak_allocated_bytes_min", m.memory.allocated_peak.min}};
+                   {"peak_allocated_bytes_min", m.memory.allocated_peak.min},
+                   {"model_flops_per_token", m.model_flops_per_token}};
   if (m.memory.gpu) {
     j["peak_device_in_use_bytes_max"] = m.memory.device_in_use_peak.max;
     j["peak_device_in_use_bytes_min"] = m.memory.device_in_use_peak.min;

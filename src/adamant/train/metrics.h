@@ -36,6 +36,7 @@ struct RunMetrics {
   int tensor_parallel_size = 1;
   int pipeline_parallel_size = 1;
   MemoryReport memory;
+  double model_flops_per_token = 0;  // model/param_layout.h: for MFU against a GPU's peak
 };
 
 class MetricsLog {

@@ -133,8 +133,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
 
   TrainSummary summary;
   summary.steps_done = position.step;
-  summary.model_parameters =
-      static_cast<std::int64_t>(model::build_param_list(model.config().whole_model()).total_numel);
+  summary.model_parameters = model::whole_model_parameters(model.config());
+  summary.model_flops_per_token = model::model_flops_per_token(model.config());
   const std::int64_t last_step =
       options.stop_after_step ? std::min(cadence.max_steps, *options.stop_after_step) : cadence.max_steps;
   const auto run_start = Clock::now();
@@ -216,6 +216,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   run.tensor_parallel_size = grid.tp_size();
   run.pipeline_parallel_size = grid.pp_size();
   run.memory = summary.memory;
+  run.model_flops_per_token = summary.model_flops_per_token;
   report.finish(run, position.step, seconds_since(run_start));
   return summary;
 }

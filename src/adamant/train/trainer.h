@@ -16,9 +16,10 @@
 namespace adamant::train {
 
 struct TrainSummary {
-  std::int64_t steps_done = 0;                              // optimizer steps at the end
-  std::int64_t model_parameters = 0;                        // of the whole model (all tensor-parallel slices)
-  std::vector<double> train_losses;                         // one per step run in this call
+  std::int64_t steps_done = 0;        // optimizer steps at the end
+  std::int64_t model_parameters = 0;  // of the whole model (all tensor-parallel slices)
+  double model_flops_per_token = 0;   // 6 N + 12 layers seq hidden (model/param_layout.h), for MFU
+  std::vector<double> train_losses;   // one per step run in this call
   std::vector<std::pair<std::int64_t, double>> val_losses;  // (step, loss)
   double tokens_per_second = 0;                             // mean over the steps run, all ranks together
   std::vector<double> step_seconds;                         // wall time of each step run in this call
