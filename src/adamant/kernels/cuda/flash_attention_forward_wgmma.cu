@@ -5,9 +5,10 @@
 // operands read from shared memory, runs the online softmax of the mma.sync kernel
 // (flash_attention_forward.cu: base-2 exponent with the scale folded in, rescaling only
 // when a row's maximum outgrows the running one by more than 2^8) on the scores in
-// registers, and adds p v with p as a register operand. The accumulators sit in each
-// warp exactly as the mma.sync kernel's do, so masking, dropout draws and the softmax
-// are the same code over the same per-thread elements.
+// registers, and adds p v with p as a register operand, that product running while the
+// warpgroup exponentiates the next tile. The accumulators sit in each warp exactly as
+// the mma.sync kernel's do, so masking, dropout draws and the softmax are the same code
+// over the same per-thread elements.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -29,8 +30,8 @@ using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own hel
 
 template <int kHeadDim>
 struct WgmmaForwardConfig {
-  // Head size 64 fits two blocks a multiprocessor (registers and shared memory);
-  // 128 holds twice the output accumulators and takes one, with a deeper pipeline.
+  // Head size 64 fits two blocks a multiprocessor (registers and shared memory); 128
+  // holds twice the output accumulators and takes one.
   static constexpr int kMinBlocks = kHeadDim == 64 ? 2 : 1;
   static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
