@@ -30,7 +30,7 @@ struct KeyPassConfig {
   // The warp's key fragments stay in registers; its value fragments too up to
   // head_dim 80, above which they are read again from shared memory for every 16
   // queries. One block a multiprocessor with the fragments held was measured faster
-  // at head_dim 64 than two blocks that read both again.
+  // (at head_dim 64, which these kernels served then) than two blocks that read both again.
   static constexpr bool kValuesInRegisters = kHeadDim <= 80;
   static constexpr int kMinBlocks = 1;
   static constexpr int kStages = 4;        // one block a multiprocessor: copies three steps ahead

@@ -73,8 +73,9 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   const std::uint16_t* q_base = place.q(operands.qkv);
   const std::uint16_t* d_out_base = place.rows_of(operands.d_out);
 
+  auto stage_of = [&](int block) { return (block - first_query_block) % kStages; };
   auto load_query_block = [&](int block) {
-    const int stage = (block - first_query_block) % kStages;
+    const int stage = stage_of(block);
     const int first = block * kStreamRows;
     load_swizzled_tile_async<kHeadDim, kStreamRows>(query_tiles + stage * Config::kStreamTile, q_base, token_stride,
                                                     first, seq);
@@ -108,7 +109,6 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   // Query tiles and warpgroups both start at multiples of 64: a tile before the
   // warpgroup's first key has no query that sees any of its keys.
   auto relevant = [&](int block) { return group_active && block * kStreamRows >= group_first; };
-  auto stage_of = [&](int block) { return (block - first_query_block) % kStages; };
   float s[kQueryTiles][4];
   float dp[kQueryTiles][4];
   // s^T and dp^T of one tile.

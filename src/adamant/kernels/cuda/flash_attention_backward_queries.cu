@@ -26,10 +26,10 @@ using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own hel
 
 template <int kHeadDim, bool kDropout>
 struct QueryPassConfig {
-  // Up to head_dim 80 without dropout, two blocks share a multiprocessor (128
-  // registers a thread; measured faster than one block with all it needs); the
-  // others get one block and the registers they need.
-  static constexpr int kMinBlocks = kHeadDim <= 64 || (kHeadDim <= 80 && !kDropout) ? 2 : 1;
+  // At head_dim 80 without dropout, two blocks share a multiprocessor (128 registers a
+  // thread; measured faster than one block with all it needs); the others get one
+  // block and the registers they need.
+  static constexpr int kMinBlocks = kHeadDim <= 80 && !kDropout ? 2 : 1;
   // At head_dim 80 two blocks with three stages would leave almost no L1 cache for
   // the spilled registers; two stages were measured faster there.
   static constexpr int kStages = kHeadDim == 80 && !kDropout ? 2 : 3;

@@ -98,10 +98,10 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
 
   // Key tiles and warpgroups both start at multiples of 64: a tile past the
   // warpgroup's last query has no key any of its queries sees.
-  auto relevant = [&](int block) { return group_active && block < key_blocks && block * kStreamRows <= group_last; };
+  auto relevant = [&](int block) { return group_active && block * kStreamRows <= group_last; };
   float s[kKeyTiles][4];
   float dp[kKeyTiles][4];
-  // s and dp of one tile, committed as one group.
+  // s and dp of one tile.
   auto issue_scores = [&](int block) {
     const std::size_t stage = static_cast<std::size_t>(block % kStages) * Config::kStreamTile;
     const std::uint32_t key_address = shared_address(key_tiles + stage);
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
     mma_rows_by_rows<kSlices, kBlockRows>(dp, d_out_address, warpgroup * kGroupRows, value_address);
   };
   std::uint32_t d_scores[kKeyTiles / 2][4];
-  // dq += ds k of one tile, committed as one group.
+  // dq += ds k of one tile.
   auto issue_gradient = [&](int block) {
     const std::uint32_t key_address =
         shared_address(key_tiles + static_cast<std::size_t>(block % kStages) * Config::kStreamTile);

@@ -30,10 +30,10 @@ using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own hel
 
 template <int kHeadDim, bool kDropout>
 struct ForwardConfig {
-  // Up to head_dim 80 without dropout, two blocks share a multiprocessor (128
-  // registers a thread; measured faster than one block with all it needs); the
-  // others get one block and the registers they need.
-  static constexpr int kMinBlocks = kHeadDim <= 64 || (kHeadDim <= 80 && !kDropout) ? 2 : 1;
+  // At head_dim 80 without dropout, two blocks share a multiprocessor (128 registers a
+  // thread; measured faster than one block with all it needs); the others get one
+  // block and the registers they need.
+  static constexpr int kMinBlocks = kHeadDim <= 80 && !kDropout ? 2 : 1;
   static constexpr int kStages = kHeadDim >= 96 ? 4 : 3;  // deeper where one block holds a multiprocessor
   static constexpr std::size_t kQuery = 0;                // 128 rows, read once into fragments, then the output staging
   static constexpr std::size_t kKeys = kQuery + tile_bytes<kHeadDim>(kBlockRows);              // stages of 64 rows

@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
 
   // Key tiles and warpgroups both start at multiples of 64, so a warpgroup that
   // reaches a tile sees its first key from every one of its rows.
-  auto relevant = [&](int block) { return group_active && block < key_blocks && block * kStreamRows <= group_last; };
+  auto relevant = [&](int block) { return group_active && block * kStreamRows <= group_last; };
   float scores[kKeyTiles][4];
   auto issue_scores = [&](int block) {
     const std::uint32_t key_address =

@@ -128,17 +128,6 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
-// to = from, through a move the compiler cannot fold: later arithmetic on `to` then
-// writes registers of its own, never the accumulators of a product that ptxas cannot
-// prove complete (which would make it serialise every product of the kernel).
-template <int kTiles>
-__device__ __forceinline__ void copy_accumulators(float (&to)[kTiles][4], const float (&from)[kTiles][4]) {
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("mov.b32 %0, %1;\n" : "=f"(to[t][e]) : "f"(from[t][e]));
-  }
-}
 template <int kTiles>
 __device__ __forceinline__ void fence_accumulators(float (&d)[kTiles][4]) {
 #pragma unroll
@@ -180,14 +169,14 @@ __device__ __forceinline__ void mma_shared_a(float (&d)[8][4], std::uint64_t a, 
 }
 
 // d = a b^T, m64n64 over k = 16 kSteps: rows [a_first_row, a_first_row + 64) of swizzled
-// tile a (kRowsA rows) times the 64 rows of swizzled tile b, both K-major.
+// tile a (kRowsA rows) times the kStreamRows (64) rows of swizzled tile b, both K-major.
 template <int kSteps, int kRowsA>
 __device__ __forceinline__ void mma_rows_by_rows(float (&d)[8][4], std::uint32_t a_tile, int a_first_row,
                                                  std::uint32_t b_tile) {
-  mma_shared_a_first(d, k_major<kRowsA>(a_tile, a_first_row, 0), k_major<64>(b_tile, 0, 0));
+  mma_shared_a_first(d, k_major<kRowsA>(a_tile, a_first_row, 0), k_major<kStreamRows>(b_tile, 0, 0));
 #pragma unroll
   for (int kk = 1; kk < kSteps; ++kk)
-    mma_shared_a(d, k_major<kRowsA>(a_tile, a_first_row, kk), k_major<64>(b_tile, 0, kk));
+    mma_shared_a(d, k_major<kRowsA>(a_tile, a_first_row, kk), k_major<kStreamRows>(b_tile, 0, kk));
 }
 
 template <int kN>
