@@ -32,8 +32,6 @@ struct BlockPlace {
   __device__ const std::uint16_t* q(const std::uint16_t* qkv) const {
     return qkv + sample_token * token_stride + static_cast<std::int64_t>(head) * kHeadDim;
   }
-  __device__ const std::uint16_t* k(const std::uint16_t* qkv) const { return q(qkv) + channels; }
-  __device__ const std::uint16_t* v(const std::uint16_t* qkv) const { return q(qkv) + 2 * channels; }
   // The head's row of the sample's first token in a [batch, seq, heads, head_dim] array
   // (out, d_out); rows channels apart.
   template <typename T>
