@@ -51,6 +51,27 @@ __device__ __forceinline__ std::uint16_t f32_to_bf16_bits(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<std::uint16_t>(u >> 16);
 }
+// Two fp32 as bf16 in one register, `low` in the low half, by the hardware's conversion:
+// one instruction for both, rounding to nearest even exactly as f32_to_bf16_bits, except
+// that a NaN becomes the canonical NaN instead of keeping its payload. For activations,
+// where only NaN-ness matters.
+__device__ __forceinline__ std::uint32_t pack_bf16(float low, float high) {
+  std::uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(high), "f"(low));
+  return packed;
+}
+// 2^x on the special function unit (relative error about 2^-22); 2^-inf = 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+// 1 / x on the special function unit (within about an ulp); 1 / inf = 0.
+__device__ __forceinline__ float fast_reciprocal(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 // store_param_remainders rounding: half away from zero on the bit pattern.
 __device__ __forceinline__ std::uint16_t bf16_bits_for_remainder(float f) {
   return static_cast<std::uint16_t>((__float_as_uint(f) + 0x8000u) >> 16);

@@ -16,7 +16,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "adamant/kernels/cuda/device_common.cuh"
+
 namespace adamant::kernels::cuda::flash_detail {
+
+using detail::fast_exp2;
+using detail::pack_bf16;
 
 constexpr int kWarpSize = 32;
 constexpr int kWarps = 8;
@@ -149,25 +154,12 @@ __device__ __forceinline__ void mma_pair(float (&c0)[4], float (&c1)[4], const s
   mma(c1, a, b[2], b[3]);
 }
 
-// Two fp32 as bf16 (round to nearest even) in one register, `low` in the low half.
-__device__ __forceinline__ std::uint32_t pack_bf16(float low, float high) {
-  std::uint32_t packed;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(high), "f"(low));
-  return packed;
-}
 // The A fragment made of two adjacent C tiles (columns 0..7 and 8..15).
 __device__ __forceinline__ void a_from_c(std::uint32_t (&a)[4], const float (&left)[4], const float (&right)[4]) {
   a[0] = pack_bf16(left[0], left[1]);
   a[1] = pack_bf16(left[2], left[3]);
   a[2] = pack_bf16(right[0], right[1]);
   a[3] = pack_bf16(right[2], right[3]);
-}
-
-// 2^x on the special function unit (relative error about 2^-22); 2^-inf = 0.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Backward's per-row statistics (D = rowsum(d_out o), logsumexp * log2(e)) of

@@ -27,7 +27,9 @@ using pointwise_detail::warp_sum;
 
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
-constexpr int kBlocksPerMultiprocessor = 8;
+// The row kernels' launch bounds hold them to the registers that let this many blocks stay
+// resident, so a grid capped at this many blocks a multiprocessor runs in one wave.
+constexpr int kBlocksPerMultiprocessor = 6;
 
 // Column-sum chunking: at most kMaxChunks chunks of at least kMinRowsPerChunk rows.
 constexpr std::int64_t kMaxChunks = 256;
@@ -46,7 +48,7 @@ Chunking chunking_for(std::int64_t rows) {
 
 // kWidth = 8 needs cols % 8 == 0 and 16-byte aligned rows; kWidth = 1 works for any shape.
 template <int kWidth>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     layernorm_forward_kernel(const std::uint16_t* x, const std::uint16_t* weight, const std::uint16_t* bias,
                              float epsilon, std::uint16_t* out, float* mean, float* rstd, std::int64_t rows,
                              std::int64_t cols) {
@@ -96,7 +98,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // d_x += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = d_out * weight.
 template <int kWidth>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     layernorm_backward_input_kernel(const std::uint16_t* d_out, const std::uint16_t* x, const std::uint16_t* weight,
                                     const float* mean, const float* rstd, std::uint16_t* d_x, std::int64_t rows,
                                     std::int64_t cols) {

@@ -37,15 +37,14 @@ __device__ __forceinline__ void load_bf16(const std::uint16_t* p, float (&out)[k
   }
 }
 
+// Rounds by the hardware conversion (detail::pack_bf16): the same bits as core/half.h for
+// every number, the canonical NaN for a NaN.
 template <int kWidth>
 __device__ __forceinline__ void store_bf16(std::uint16_t* p, const float (&in)[kWidth]) {
   if constexpr (kWidth == 8 || kWidth == 4) {
     std::uint32_t words[kWidth / 2];
 #pragma unroll
-    for (int i = 0; i < kWidth / 2; ++i) {
-      words[i] = static_cast<std::uint32_t>(detail::f32_to_bf16_bits(in[2 * i])) |
-                 (static_cast<std::uint32_t>(detail::f32_to_bf16_bits(in[2 * i + 1])) << 16);
-    }
+    for (int i = 0; i < kWidth / 2; ++i) words[i] = detail::pack_bf16(in[2 * i], in[2 * i + 1]);
     if constexpr (kWidth == 8) {
       *reinterpret_cast<uint4*>(p) = make_uint4(words[0], words[1], words[2], words[3]);
     } else {
@@ -53,7 +52,7 @@ __device__ __forceinline__ void store_bf16(std::uint16_t* p, const float (&in)[k
     }
   } else {
     static_assert(kWidth == 1);
-    *p = detail::f32_to_bf16_bits(in[0]);
+    *p = static_cast<std::uint16_t>(detail::pack_bf16(in[0], 0.0f));
   }
 }
 
