@@ -350,6 +350,38 @@ TEST(CudaLinear, AccumulatedWeightGradientAddsToTheOldValue) {
   }
 }
 
+// The data gradient and the parameter gradients as two calls, as selective recomputation
+// runs the MLP's down projection: each bitwise what the single call gives (the same GEMMs),
+// and the weight-gradient call leaves a skipped d_in untouched.
+TEST(CudaLinear, DataAndParameterGradientsAsSeparateCallsAreTheSingleCallsBits) {
+  ADAMANT_REQUIRE_GPU();
+  const LinearShape s{256, 3072, 768};  // 126M MLP down projection
+  std::mt19937_64 rng(43);
+  const auto in = random_values(s.rows * s.in_features, rng, 1.0f, true);
+  const auto weight = random_values(s.out_features * s.in_features, rng, 0.02f, true);
+  const auto d_out = random_values(s.rows * s.out_features, rng, 1e-3f, true);
+  const auto old = random_values(s.out_features * s.in_features, rng, 0.5f, false);
+  DeviceMatrix in_gpu(in, DType::bf16), weight_gpu(weight, DType::bf16), d_out_gpu(d_out, DType::bf16);
+  DeviceMatrix d_in_joint(std::vector<float>(s.rows * s.in_features), DType::bf16);
+  DeviceMatrix d_weight_joint(old, DType::f32), d_bias_joint(std::vector<float>(s.out_features), DType::f32);
+  DeviceMatrix d_in_split(std::vector<float>(s.rows * s.in_features, 3.0f), DType::bf16);
+  DeviceMatrix d_weight_split(old, DType::f32), d_bias_split(std::vector<float>(s.out_features), DType::f32);
+  Stream stream(testing::gpu());
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
+  cuda::linear_backward(d_out_gpu.view(), in_gpu.view(), weight_gpu.view(), d_in_joint.view(), d_weight_joint.view(),
+                        d_bias_joint.view(), s, workspace, stream, WeightGrad::accumulate);
+  cuda::linear_backward(d_out_gpu.view(), in_gpu.view(), weight_gpu.view(), Tensor{}, d_weight_split.view(),
+                        d_bias_split.view(), s, workspace, stream, WeightGrad::accumulate);
+  stream.synchronize();
+  EXPECT_EQ(d_in_split.download(), std::vector<float>(s.rows * s.in_features, 3.0f)) << "d_in written";
+  cuda::linear_backward(d_out_gpu.view(), Tensor{}, weight_gpu.view(), d_in_split.view(), Tensor{}, Tensor{}, s,
+                        workspace, stream, WeightGrad::accumulate);
+  stream.synchronize();
+  EXPECT_EQ(d_in_split.download(), d_in_joint.download()) << "d_in";
+  EXPECT_EQ(d_weight_split.download(), d_weight_joint.download()) << "d_weight";
+  EXPECT_EQ(d_bias_split.download(), d_bias_joint.download()) << "d_bias";
+}
+
 TEST(CudaLinear, ForwardAndBackwardMatchTheCpu) {
   ADAMANT_REQUIRE_GPU();
   const std::vector<LinearCase> cases = {

@@ -289,7 +289,7 @@ TEST(CudaGelu, ForwardAndBackwardMatchCpu) {
         std::vector<float> out(n), d_x(n);
         const auto count = static_cast<std::int64_t>(n);
         cpu::gelu_forward(cpu_view(x), cpu_view(out), count, form);
-        cpu::gelu_backward(cpu_view(d_out), cpu_view(x), cpu_view(d_x), count, form);
+        cpu::gelu_backward(cpu_view(d_out), cpu_view(x), cpu_view(d_x), Tensor{}, count, form);
 
         auto x_gpu = bf16_on_gpu(x, offset);
         auto d_out_gpu = bf16_on_gpu(d_out, offset);
@@ -306,6 +306,16 @@ TEST(CudaGelu, ForwardAndBackwardMatchCpu) {
             download_bf16(d_out_gpu), d_x,
             [&](std::size_t i) { return 5e-3 * std::abs(d_x[i]) + 1e-6 * std::abs(d_out[i]) * (1.0 + std::abs(x[i])); },
             "gelu backward");
+
+        // The backward that also rematerialises the forward output: that output bitwise the
+        // forward's, the gradient bitwise the plain backward's.
+        auto d_again = bf16_on_gpu(d_out, offset);
+        MirroredArray<std::uint16_t> rematerialized(n, DType::bf16, offset);
+        gelu_backward(d_again.device_view(), x_gpu.device_view(), d_again.device_view(), count, form, stream,
+                      rematerialized.device_view());
+        stream.synchronize();
+        EXPECT_EQ(rematerialized.download(), out_gpu.download()) << "rematerialised gelu output";
+        EXPECT_EQ(d_again.download(), d_out_gpu.download()) << "gradient next to the rematerialisation";
       }
     }
   }

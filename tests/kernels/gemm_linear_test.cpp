@@ -150,5 +150,32 @@ TEST(Linear, AccumulatedWeightGradientIsTheOldValuePlusTheProduct) {
   EXPECT_EQ(d_bias2, d_bias);
 }
 
+// The data gradient and the parameter gradients as two calls (an empty d_weight skips the
+// GEMM that reads `in`, an empty d_in the other): each bitwise what one call gives, and a
+// skipped result's memory untouched. A bias gradient without the weight gradient is refused.
+TEST(Linear, DataAndParameterGradientsAsSeparateCalls) {
+  Stream stream;
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
+  const LinearShape shape{70, 9, 11};
+  auto in = testing::to_float(random_normal(70 * 9, 31)), weight = testing::to_float(random_normal(11 * 9, 32));
+  auto d_out = testing::to_float(random_normal(70 * 11, 33)), old = testing::to_float(random_normal(11 * 9, 34));
+  std::vector<float> d_in(70 * 9), d_weight = old, d_bias(11);
+  linear_backward(view(d_out), view(in), view(weight), view(d_in), view(d_weight), view(d_bias), shape, workspace,
+                  stream, WeightGrad::accumulate);
+
+  std::vector<float> d_in2(70 * 9);
+  linear_backward(view(d_out), Tensor{}, view(weight), view(d_in2), Tensor{}, Tensor{}, shape, workspace, stream);
+  EXPECT_EQ(d_in2, d_in);
+  std::vector<float> d_weight2 = old, d_bias2(11), d_in3(70 * 9, 5.0f);
+  linear_backward(view(d_out), view(in), view(weight), Tensor{}, view(d_weight2), view(d_bias2), shape, workspace,
+                  stream, WeightGrad::accumulate);
+  EXPECT_EQ(d_weight2, d_weight);
+  EXPECT_EQ(d_bias2, d_bias);
+  EXPECT_THROW(linear_backward(view(d_out), view(in), view(weight), view(d_in3), Tensor{}, view(d_bias2), shape,
+                               workspace, stream),
+               Error);
+  EXPECT_EQ(d_in3, std::vector<float>(70 * 9, 5.0f));
+}
+
 }  // namespace
 }  // namespace adamant::kernels

@@ -56,6 +56,24 @@ TEST(Gelu, BackwardMatchesFiniteDifferencesInBothForms) {
   }
 }
 
+// With an output, the backward also writes the forward's values (bitwise: the same
+// arithmetic) and its gradient is unchanged; the output may not alias the gradient.
+TEST(Gelu, BackwardRematerializesTheForwardOutput) {
+  Stream stream;
+  for (const GeluForm form : {GeluForm::exact, GeluForm::tanh}) {
+    auto x = random_normal(37, 5, 2.0);
+    auto probe = random_normal(37, 6);
+    std::vector<double> forward(37), plain(37), rematerialized(37, -1.0);
+    gelu_forward(view(x), view(forward), 37, form, stream);
+    gelu_backward(view(probe), view(x), view(plain), 37, form, stream);
+    auto d = probe;  // in place, as the model runs it
+    gelu_backward(view(d), view(x), view(d), 37, form, stream, view(rematerialized));
+    EXPECT_EQ(rematerialized, forward);
+    EXPECT_EQ(d, plain);
+    EXPECT_THROW(gelu_backward(view(d), view(x), view(d), 37, form, stream, view(d)), Error);
+  }
+}
+
 TEST(Dropout, DropsAboutPAndScalesTheRest) {
   Stream stream;
   const int batch = 4, numel = 25003;  // not a multiple of four

@@ -17,15 +17,15 @@ enum class GeluForm {
 
 namespace cpu {
 void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form);
-void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form);
+void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, Tensor out, std::int64_t n, GeluForm form);
 }  // namespace cpu
 
 // Launchers in kernels/cuda/pointwise_model.cu: bf16 bit patterns, the exact form or
 // (tanh_form) the tanh one; each returns its cudaError_t.
 namespace cuda {
 int gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, bool tanh_form, const CudaLaunch& launch);
-int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::int64_t n,
-                  bool tanh_form, const CudaLaunch& launch);
+int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::uint16_t* out,
+                  std::int64_t n, bool tanh_form, const CudaLaunch& launch);
 }  // namespace cuda
 
 // out = gelu(x) over n elements.
@@ -38,17 +38,27 @@ inline void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm f
                                                 launch.vectorized_if(aligned_to(16, {&x, &out})))));
 }
 
-// d_x = d_out * gelu'(x); d_x may alias d_out.
+// d_x = d_out * gelu'(x); d_x may alias d_out. With a non-empty `out`, also out = gelu(x), the
+// bits gelu_forward writes: the forward's output rematerialised where backward reads x anyway,
+// for one more write instead of keeping it (selective recomputation). `out` may alias neither
+// d_out nor d_x.
 inline void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form,
-                          const Stream& stream) {
+                          const Stream& stream, Tensor out = {}) {
   const KernelCall call = KernelCall::model("gelu_backward", x, stream);
   call.exact("d_out", d_out, n, Role::activation);
   call.exact("x", x, n, Role::activation);
   call.exact("d_x", d_x, n, Role::activation);
-  call.run(
-      [&] { cpu::gelu_backward(d_out, x, d_x, n, form); },
-      ADAMANT_CUDA_CALL(cuda::gelu_backward(bits16_of(d_out), bits16_of(x), bits16_of(d_x), n, form == GeluForm::tanh,
-                                            launch.vectorized_if(aligned_to(16, {&d_out, &x, &d_x})))));
+  const bool rematerializing = out.data != nullptr;
+  if (rematerializing) {
+    call.exact("out", out, n, Role::activation);
+    ADAMANT_CHECK(out.data != d_out.data && out.data != d_x.data,
+                  "gelu_backward: out must not alias d_out or d_x (each element would be written twice)");
+  }
+  call.run([&] { cpu::gelu_backward(d_out, x, d_x, out, n, form); },
+           ADAMANT_CUDA_CALL(cuda::gelu_backward(bits16_of(d_out), bits16_of(x), bits16_of(d_x),
+                                                 rematerializing ? bits16_of(out) : nullptr, n, form == GeluForm::tanh,
+                                                 launch.vectorized_if(aligned_to(16, {&d_out, &x, &d_x}) &&
+                                                                      (!rematerializing || aligned_to(16, {&out}))))));
 }
 
 }  // namespace adamant::kernels

@@ -52,8 +52,10 @@ inline void linear_forward(const Tensor& in, const Tensor& weight, const Tensor&
 
 // What the weight gradient does with d_weight's old contents.
 // d_in = d_out * weight, d_weight = d_out^T * in (or += with WeightGrad::accumulate), d_bias
-// = column sums of d_out; d_in and d_bias overwritten. An empty d_in or d_bias (data ==
-// nullptr) skips that result.
+// = column sums of d_out; d_in and d_bias overwritten. An empty d_in, d_weight or d_bias
+// (data == nullptr) skips that result, so the data gradient and the parameter gradients can
+// be two calls with other work between them (`in` is read only for d_weight). d_bias comes
+// with d_weight (on the GPU it is the weight-gradient GEMM's epilogue).
 inline void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
                             Tensor d_bias, const LinearShape& shape, Workspace& workspace, const Stream& stream,
                             WeightGrad weight_grad = WeightGrad::overwrite) {
@@ -62,11 +64,17 @@ inline void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor&
   call.positive("in_features", shape.in_features);
   call.positive("out_features", shape.out_features);
   call.exact("d_out", d_out, shape.rows * shape.out_features, Role::activation);
-  call.exact("in", in, shape.rows * shape.in_features, Role::activation);
   call.exact("weight", weight, shape.out_features * shape.in_features, Role::weight);
   if (d_in.data != nullptr) call.exact("d_in", d_in, shape.rows * shape.in_features, Role::activation);
-  call.exact("d_weight", d_weight, shape.out_features * shape.in_features, Role::weight_grad);
-  if (d_bias.data != nullptr) call.exact("d_bias", d_bias, shape.out_features, Role::weight_grad);
+  if (d_weight.data != nullptr) {
+    call.exact("in", in, shape.rows * shape.in_features, Role::activation);
+    call.exact("d_weight", d_weight, shape.out_features * shape.in_features, Role::weight_grad);
+  }
+  if (d_bias.data != nullptr) {
+    ADAMANT_CHECK(d_weight.data != nullptr,
+                  "linear_backward: d_bias without d_weight (the bias gradient comes with it)");
+    call.exact("d_bias", d_bias, shape.out_features, Role::weight_grad);
+  }
   call.run([&] { cpu::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, weight_grad); },
            ADAMANT_CUDA_CALL(cuda::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, workspace, stream,
                                                    weight_grad)));

@@ -27,8 +27,8 @@ struct GptConfig {
   float attention_dropout = 0.1f;          // model.attention_dropout
   float layernorm_epsilon = 1e-5f;         // model.layernorm_epsilon (fixed: NeMo's default)
   // model.activations_checkpoint_granularity: selective. The GELU outputs (4 x hidden per
-  // token and layer, the largest activation) are not kept: backward recomputes each
-  // layer's from its kept input, into one buffer shared by the layers.
+  // token and layer, the largest activation) are not kept: each layer's GELU backward writes
+  // them back from the kept pre-activations, into one buffer shared by the layers.
   bool recompute_activation = false;
   // model.openai_gelu: GPT-2's tanh approximation of GELU instead of the exact erf form.
   kernels::GeluForm gelu = kernels::GeluForm::exact;

@@ -215,14 +215,25 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     const Tensor x_in = i == 0 ? act(layout_.embedded, RC) : act(layout_.layers[i - 1].residual_mlp, RC);
 
     Tensor d_fc = act(layout_.d_fc, NF);
+    const Tensor d_mlp_branch = branch_grad(pass, mlp_residual_site(l));
     if (config_.recompute_activation) {
-      kernels::gelu_forward(act(a.fc, NF), act(a.fc_gelu, NF), NF, config_.gelu, *stream_);
+      // The GELU outputs were not kept: the GELU backward, which reads the pre-activations
+      // anyway, writes this layer's back into the shared buffer before the weight gradient
+      // needs them, one more write instead of a recomputing pass.
+      kernels::linear_backward(d_mlp_branch, {}, weight(w.fc_proj_weight), d_fc, {}, {}, {B * L, F, C}, workspace_,
+                               *stream_);
+      kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu, *stream_, act(a.fc_gelu, NF));
+      kernels::linear_backward(d_mlp_branch, act(a.fc_gelu, NF), weight(w.fc_proj_weight), {},
+                               micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, workspace_,
+                               *stream_, kernels::WeightGrad::accumulate);
+      finish(w.fc_proj_bias, w.fc_proj_weight);
+    } else {
+      kernels::linear_backward(d_mlp_branch, act(a.fc_gelu, NF), weight(w.fc_proj_weight), d_fc,
+                               micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, workspace_,
+                               *stream_, kernels::WeightGrad::accumulate);
+      finish(w.fc_proj_bias, w.fc_proj_weight);
+      kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu, *stream_);
     }
-    kernels::linear_backward(branch_grad(pass, mlp_residual_site(l)), act(a.fc_gelu, NF), weight(w.fc_proj_weight),
-                             d_fc, micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, workspace_,
-                             *stream_, kernels::WeightGrad::accumulate);
-    finish(w.fc_proj_bias, w.fc_proj_weight);
-    kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu, *stream_);
     kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln_sums, micro_grad(w.fc_weight),
                              micro_grad(w.fc_bias), {B * L, C, F}, workspace_, *stream_,
                              kernels::WeightGrad::accumulate);

@@ -293,7 +293,8 @@ std::vector<FieldSpec> make_fields() {
       "model.activations_checkpoint_granularity",
       "`selective`: backward recomputes each layer's GELU output (4 x hidden per token, the largest activation) "
       "instead of keeping it; one buffer serves every layer. Saves (layers - 1) x tokens x 4 x hidden activations "
-      "(3.1 GB for GPT-3 1.3B at micro-batch 4) for one GELU pass per layer. `full` is refused",
+      "(3.1 GB for GPT-3 1.3B at micro-batch 4) for one more write per layer: the GELU backward, which reads the "
+      "pre-activations anyway, writes the output back. `full` is refused",
       [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
         const std::string path = "model.activations_checkpoint_granularity";
         const std::string value = v.IsNull() ? std::string() : read_string(v, path, where);

@@ -49,6 +49,7 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
       gemm<T>(Transpose::no, Transpose::no, shape.rows, shape.in_features, shape.out_features, T(1), d_out.ptr<T>(),
               weight.ptr<T>(), T(0), d_in.ptr<T>());
     }
+    if (d_weight.data == nullptr) return;
     const std::int64_t weight_numel = shape.out_features * shape.in_features;
     T* product = d_weight.ptr<T>();
     if (weight_grad == WeightGrad::accumulate) {

@@ -48,13 +48,18 @@ void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form) {
   });
 }
 
-void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form) {
+void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, Tensor out, std::int64_t n, GeluForm form) {
   with_float_type(x, [&]<typename T>() {
     const T* dy = d_out.ptr<T>();
     const T* x_data = x.ptr<T>();
     T* dx = d_x.ptr<T>();
+    T* out_data = out.data != nullptr ? out.ptr<T>() : nullptr;
 #pragma omp parallel for schedule(static) if (n >= kParallelMinWork)
-    for (std::int64_t i = 0; i < n; ++i) dx[i] = dy[i] * gelu_derivative(x_data[i], form);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T v = x_data[i];
+      if (out_data != nullptr) out_data[i] = gelu_value(v, form);
+      dx[i] = dy[i] * gelu_derivative(v, form);
+    }
   });
 }
 

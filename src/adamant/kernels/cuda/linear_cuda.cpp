@@ -79,6 +79,7 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
     ADAMANT_CHECK(complete, "linear_backward: d_in was not computed");
   }
 
+  if (d_weight.data == nullptr) return;
   // d_weight[out, in] (+)= d_out^T in (fp32 output), d_bias[j] = sum over rows of d_out[r, j].
   MatmulProblem product;
   product.transpose_a = Transpose::yes;

@@ -57,39 +57,61 @@ __device__ __forceinline__ Normal standard_normal(float x) {
   return {x >= 0.0f ? 1.0f - half_erfc : half_erfc, gaussian};
 }
 
-template <bool kTanh>
-__device__ __forceinline__ float gelu(float v) {
-  if constexpr (kTanh) {
-    return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
-  } else {
-    return v * standard_normal(v).cdf;
-  }
+// GPT-2's tanh form: 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3).
+__device__ __forceinline__ float tanh_gelu(float v) {
+  return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
+}
+// d/dx [0.5 x (1 + tanh(u))] = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) du/dx
+__device__ __forceinline__ float tanh_gelu_derivative(float v) {
+  const float t = tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+  const float d_inner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+  return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * d_inner;
 }
 
+// A GELU value and its derivative at one point, from one evaluation of the normal distribution.
+struct GeluPoint {
+  float value;
+  float derivative;
+};
 template <bool kTanh>
-__device__ __forceinline__ float gelu_derivative(float v) {
+__device__ __forceinline__ GeluPoint gelu_point(float v) {
   if constexpr (kTanh) {
-    // d/dx [0.5 x (1 + tanh(u))] = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) du/dx
-    const float t = tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
-    const float d_inner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-    return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * d_inner;
+    return {tanh_gelu(v), tanh_gelu_derivative(v)};
   } else {
-    // d/dx [x * Phi(x)] = Phi(x) + x * phi(x).
+    // x Phi(x), and d/dx [x Phi(x)] = Phi(x) + x phi(x).
     const Normal normal = standard_normal(v);
-    return fmaf(v * kInvSqrt2Pi, normal.gaussian, normal.cdf);
+    return {v * normal.cdf, fmaf(v * kInvSqrt2Pi, normal.gaussian, normal.cdf)};
   }
 }
 
-// out[i] = fn(a[i], b[i]) (b unused when null) over [0, n) in groups of 8: one 16-byte
-// access per operand for a whole aligned group, scalar ones for the tail. A thread takes
-// kGroups groups a grid stride apart per step and loads them all before computing, so
-// that enough bytes are in flight to keep the memory busy. Each element is read and
-// written by one thread, so out may alias a or b.
-template <bool kVectorized, typename Fn>
-__device__ __forceinline__ void transform_groups(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out,
-                                                 std::int64_t n, Fn fn) {
+// What fn returns for one element: kOutputs values, one per output array.
+template <int kOutputs>
+struct Results {
+  float value[kOutputs];
+};
+
+// outs[o][i] = fn(a[i], b[i]).value[o] (b unused when null) over [0, n) in groups of 8: one
+// 16-byte access per operand for a whole aligned group, scalar ones for the tail. A thread
+// takes kGroups groups a grid stride apart per step and loads them all before computing, so
+// that enough bytes are in flight to keep the memory busy. Each element is read and written
+// by one thread, so an output may alias a or b (but not another output).
+template <bool kVectorized, int kOutputs, typename Fn>
+__device__ __forceinline__ void transform_groups(const std::uint16_t* a, const std::uint16_t* b,
+                                                 std::uint16_t* const (&outs)[kOutputs], std::int64_t n, Fn fn) {
   constexpr int kGroups = 2;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x * kVectorWidth;
+  // Elements [first, first + kWidth): fn over them, results stored.
+  auto transform = [&]<int kWidth>(std::int64_t first, const float(&va)[kWidth], const float(&vb)[kWidth]) {
+    float results[kOutputs][kWidth];
+#pragma unroll
+    for (int i = 0; i < kWidth; ++i) {
+      const Results<kOutputs> r = fn(va[i], vb[i]);
+#pragma unroll
+      for (int o = 0; o < kOutputs; ++o) results[o][i] = r.value[o];
+    }
+#pragma unroll
+    for (int o = 0; o < kOutputs; ++o) store_bf16<kWidth>(outs[o] + first, results[o]);
+  };
   for (std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kVectorWidth;
        first < n; first += kGroups * stride) {
     if (kVectorized && first + (kGroups - 1) * stride + kVectorWidth <= n) {
@@ -102,11 +124,7 @@ __device__ __forceinline__ void transform_groups(const std::uint16_t* a, const s
         for (int g = 0; g < kGroups; ++g) load_bf16<kVectorWidth>(b + first + g * stride, vb[g]);
       }
 #pragma unroll
-      for (int g = 0; g < kGroups; ++g) {
-#pragma unroll
-        for (int i = 0; i < kVectorWidth; ++i) va[g][i] = fn(va[g][i], vb[g][i]);
-        store_bf16<kVectorWidth>(out + first + g * stride, va[g]);
-      }
+      for (int g = 0; g < kGroups; ++g) transform.template operator()<kVectorWidth>(first + g * stride, va[g], vb[g]);
       continue;
     }
     for (std::int64_t group = first; group < n && group < first + kGroups * stride; group += stride) {
@@ -115,9 +133,7 @@ __device__ __forceinline__ void transform_groups(const std::uint16_t* a, const s
         float vb[kVectorWidth] = {};
         load_bf16<kVectorWidth>(a + group, va);
         if (b != nullptr) load_bf16<kVectorWidth>(b + group, vb);
-#pragma unroll
-        for (int i = 0; i < kVectorWidth; ++i) va[i] = fn(va[i], vb[i]);
-        store_bf16<kVectorWidth>(out + group, va);
+        transform.template operator()<kVectorWidth>(group, va, vb);
         continue;
       }
       for (std::int64_t i = group; i < n && i < group + kVectorWidth; ++i) {
@@ -125,8 +141,7 @@ __device__ __forceinline__ void transform_groups(const std::uint16_t* a, const s
         float vb[1] = {0.0f};
         load_bf16<1>(a + i, va);
         if (b != nullptr) load_bf16<1>(b + i, vb);
-        va[0] = fn(va[0], vb[0]);
-        store_bf16<1>(out + i, va);
+        transform.template operator()<1>(i, va, vb);
       }
     }
   }
@@ -135,20 +150,33 @@ __device__ __forceinline__ void transform_groups(const std::uint16_t* a, const s
 template <bool kVectorized, bool kTanh>
 __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     gelu_forward_kernel(const std::uint16_t* x, std::uint16_t* out, std::int64_t n) {
-  transform_groups<kVectorized>(x, nullptr, out, n, [](float v, float) { return gelu<kTanh>(v); });
+  transform_groups<kVectorized, 1>(x, nullptr, {out}, n,
+                                   [](float v, float) { return Results<1>{{gelu_point<kTanh>(v).value}}; });
 }
 
 // a = d_out, b = x.
 template <bool kVectorized, bool kTanh>
 __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     gelu_backward_kernel(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::int64_t n) {
-  transform_groups<kVectorized>(d_out, x, d_x, n, [](float dy, float v) { return dy * gelu_derivative<kTanh>(v); });
+  transform_groups<kVectorized, 1>(
+      d_out, x, {d_x}, n, [](float dy, float v) { return Results<1>{{dy * gelu_point<kTanh>(v).derivative}}; });
+}
+
+// gelu_backward_kernel that also writes gelu(x), the forward's output, into `out`.
+template <bool kVectorized, bool kTanh>
+__global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
+    gelu_backward_rematerializing_kernel(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x,
+                                         std::uint16_t* out, std::int64_t n) {
+  transform_groups<kVectorized, 2>(d_out, x, {d_x, out}, n, [](float dy, float v) {
+    const GeluPoint point = gelu_point<kTanh>(v);
+    return Results<2>{{dy * point.derivative, point.value}};
+  });
 }
 
 template <bool kVectorized>
 __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     residual_add_kernel(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::int64_t n) {
-  transform_groups<kVectorized>(a, b, out, n, [](float u, float v) { return u + v; });
+  transform_groups<kVectorized, 1>(a, b, {out}, n, [](float u, float v) { return Results<1>{{u + v}}; });
 }
 
 // One thread per Philox group (4 elements of one sample, fewer at the end of a sample
@@ -268,13 +296,22 @@ int gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, boo
   return cudaGetLastError();
 }
 
-int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::int64_t n,
-                  bool tanh_form, const CudaLaunch& launch) {
+int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::uint16_t* out,
+                  std::int64_t n, bool tanh_form, const CudaLaunch& launch) {
   if (n <= 0) return cudaSuccess;
+  const int grid = elementwise_grid(n, launch);
+  if (out != nullptr) {
+    auto* kernel = tanh_form ? (launch.vectorized ? gelu_backward_rematerializing_kernel<true, true>
+                                                  : gelu_backward_rematerializing_kernel<false, true>)
+                             : (launch.vectorized ? gelu_backward_rematerializing_kernel<true, false>
+                                                  : gelu_backward_rematerializing_kernel<false, false>);
+    kernel<<<grid, kThreads, 0, stream_of(launch)>>>(d_out, x, d_x, out, n);
+    return cudaGetLastError();
+  }
   auto* kernel = tanh_form
                      ? (launch.vectorized ? gelu_backward_kernel<true, true> : gelu_backward_kernel<false, true>)
                      : (launch.vectorized ? gelu_backward_kernel<true, false> : gelu_backward_kernel<false, false>);
-  kernel<<<elementwise_grid(n, launch), kThreads, 0, stream_of(launch)>>>(d_out, x, d_x, n);
+  kernel<<<grid, kThreads, 0, stream_of(launch)>>>(d_out, x, d_x, n);
   return cudaGetLastError();
 }
 
