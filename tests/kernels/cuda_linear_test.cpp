@@ -400,8 +400,9 @@ TEST(CudaLinear, ForwardAndBackwardMatchTheCpu) {
   for (const LinearCase& c : cases) check_linear(c, seed++);
 }
 
-// The bias-gradient fallback on its own (linear_backward uses it only where cuBLASLt
-// cannot fuse the sums): against double sums, tolerance 1e-5 of the sum of |x|.
+// The column sums of linear_backward's bias gradient on their own: against double sums,
+// tolerance 1e-5 of the sum of |x|. bf16 rows of a multiple of 8 columns take the 16-byte
+// kernel, the rest the scalar one.
 void check_column_sums(std::int64_t rows, std::int64_t cols, DType dtype, std::int64_t scratch_floats,
                        std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -432,6 +433,10 @@ void check_column_sums(std::int64_t rows, std::int64_t cols, DType dtype, std::i
 TEST(CudaLinear, ColumnSumsMatchDoubleSums) {
   ADAMANT_REQUIRE_GPU();
   check_column_sums(16384, 768, DType::bf16, 1 << 20, 1);  // 126M: 8 x 2048 tokens, many slices
+  check_column_sums(8192, 2304, DType::bf16, 1 << 22, 7);  // a qkv projection's width
+  check_column_sums(1000, 264, DType::bf16, 1 << 20, 8);   // 16-byte kernel, a partial column block
+  check_column_sums(20, 16, DType::bf16, 1 << 20, 9);      // fewer rows than a slice's minimum
+  check_column_sums(1000, 264, DType::bf16, 600, 10);      // 16-byte kernel, scratch for 2 slices
   check_column_sums(1000, 33, DType::f32, 1 << 20, 2);     // odd columns
   check_column_sums(1000, 33, DType::bf16, 100, 3);        // scratch for 3 slices only
   check_column_sums(777, 5, DType::f32, 0, 4);             // no scratch: one pass

@@ -55,7 +55,7 @@ inline void linear_forward(const Tensor& in, const Tensor& weight, const Tensor&
 // = column sums of d_out; d_in and d_bias overwritten. An empty d_in, d_weight or d_bias
 // (data == nullptr) skips that result, so the data gradient and the parameter gradients can
 // be two calls with other work between them (`in` is read only for d_weight). d_bias comes
-// with d_weight (on the GPU it is the weight-gradient GEMM's epilogue).
+// with d_weight: the parameter gradients are one call.
 inline void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
                             Tensor d_bias, const LinearShape& shape, Workspace& workspace, const Stream& stream,
                             WeightGrad weight_grad = WeightGrad::overwrite) {

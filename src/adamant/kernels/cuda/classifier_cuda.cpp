@@ -36,12 +36,6 @@ void launch_cross_entropy(const char* op, float* logits, const std::int32_t* tar
                 rows, vocab, cudaGetErrorString(status), static_cast<int>(status));
 }
 
-void run_matmul(const MatmulProblem& problem, Workspace& workspace, const Stream& stream, const char* op,
-                const char* what) {
-  const bool complete = matmul(problem, workspace, stream);
-  ADAMANT_CHECK(complete, "{}: {} was not computed", op, what);
-}
-
 void check_launch(const char* op, const char* kernel, cudaError_t status) {
   ADAMANT_CHECK(status == cudaSuccess, "{}: the {} kernel failed to launch: {} ({})", op, kernel,
                 cudaGetErrorString(status), static_cast<int>(status));
@@ -70,7 +64,7 @@ void compute_logits(const ClassifierChunk& chunk, Workspace& workspace, const St
   product.c = chunk.logits;
   product.c_dtype = DType::f32;
   product.c_row_stride = chunk.vocab;
-  run_matmul(product, workspace, stream, op, "the logits");
+  matmul(product, workspace, stream);
 }
 
 // From g in the scratch (bf16 rows at the fp32 row pitch, 2 * vocab elements, or fp32):
@@ -90,7 +84,7 @@ void backpropagate(const ClassifierChunk& chunk, void* d_x_chunk, float* d_embed
   input_grad.c = d_x_chunk;
   input_grad.c_dtype = dtype;
   input_grad.c_row_stride = chunk.channels;
-  run_matmul(input_grad, workspace, stream, op, "d_x");
+  matmul(input_grad, workspace, stream);
 
   MatmulProblem embedding_grad;  // d_embedding[vocab, C] (+)= g^T[vocab, rows] x_chunk[rows, C]
   embedding_grad.transpose_a = Transpose::yes;
@@ -103,7 +97,7 @@ void backpropagate(const ClassifierChunk& chunk, void* d_x_chunk, float* d_embed
   embedding_grad.c = d_embedding;
   embedding_grad.c_dtype = DType::f32;
   embedding_grad.c_row_stride = chunk.channels;
-  run_matmul(embedding_grad, workspace, stream, op, "d_embedding");
+  matmul(embedding_grad, workspace, stream);
 }
 
 // How the row kernel writes g for GEMMs that read activations of `dtype`.

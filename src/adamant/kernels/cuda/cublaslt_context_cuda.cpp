@@ -46,10 +46,7 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, cublasOperation_t op, st
   return layout;
 }
 
-bool is_bias_epilogue(cublasLtEpilogue_t epilogue) {
-  return epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_BGRADA ||
-         epilogue == CUBLASLT_EPILOGUE_BGRADB;
-}
+bool is_bias_epilogue(cublasLtEpilogue_t epilogue) { return epilogue == CUBLASLT_EPILOGUE_BIAS; }
 
 // A preference object for one heuristic query.
 class Preference {

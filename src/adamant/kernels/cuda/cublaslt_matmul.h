@@ -25,9 +25,7 @@ struct MatrixOperand {
 
 enum class MatmulEpilogue : std::uint8_t {
   none,
-  add_bias,   // c[i, j] += bias[j]; bias has n elements of bias_dtype
-  bias_grad,  // bias[i] = sum over p of op(a)[i, p] (m elements, fp32 when c is fp32): the
-              // bias gradient when op(a) is the output gradient transposed
+  add_bias,  // c[i, j] += bias[j]; bias has n elements of bias_dtype
 };
 
 struct MatmulProblem {
@@ -51,10 +49,9 @@ struct MatmulProblem {
 // c = alpha * op(a) op(b) + beta * c (+ the epilogue), enqueued on `stream` with the
 // cuBLASLt handle, plans and workspace of `workspace` (made for that stream); fp32
 // accumulation. Operand dtypes: a and b both bf16 with c bf16 or fp32, or all fp32.
-// Returns false only for MatmulEpilogue::bias_grad when no cuBLASLt algorithm fuses
-// it for this problem: c is then computed without it and `bias` is left untouched.
-// Throws adamant::Error for unsupported dtypes or cuBLAS failures.
-[[nodiscard]] bool matmul(const MatmulProblem& problem, Workspace& workspace, const Stream& stream);
+// Throws adamant::Error for unsupported dtypes, problems cuBLASLt has no algorithm for,
+// or cuBLAS failures.
+void matmul(const MatmulProblem& problem, Workspace& workspace, const Stream& stream);
 
 // The cudaStream_t of a Stream (the legacy default stream for the CPU stream).
 cudaStream_t stream_handle(const Stream& stream);

@@ -5,8 +5,7 @@
 // is the column-major C^T[n, m] = op(B)^T op(A)^T: cuBLASLt's first operand is our
 // b (transposed exactly when transpose_b), its second our a (transposed exactly
 // when transpose_a), and its problem size is M = n, N = m, K = k. The bias of
-// EPILOGUE_BIAS runs along cuBLASLt's M (our columns); EPILOGUE_BGRADB sums its
-// second operand (our a) over K into N = m values (our rows of op(a)).
+// EPILOGUE_BIAS runs along cuBLASLt's M (our columns).
 #include <cuda_runtime.h>
 
 #include "adamant/core/cuda_check.h"
@@ -97,11 +96,6 @@ MatmulPlanKey key_of(const MatmulProblem& p) {
       key.bias_type = cuda_type_of(p.bias_dtype, "bias");
       key.align_bias = pointer_alignment(p.bias);
       break;
-    case MatmulEpilogue::bias_grad:
-      key.epilogue = CUBLASLT_EPILOGUE_BGRADB;
-      key.bias_type = cuda_type_of(p.bias_dtype, "bias gradient");
-      key.align_bias = pointer_alignment(p.bias);
-      break;
   }
   return key;
 }
@@ -114,21 +108,16 @@ MatmulPlanKey key_of(const MatmulProblem& p) {
 
 }  // namespace
 
-bool matmul(const MatmulProblem& problem, Workspace& workspace, const Stream& stream) {
+void matmul(const MatmulProblem& problem, Workspace& workspace, const Stream& stream) {
   const Device device = workspace.device();
   check_operands(problem);
-  if (problem.m == 0) return true;
+  if (problem.m == 0 || problem.n == 0) return;
   const CurrentDevice current(device);
   const cudaStream_t cuda_stream = stream_handle(stream);
-  if (problem.n == 0) return problem.epilogue != MatmulEpilogue::bias_grad;  // the sums are the caller's then
   if (problem.k == 0) {
     ADAMANT_CHECK(problem.epilogue != MatmulEpilogue::add_bias, "matmul: k = 0 with a bias epilogue is not supported");
     scale_output(problem, device, cuda_stream);
-    if (problem.epilogue == MatmulEpilogue::bias_grad) {
-      ADAMANT_CUDA_CHECK(cudaMemsetAsync(
-          problem.bias, 0, static_cast<std::size_t>(problem.m) * dtype_size(problem.bias_dtype), cuda_stream));
-    }
-    return true;
+    return;
   }
 
   MatmulArguments arguments;
@@ -139,18 +128,9 @@ bool matmul(const MatmulProblem& problem, Workspace& workspace, const Stream& st
   arguments.c = problem.c;
   arguments.bias = problem.bias;
   CublasLtContext& context = workspace.resources().matmul();
-  MatmulPlanKey key = key_of(problem);
-  if (context.try_matmul(key, arguments, cuda_stream)) return true;
-  if (problem.epilogue != MatmulEpilogue::bias_grad) {
+  if (!context.try_matmul(key_of(problem), arguments, cuda_stream)) {
     fail_unsupported(problem, problem.epilogue == MatmulEpilogue::add_bias ? "bias" : "none");
   }
-  // The bias gradient cannot be fused here: the plain product, and the caller sums.
-  key.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  key.bias_type = CUDA_R_32F;
-  key.align_bias = 256;
-  arguments.bias = nullptr;
-  if (!context.try_matmul(key, arguments, cuda_stream)) fail_unsupported(problem, "none");
-  return false;
 }
 
 }  // namespace adamant::kernels::cuda
