@@ -241,6 +241,20 @@ constexpr int kColumnsPerBlock = 32;  // one warp across 32 adjacent columns: co
 constexpr int kRowLanes = 8;          // warps per block, each on every 8th row of the slice
 constexpr std::int64_t kMaxSlices = 256;
 
+// The values of column threadIdx.x from the block's kRowLanes warps, added in warp order;
+// the sum is warp 0's (the other warps get 0).
+__device__ __forceinline__ float sum_over_row_lanes(float value) {
+  __shared__ float lane_values[kRowLanes][kColumnsPerBlock];
+  lane_values[threadIdx.y][threadIdx.x] = value;
+  __syncthreads();
+  float total = 0.0f;
+  if (threadIdx.y == 0) {
+#pragma unroll
+    for (int lane = 0; lane < kRowLanes; ++lane) total += lane_values[lane][threadIdx.x];
+  }
+  return total;
+}
+
 // out[slice, j] = sum of x[i, j] over the rows i of the slice (blockIdx.y).
 template <DType kInput>
 __global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
@@ -255,15 +269,8 @@ __global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
     for (std::int64_t r = begin + threadIdx.y; r < end; r += kRowLanes)
       sum += detail::to_f32<kInput>(x[r * cols + col]);
   }
-  __shared__ float lane_sums[kRowLanes][kColumnsPerBlock];
-  lane_sums[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
-    float total = 0.0f;
-#pragma unroll
-    for (int lane = 0; lane < kRowLanes; ++lane) total += lane_sums[lane][threadIdx.x];
-    out[static_cast<std::int64_t>(blockIdx.y) * cols + col] = total;
-  }
+  const float total = sum_over_row_lanes(sum);
+  if (threadIdx.y == 0 && col < cols) out[static_cast<std::int64_t>(blockIdx.y) * cols + col] = total;
 }
 
 // column_slice_sums_kernel for bf16 rows of a multiple of 8 columns, 16-byte aligned: a
@@ -319,15 +326,8 @@ __global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
 #pragma unroll 4
     for (std::int64_t s = threadIdx.y; s < slices; s += kRowLanes) total += partials[s * cols + col];
   }
-  __shared__ float lane_totals[kRowLanes][kColumnsPerBlock];
-  lane_totals[threadIdx.y][threadIdx.x] = total;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int lane = 0; lane < kRowLanes; ++lane) sum += lane_totals[lane][threadIdx.x];
-    sums[col] = sum;
-  }
+  const float sum = sum_over_row_lanes(total);
+  if (threadIdx.y == 0 && col < cols) sums[col] = sum;
 }
 
 // Slices of the rows for `column_blocks` blocks across the columns: about kTargetBlocks blocks
