@@ -216,24 +216,18 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
 
     Tensor d_fc = act(layout_.d_fc, NF);
     const Tensor d_mlp_branch = branch_grad(pass, mlp_residual_site(l));
-    if (config_.recompute_activation) {
-      // The GELU outputs were not kept: the GELU backward, which reads the pre-activations
-      // anyway, writes this layer's back into the shared buffer before the weight gradient
-      // needs them, one more write instead of a recomputing pass.
-      kernels::linear_backward(d_mlp_branch, {}, weight(w.fc_proj_weight), d_fc, {}, {}, {B * L, F, C}, workspace_,
-                               *stream_);
-      kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu, *stream_, act(a.fc_gelu, NF));
-      kernels::linear_backward(d_mlp_branch, act(a.fc_gelu, NF), weight(w.fc_proj_weight), {},
-                               micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, workspace_,
-                               *stream_, kernels::WeightGrad::accumulate);
-      finish(w.fc_proj_bias, w.fc_proj_weight);
-    } else {
-      kernels::linear_backward(d_mlp_branch, act(a.fc_gelu, NF), weight(w.fc_proj_weight), d_fc,
-                               micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, workspace_,
-                               *stream_, kernels::WeightGrad::accumulate);
-      finish(w.fc_proj_bias, w.fc_proj_weight);
-      kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu, *stream_);
-    }
+    // The down projection's data gradient, then the GELU backward, then its parameter
+    // gradients: with selective recomputation the GELU outputs were not kept, and the GELU
+    // backward, which reads the pre-activations anyway, writes this layer's back into the
+    // shared buffer before the weight gradient reads them (one more write, no recomputing pass).
+    kernels::linear_backward(d_mlp_branch, {}, weight(w.fc_proj_weight), d_fc, {}, {}, {B * L, F, C}, workspace_,
+                             *stream_);
+    kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu, *stream_,
+                           config_.recompute_activation ? act(a.fc_gelu, NF) : Tensor{});
+    kernels::linear_backward(d_mlp_branch, act(a.fc_gelu, NF), weight(w.fc_proj_weight), {},
+                             micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, workspace_,
+                             *stream_, kernels::WeightGrad::accumulate);
+    finish(w.fc_proj_bias, w.fc_proj_weight);
     kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln_sums, micro_grad(w.fc_weight),
                              micro_grad(w.fc_bias), {B * L, C, F}, workspace_, *stream_,
                              kernels::WeightGrad::accumulate);
