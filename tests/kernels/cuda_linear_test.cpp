@@ -21,7 +21,7 @@
 
 #include "adamant/core/half.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
-#include "adamant/kernels/cuda/classifier_launchers.h"
+#include "adamant/kernels/cuda/column_sums.h"
 #include "kernels/cuda_test_util.h"
 #include "workspace_test_util.h"
 

@@ -7,7 +7,9 @@
 #include "adamant/kernels/dropout.h"
 #include "adamant/kernels/gelu.h"
 #include "adamant/kernels/residual.h"
+#include "adamant/kernels/workspace.h"
 #include "model_kernels_test_util.h"
+#include "workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
@@ -72,6 +74,54 @@ TEST(Gelu, BackwardRematerializesTheForwardOutput) {
     EXPECT_EQ(d, plain);
     EXPECT_THROW(gelu_backward(view(d), view(x), view(d), 37, form, stream, view(d)), Error);
   }
+}
+
+// With a bias gradient, the backward also sums d_x's columns: against sums made here in
+// row order, bitwise (the same additions); ragged rows and a missing workspace are refused.
+TEST(Gelu, BackwardSumsTheBiasGradientOfItsRows) {
+  Stream stream;
+  Workspace workspace(stream, testing::all_workspace_needs());
+  const std::int64_t rows = 9, cols = 7;
+  for (const GeluForm form : {GeluForm::exact, GeluForm::tanh}) {
+    auto x = random_normal(rows * cols, 7, 2.0);
+    auto d = random_normal(rows * cols, 8);
+    std::vector<double> d_bias(cols, -1.0);
+    gelu_backward(view(d), view(x), view(d), rows * cols, form, stream, {}, {view(d_bias), cols, &workspace});
+    for (std::int64_t j = 0; j < cols; ++j) {
+      double sum = 0;
+      for (std::int64_t i = 0; i < rows; ++i) sum += d[i * cols + j];
+      EXPECT_EQ(d_bias[j], sum) << "column " << j;
+    }
+    EXPECT_THROW(gelu_backward(view(d), view(x), view(d), rows * cols, form, stream, {}, {view(d_bias), 6, &workspace}),
+                 Error);
+    std::vector<double> wrong_size(cols + 1);
+    EXPECT_THROW(
+        gelu_backward(view(d), view(x), view(d), rows * cols, form, stream, {}, {view(wrong_size), cols, &workspace}),
+        Error);
+    EXPECT_THROW(gelu_backward(view(d), view(x), view(d), rows * cols, form, stream, {}, {view(d_bias), cols, nullptr}),
+                 Error);
+  }
+}
+
+// With a bias gradient, dropout also sums its output's columns, in row order (bitwise).
+TEST(Dropout, SumsTheBiasGradientOfItsOutput) {
+  Stream stream;
+  Workspace workspace(stream, testing::all_workspace_needs());
+  const std::int64_t rows = 12, cols = 8;
+  auto in = random_normal(rows * cols, 9);
+  std::vector<double> out(in.size()), plain(in.size()), d_bias(cols, -1.0);
+  DropoutArgs args;
+  args.probability = 0.25f;
+  args.seed = 17;
+  dropout(view(in), view(plain), rows * cols, 4 * cols, args, stream);
+  dropout(view(in), view(out), rows * cols, 4 * cols, args, stream, {view(d_bias), cols, &workspace});
+  EXPECT_EQ(out, plain);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    double sum = 0;
+    for (std::int64_t i = 0; i < rows; ++i) sum += out[i * cols + j];
+    EXPECT_EQ(d_bias[j], sum) << "column " << j;
+  }
+  EXPECT_THROW(dropout(view(in), view(out), rows * cols, 4 * cols, args, stream, {view(d_bias), 7, &workspace}), Error);
 }
 
 TEST(Dropout, DropsAboutPAndScalesTheRest) {

@@ -21,6 +21,16 @@ struct CudaLaunch {
   }
 };
 
+// Where an element-wise CUDA launcher also sums the columns of its output as it writes
+// it (a linear layer's bias gradient: kernels/linear.h, BiasGradOut): fp32 sums of the
+// `columns` columns of each row, and fp32 scratch for partial sums.
+struct ColumnSumsOut {
+  float* sums = nullptr;  // null: no sums
+  std::int64_t columns = 0;
+  float* scratch = nullptr;
+  std::int64_t scratch_floats = 0;
+};
+
 // The fields of kernels::DropoutArgs that the CUDA dropout launcher reads.
 struct DropoutParams {
   float probability = 0.0f;

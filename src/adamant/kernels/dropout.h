@@ -9,6 +9,7 @@
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
 #include "adamant/kernels/dispatch.h"
+#include "adamant/kernels/linear.h"
 
 namespace adamant::kernels {
 
@@ -48,7 +49,7 @@ void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t samp
 // Vectorized, it needs 8-byte aligned operands and whole groups of 4 per sample.
 namespace cuda {
 int dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
-            const DropoutParams& params, const CudaLaunch& launch);
+            const DropoutParams& params, const CudaLaunch& launch, const ColumnSumsOut& column_sums);
 }  // namespace cuda
 
 namespace detail {
@@ -80,9 +81,11 @@ inline void check_dropout(const KernelCall& call, const DropoutArgs& args, std::
 // out[i] = keep ? in[i] / (1 - p) : 0 for i in [0, numel), where element i is element
 // (first_element + i) % sample_numel of sample first_sample_index + (first_element + i) /
 // sample_numel. numel need not be a multiple of sample_numel. out may alias in. Linear
-// with a fixed mask, so the same call is its own backward.
+// with a fixed mask, so the same call is its own backward. With a non-empty bias.d_bias,
+// also the bias gradient of the layer whose output gradient `out` is (a residual
+// branch's, in backward): the column sums of out, as stored, over rows of bias.columns.
 inline void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel,
-                    const DropoutArgs& args, const Stream& stream) {
+                    const DropoutArgs& args, const Stream& stream, const BiasGradOut& bias = {}) {
   const KernelCall call = KernelCall::model("dropout", in, stream);
   ADAMANT_CHECK(numel >= 0, "dropout: negative size {}", numel);
   call.positive("sample_numel", sample_numel);
@@ -97,10 +100,16 @@ inline void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64
   detail::check_dropout(call, args, (end + sample_numel - 1) / sample_numel);
   call.exact("in", in, numel, Role::activation);
   call.exact("out", out, numel, Role::activation);
-  call.run([&] { cpu::dropout(in, out, numel, sample_numel, args); },
-           ADAMANT_CUDA_CALL(
-               cuda::dropout(bits16_of(in), bits16_of(out), numel, sample_numel, detail::dropout_params(args),
-                             launch.vectorized_if(sample_numel % kDropoutGroup == 0 && aligned_to(8, {&in, &out})))));
+  const bool summing = check_bias_grad_out(call, bias, numel);
+  call.run(
+      [&] {
+        cpu::dropout(in, out, numel, sample_numel, args);
+        if (summing) cpu::bias_grad(out, bias.d_bias, numel / bias.columns, bias.columns);
+      },
+      ADAMANT_CUDA_CALL(
+          cuda::dropout(bits16_of(in), bits16_of(out), numel, sample_numel, detail::dropout_params(args),
+                        launch.vectorized_if(sample_numel % kDropoutGroup == 0 && aligned_to(8, {&in, &out})),
+                        cuda::column_sums_out(bias))));
 }
 
 }  // namespace adamant::kernels

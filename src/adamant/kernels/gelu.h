@@ -7,6 +7,7 @@
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
 #include "adamant/kernels/dispatch.h"
+#include "adamant/kernels/linear.h"
 
 namespace adamant::kernels {
 
@@ -25,7 +26,7 @@ void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, Tensor out,
 namespace cuda {
 int gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, bool tanh_form, const CudaLaunch& launch);
 int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::uint16_t* out,
-                  std::int64_t n, bool tanh_form, const CudaLaunch& launch);
+                  std::int64_t n, bool tanh_form, const CudaLaunch& launch, const ColumnSumsOut& column_sums);
 }  // namespace cuda
 
 // out = gelu(x) over n elements.
@@ -41,9 +42,10 @@ inline void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm f
 // d_x = d_out * gelu'(x); d_x may alias d_out. With a non-empty `out`, also out = gelu(x), the
 // bits gelu_forward writes: the forward's output rematerialised where backward reads x anyway,
 // for one more write instead of keeping it (selective recomputation). `out` may alias neither
-// d_out nor d_x.
+// d_out nor d_x. With a non-empty bias.d_bias, also the bias gradient of the layer whose
+// output x is: the column sums of d_x, as stored, over rows of bias.columns elements.
 inline void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std::int64_t n, GeluForm form,
-                          const Stream& stream, Tensor out = {}) {
+                          const Stream& stream, Tensor out = {}, const BiasGradOut& bias = {}) {
   const KernelCall call = KernelCall::model("gelu_backward", x, stream);
   call.exact("d_out", d_out, n, Role::activation);
   call.exact("x", x, n, Role::activation);
@@ -54,11 +56,17 @@ inline void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, std:
     ADAMANT_CHECK(out.data != d_out.data && out.data != d_x.data,
                   "gelu_backward: out must not alias d_out or d_x (each element would be written twice)");
   }
-  call.run([&] { cpu::gelu_backward(d_out, x, d_x, out, n, form); },
-           ADAMANT_CUDA_CALL(cuda::gelu_backward(bits16_of(d_out), bits16_of(x), bits16_of(d_x),
-                                                 rematerializing ? bits16_of(out) : nullptr, n, form == GeluForm::tanh,
-                                                 launch.vectorized_if(aligned_to(16, {&d_out, &x, &d_x}) &&
-                                                                      (!rematerializing || aligned_to(16, {&out}))))));
+  const bool summing = check_bias_grad_out(call, bias, n);
+  call.run(
+      [&] {
+        cpu::gelu_backward(d_out, x, d_x, out, n, form);
+        if (summing) cpu::bias_grad(d_x, bias.d_bias, n / bias.columns, bias.columns);
+      },
+      ADAMANT_CUDA_CALL(cuda::gelu_backward(
+          bits16_of(d_out), bits16_of(x), bits16_of(d_x), rematerializing ? bits16_of(out) : nullptr, n,
+          form == GeluForm::tanh,
+          launch.vectorized_if(aligned_to(16, {&d_out, &x, &d_x}) && (!rematerializing || aligned_to(16, {&out}))),
+          cuda::column_sums_out(bias))));
 }
 
 }  // namespace adamant::kernels

@@ -19,13 +19,31 @@ enum class WeightGrad : std::uint8_t {
   accumulate,  // d_weight += d_out^T * in, by the GEMM itself (beta = 1): no separate pass
 };
 
+class Workspace;
+
+// A linear layer's bias gradient summed by the kernel that writes the layer's output
+// gradient (gelu_backward), as it writes it, instead of by linear_backward, which would
+// read that gradient again: d_bias[j] = the sum over rows of column j of the gradient,
+// `columns` per row.
+struct BiasGradOut {
+  Tensor d_bias;  // empty: none
+  std::int64_t columns = 0;
+  Workspace* workspace = nullptr;  // for the call's stream, WorkspaceNeeds::matmul: scratch for partial sums
+};
+
 namespace cpu {
+// d_bias[j] = sum over the rows of d_out [rows, cols] of column j, each column in row order.
+void bias_grad(const Tensor& d_out, Tensor d_bias, std::int64_t rows, std::int64_t cols);
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape);
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
                      Tensor d_bias, const LinearShape& shape, WeightGrad weight_grad);
 }  // namespace cpu
 
 namespace cuda {
+// Where a CUDA kernel that writes a bias's gradient puts its column sums (and their scratch).
+ColumnSumsOut column_sums_out(const BiasGradOut& bias);
+void bias_grad(const Tensor& d_out, Tensor d_bias, std::int64_t rows, std::int64_t cols, Workspace& workspace,
+               const Stream& stream);
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
                     Workspace& workspace, const Stream& stream);
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
@@ -48,6 +66,33 @@ inline void linear_forward(const Tensor& in, const Tensor& weight, const Tensor&
   call.exact("out", out, shape.rows * shape.out_features, Role::activation);
   call.run([&] { cpu::linear_forward(in, weight, bias, out, shape); },
            ADAMANT_CUDA_CALL(cuda::linear_forward(in, weight, bias, out, shape, workspace, stream)));
+}
+
+// Checks `bias` for a kernel call that writes `numel` outputs and sums their columns into it
+// (gelu_backward, dropout); returns whether it asks for a bias gradient at all.
+inline bool check_bias_grad_out(const KernelCall& call, const BiasGradOut& bias, std::int64_t numel) {
+  if (bias.d_bias.data == nullptr) return false;
+  call.positive("bias columns", bias.columns);
+  ADAMANT_CHECK(numel % bias.columns == 0, "{}: {} elements are not whole rows of the bias's {} columns", call.op(),
+                numel, bias.columns);
+  call.exact("d_bias", bias.d_bias, bias.columns, Role::weight_grad);
+  ADAMANT_CHECK(bias.workspace != nullptr, "{}: a bias gradient needs the stream's workspace", call.op());
+  call.uses_matmul(*bias.workspace);
+  return true;
+}
+
+// d_bias[j] = sum over the rows of d_out [rows, cols] of column j: a bias gradient on its own,
+// where no kernel sums it on the way. `workspace`: made with WorkspaceNeeds::matmul for `stream`.
+inline void bias_grad(const Tensor& d_out, Tensor d_bias, std::int64_t rows, std::int64_t cols, Workspace& workspace,
+                      const Stream& stream) {
+  const KernelCall call = KernelCall::model("bias_grad", d_out, stream);
+  call.uses_matmul(workspace);
+  call.non_negative("rows", rows);
+  call.positive("cols", cols);
+  call.exact("d_out", d_out, rows * cols, Role::activation);
+  call.exact("d_bias", d_bias, cols, Role::weight_grad);
+  call.run([&] { cpu::bias_grad(d_out, d_bias, rows, cols); },
+           ADAMANT_CUDA_CALL(cuda::bias_grad(d_out, d_bias, rows, cols, workspace, stream)));
 }
 
 // What the weight gradient does with d_weight's old contents.

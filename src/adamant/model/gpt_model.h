@@ -193,8 +193,9 @@ class GptModel {
   // Sums a row-parallel GEMM's partial [tokens, hidden] over the group; returns this rank's rows of it.
   Tensor reduce_rows(const Pass& pass, Tensor partial);
   // The gradient entering a residual branch (d_residual through that branch's dropout) for all
-  // the rows, as the branch's GEMMs read it.
-  Tensor branch_grad(const Pass& pass, std::uint32_t site);
+  // the rows, as the branch's GEMMs read it; with a non-empty d_bias also the gradient of the
+  // branch's output bias (its column sums), by the dropout kernel where there is one.
+  Tensor branch_grad(const Pass& pass, std::uint32_t site, Tensor d_bias = {});
   Tensor embed(const Pass& pass);
   void tp_all_reduce(Tensor data);
   // Every rank's `mine` into `all`, in rank order (in place when `mine` is this rank's block of `all`).

@@ -60,22 +60,29 @@ Tensor GptModel::reduce_rows(const Pass& pass, Tensor partial) {
   return mine;
 }
 
-Tensor GptModel::branch_grad(const Pass& pass, std::uint32_t site) {
-  const std::size_t C = static_cast<std::size_t>(config_.hidden_size);
-  const std::size_t rows = local_rows(pass);
-  const std::int64_t sample_numel = static_cast<std::int64_t>(pass.seq) * config_.hidden_size;
+Tensor GptModel::branch_grad(const Pass& pass, std::uint32_t site, Tensor d_bias) {
+  const std::int64_t C = config_.hidden_size;
+  const auto rows = static_cast<std::int64_t>(local_rows(pass));
+  const std::int64_t sample_numel = static_cast<std::int64_t>(pass.seq) * C;
   const kernels::DropoutArgs args = dropout_at(pass, config_.hidden_dropout, site, first_row(pass) * C);
-  Tensor d_residual = act(layout_.d_residual, rows * C);
+  Tensor d_residual = act(layout_.d_residual, static_cast<std::size_t>(rows * C));
+  const bool with_bias = d_bias.data != nullptr;
   if (!config_.sequence_parallel) {
-    if (args.probability <= 0.0f) return d_residual;
-    Tensor d_branch = act(layout_.d_branch, rows * C);
-    kernels::dropout(d_residual, d_branch, static_cast<std::int64_t>(rows * C), sample_numel, args, *stream_);
+    if (args.probability <= 0.0f) {
+      if (with_bias) kernels::bias_grad(d_residual, d_bias, rows, C, workspace_, *stream_);
+      return d_residual;
+    }
+    Tensor d_branch = act(layout_.d_branch, static_cast<std::size_t>(rows * C));
+    kernels::dropout(d_residual, d_branch, rows * C, sample_numel, args, *stream_,
+                     with_bias ? kernels::BiasGradOut{d_bias, C, &workspace_} : kernels::BiasGradOut{});
     return d_branch;
   }
-  Tensor all_rows = act(layout_.d_branch, static_cast<std::size_t>(pass.batch) * pass.seq * C);
-  const Tensor mine = all_rows.slice(first_row(pass) * C, rows * C);
-  kernels::dropout(d_residual, mine, static_cast<std::int64_t>(rows * C), sample_numel, args, *stream_);
+  const std::int64_t all = static_cast<std::int64_t>(pass.batch) * pass.seq;
+  Tensor all_rows = act(layout_.d_branch, static_cast<std::size_t>(all * C));
+  const Tensor mine = all_rows.slice(first_row(pass) * C, static_cast<std::size_t>(rows * C));
+  kernels::dropout(d_residual, mine, rows * C, sample_numel, args, *stream_);
   tp_all_gather(mine, all_rows);
+  if (with_bias) kernels::bias_grad(all_rows, d_bias, all, C, workspace_, *stream_);
   return all_rows;
 }
 
@@ -215,22 +222,23 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     const Tensor x_in = i == 0 ? act(layout_.embedded, RC) : act(layout_.layers[i - 1].residual_mlp, RC);
 
     Tensor d_fc = act(layout_.d_fc, NF);
-    const Tensor d_mlp_branch = branch_grad(pass, mlp_residual_site(l));
+    const Tensor d_mlp_branch = branch_grad(pass, mlp_residual_site(l), micro_grad(w.fc_proj_bias));
     // The down projection's data gradient, then the GELU backward, then its parameter
     // gradients: with selective recomputation the GELU outputs were not kept, and the GELU
     // backward, which reads the pre-activations anyway, writes this layer's back into the
     // shared buffer before the weight gradient reads them (one more write, no recomputing pass).
     kernels::linear_backward(d_mlp_branch, {}, weight(w.fc_proj_weight), d_fc, {}, {}, {B * L, F, C}, workspace_,
                              *stream_);
+    // The GELU backward also sums the up projection's bias gradient as it writes d_fc.
     kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu, *stream_,
-                           config_.recompute_activation ? act(a.fc_gelu, NF) : Tensor{});
+                           config_.recompute_activation ? act(a.fc_gelu, NF) : Tensor{},
+                           {micro_grad(w.fc_bias), F, &workspace_});
     kernels::linear_backward(d_mlp_branch, act(a.fc_gelu, NF), weight(w.fc_proj_weight), {},
-                             micro_grad(w.fc_proj_weight), micro_grad(w.fc_proj_bias), {B * L, F, C}, workspace_,
-                             *stream_, kernels::WeightGrad::accumulate);
-    finish(w.fc_proj_bias, w.fc_proj_weight);
-    kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln_sums, micro_grad(w.fc_weight),
-                             micro_grad(w.fc_bias), {B * L, C, F}, workspace_, *stream_,
+                             micro_grad(w.fc_proj_weight), {}, {B * L, F, C}, workspace_, *stream_,
                              kernels::WeightGrad::accumulate);
+    finish(w.fc_proj_bias, w.fc_proj_weight);
+    kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln_sums, micro_grad(w.fc_weight), {},
+                             {B * L, C, F}, workspace_, *stream_, kernels::WeightGrad::accumulate);
     finish(w.fc_bias, w.fc_weight);
     kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), act(a.residual_attention, RC), weight(w.ln2_weight),
                                 act(a.ln2_mean, rows), act(a.ln2_rstd, rows), d_residual, micro_grad(w.ln2_weight),
@@ -238,9 +246,9 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     finish(w.ln2_bias, w.ln2_weight);
 
     Tensor d_attention = act(layout_.d_attention, NW);
-    kernels::linear_backward(branch_grad(pass, attention_residual_site(l)), act(a.attention, NW), weight(w.proj_weight),
-                             d_attention, micro_grad(w.proj_weight), micro_grad(w.proj_bias), {B * L, W, C}, workspace_,
-                             *stream_, kernels::WeightGrad::accumulate);
+    kernels::linear_backward(branch_grad(pass, attention_residual_site(l), micro_grad(w.proj_bias)),
+                             act(a.attention, NW), weight(w.proj_weight), d_attention, micro_grad(w.proj_weight), {},
+                             {B * L, W, C}, workspace_, *stream_, kernels::WeightGrad::accumulate);
     finish(w.proj_bias, w.proj_weight);
     Tensor d_qkv = act(layout_.d_qkv, 3 * NW);
     const kernels::DropoutArgs attention_dropout =

@@ -26,6 +26,10 @@ void column_sums(const T* x, T* sums, std::int64_t rows, std::int64_t cols) {
 
 }  // namespace
 
+void bias_grad(const Tensor& d_out, Tensor d_bias, std::int64_t rows, std::int64_t cols) {
+  with_float_type(d_bias, [&]<typename T>() { column_sums<T>(d_out.ptr<T>(), d_bias.ptr<T>(), rows, cols); });
+}
+
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape) {
   with_float_type(out, [&]<typename T>() {
     const T* bias_data = optional_ptr<T>(bias);
@@ -68,8 +72,8 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
 #pragma omp parallel for schedule(static) if (weight_numel >= kParallelMinWork)
       for (std::int64_t i = 0; i < weight_numel; ++i) total[i] += product[i];
     }
-    if (d_bias.data != nullptr) column_sums<T>(d_out.ptr<T>(), d_bias.ptr<T>(), shape.rows, shape.out_features);
   });
+  if (d_bias.data != nullptr) bias_grad(d_out, d_bias, shape.rows, shape.out_features);
 }
 
 }  // namespace adamant::kernels::cpu

@@ -1,7 +1,7 @@
 // Softmax cross-entropy over the vocabulary or a tensor-parallel slice of it (one
 // block per row, online max and sum in one pass; for a slice, its statistics, or its
 // gradient from the whole vocabulary's log-sum-exp), the combination of the slices'
-// statistics, and the column sums of the linear layers' bias gradients. Launchers declared in classifier_launchers.h.
+// statistics. Launchers declared in classifier_launchers.h.
 #include <cstdint>
 
 #include "adamant/kernels/cuda/classifier_launchers.h"
@@ -235,143 +235,6 @@ __global__ void __launch_bounds__(kCombineThreads)
   losses[row] = row_lse - target_logit;
 }
 
-// ---- column sums ----
-
-constexpr int kColumnsPerBlock = 32;  // one warp across 32 adjacent columns: coalesced rows
-constexpr int kRowLanes = 8;          // warps per block, each on every 8th row of the slice
-constexpr std::int64_t kMaxSlices = 256;
-
-// The values of column threadIdx.x from the block's kRowLanes warps, added in warp order;
-// the sum is warp 0's (the other warps get 0).
-__device__ __forceinline__ float sum_over_row_lanes(float value) {
-  __shared__ float lane_values[kRowLanes][kColumnsPerBlock];
-  lane_values[threadIdx.y][threadIdx.x] = value;
-  __syncthreads();
-  float total = 0.0f;
-  if (threadIdx.y == 0) {
-#pragma unroll
-    for (int lane = 0; lane < kRowLanes; ++lane) total += lane_values[lane][threadIdx.x];
-  }
-  return total;
-}
-
-// out[slice, j] = sum of x[i, j] over the rows i of the slice (blockIdx.y).
-template <DType kInput>
-__global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
-    column_slice_sums_kernel(const void* input, std::int64_t rows, std::int64_t cols, std::int64_t rows_per_slice,
-                             float* out) {
-  const auto* x = static_cast<const detail::Storage<kInput>*>(input);
-  const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kColumnsPerBlock + threadIdx.x;
-  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * rows_per_slice;
-  const std::int64_t end = begin + rows_per_slice < rows ? begin + rows_per_slice : rows;
-  float sum = 0.0f;
-  if (col < cols) {
-    for (std::int64_t r = begin + threadIdx.y; r < end; r += kRowLanes)
-      sum += detail::to_f32<kInput>(x[r * cols + col]);
-  }
-  const float total = sum_over_row_lanes(sum);
-  if (threadIdx.y == 0 && col < cols) out[static_cast<std::int64_t>(blockIdx.y) * cols + col] = total;
-}
-
-// column_slice_sums_kernel for bf16 rows of a multiple of 8 columns, 16-byte aligned: a
-// thread sums 8 adjacent columns from one 16-byte load per row (a warp reads 512
-// contiguous bytes of a row), the block's warps take every kRowLanes-th row of the slice,
-// and the warps' sums are added in warp order.
-constexpr int kVectorColumns = 8;
-constexpr int kVectorColumnsPerBlock = kColumnsPerBlock * kVectorColumns;
-
-__global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
-    column_slice_sums_bf16x8_kernel(const std::uint16_t* x, std::int64_t rows, std::int64_t cols,
-                                    std::int64_t rows_per_slice, float* out) {
-  const std::int64_t first_col =
-      static_cast<std::int64_t>(blockIdx.x) * kVectorColumnsPerBlock + threadIdx.x * kVectorColumns;
-  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * rows_per_slice;
-  const std::int64_t end = begin + rows_per_slice < rows ? begin + rows_per_slice : rows;
-  float sum[kVectorColumns] = {};
-  if (first_col < cols) {
-#pragma unroll 4
-    for (std::int64_t r = begin + threadIdx.y; r < end; r += kRowLanes) {
-      const uint4 v = *reinterpret_cast<const uint4*>(x + r * cols + first_col);
-      const std::uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        sum[2 * i] += __uint_as_float(words[i] << 16);
-        sum[2 * i + 1] += __uint_as_float(words[i] & 0xffff0000u);
-      }
-    }
-  }
-  __shared__ float lane_sums[kRowLanes][kVectorColumnsPerBlock];
-#pragma unroll
-  for (int i = 0; i < kVectorColumns; ++i) lane_sums[threadIdx.y][threadIdx.x * kVectorColumns + i] = sum[i];
-  __syncthreads();
-  // Thread t of the block adds column t of the tile over the warps, in warp order.
-  const int column = static_cast<int>(threadIdx.y * kColumnsPerBlock + threadIdx.x);
-  const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kVectorColumnsPerBlock + column;
-  if (col < cols) {
-    float total = 0.0f;
-#pragma unroll
-    for (int lane = 0; lane < kRowLanes; ++lane) total += lane_sums[lane][column];
-    out[static_cast<std::int64_t>(blockIdx.y) * cols + col] = total;
-  }
-}
-
-// sums[j] = the slices' partial sums of column j added in slice order: warp w of a block adds
-// slices w, w + kRowLanes, ... of its 32 columns (independent loads, so many are in flight),
-// then the warps' totals are added in warp order.
-__global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
-    add_slices_kernel(const float* partials, std::int64_t slices, std::int64_t cols, float* sums) {
-  const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kColumnsPerBlock + threadIdx.x;
-  float total = 0.0f;
-  if (col < cols) {
-#pragma unroll 4
-    for (std::int64_t s = threadIdx.y; s < slices; s += kRowLanes) total += partials[s * cols + col];
-  }
-  const float sum = sum_over_row_lanes(total);
-  if (threadIdx.y == 0 && col < cols) sums[col] = sum;
-}
-
-// Slices of the rows for `column_blocks` blocks across the columns: about kTargetBlocks blocks
-// in all (enough loads in flight to keep the memory busy however narrow the matrix), at least
-// kMinRowsPerSlice rows each, at most kMaxSlices, and as many as the scratch holds.
-constexpr std::int64_t kTargetBlocks = 512;
-constexpr std::int64_t kMinRowsPerSlice = 32;
-
-std::int64_t slice_count(std::int64_t rows, std::int64_t cols, std::int64_t column_blocks, const float* scratch,
-                         std::int64_t scratch_floats) {
-  std::int64_t slices = (kTargetBlocks + column_blocks - 1) / column_blocks;
-  const std::int64_t by_rows = (rows + kMinRowsPerSlice - 1) / kMinRowsPerSlice;
-  if (slices > by_rows) slices = by_rows;
-  if (slices > kMaxSlices) slices = kMaxSlices;
-  if (scratch == nullptr || slices > scratch_floats / cols) slices = scratch_floats / cols;
-  if (scratch == nullptr || slices < 2) slices = 1;
-  return slices;
-}
-
-template <DType kInput>
-cudaError_t launch_column_sums(const void* x, std::int64_t rows, std::int64_t cols, float* scratch,
-                               std::int64_t scratch_floats, float* sums, cudaStream_t stream) {
-  const bool vectorized =
-      kInput == DType::bf16 && cols % kVectorColumns == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
-  const std::int64_t column_blocks = vectorized ? (cols + kVectorColumnsPerBlock - 1) / kVectorColumnsPerBlock
-                                                : (cols + kColumnsPerBlock - 1) / kColumnsPerBlock;
-  const std::int64_t slices = slice_count(rows, cols, column_blocks, scratch, scratch_floats);
-  const std::int64_t rows_per_slice = rows > 0 ? (rows + slices - 1) / slices : 1;
-  const dim3 block(kColumnsPerBlock, kRowLanes);
-  const dim3 grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>(slices));
-  float* slice_out = slices == 1 ? sums : scratch;  // one slice: the sums directly
-  if (vectorized) {
-    column_slice_sums_bf16x8_kernel<<<grid, block, 0, stream>>>(static_cast<const std::uint16_t*>(x), rows, cols,
-                                                                rows_per_slice, slice_out);
-  } else {
-    column_slice_sums_kernel<kInput><<<grid, block, 0, stream>>>(x, rows, cols, rows_per_slice, slice_out);
-  }
-  cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess || slices == 1) return status;
-  add_slices_kernel<<<static_cast<unsigned>((cols + kColumnsPerBlock - 1) / kColumnsPerBlock), block, 0, stream>>>(
-      scratch, slices, cols, sums);
-  return cudaGetLastError();
-}
-
 }  // namespace
 
 cudaError_t softmax_cross_entropy(float* logits, const std::int32_t* targets, float* losses, std::int64_t rows,
@@ -420,20 +283,6 @@ cudaError_t vocab_parallel_combine(const float* gathered, int tp_size, std::int6
   vocab_parallel_combine_kernel<<<static_cast<unsigned>(blocks), kCombineThreads, 0, stream>>>(gathered, tp_size, rows,
                                                                                                losses, lse);
   return cudaGetLastError();
-}
-
-cudaError_t column_sums(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols, float* scratch,
-                        std::int64_t scratch_floats, float* sums, cudaStream_t stream) {
-  if (cols == 0) return cudaSuccess;
-  if (rows < 0 || cols < 0) return cudaErrorInvalidValue;
-  switch (x_dtype) {
-    case DType::bf16:
-      return launch_column_sums<DType::bf16>(x, rows, cols, scratch, scratch_floats, sums, stream);
-    case DType::f32:
-      return launch_column_sums<DType::f32>(x, rows, cols, scratch, scratch_floats, sums, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
 }
 
 }  // namespace adamant::kernels::cuda::launchers

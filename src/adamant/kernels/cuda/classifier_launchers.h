@@ -7,8 +7,6 @@
 
 #include <cstdint>
 
-#include "adamant/core/dtype.h"
-
 namespace adamant::kernels::cuda::launchers {
 
 // What softmax_cross_entropy writes besides the losses.
@@ -50,12 +48,5 @@ cudaError_t vocab_slice_gradient(float* logits, const std::int32_t* targets, std
 // logsumexp over ranks of the slice_lse; losses[r] = lse[r] - sum over ranks of target_logit.
 cudaError_t vocab_parallel_combine(const float* gathered, int tp_size, std::int64_t rows, float* losses, float* lse,
                                    cudaStream_t stream);
-
-// sums[j] = sum over i of x[i, j] for x [rows, cols] (bf16 or fp32, contiguous), in
-// fp32 and a fixed order (bitwise repeatable): partial sums over slices of rows go to
-// `scratch` (up to scratch_floats values; fewer slices when it is small), then one
-// pass adds them up.
-cudaError_t column_sums(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols, float* scratch,
-                        std::int64_t scratch_floats, float* sums, cudaStream_t stream);
 
 }  // namespace adamant::kernels::cuda::launchers

@@ -5,13 +5,26 @@
 #include <cstdint>
 
 #include "adamant/core/error.h"
-#include "adamant/kernels/cuda/classifier_launchers.h"
+#include "adamant/kernels/cuda/column_sums.h"
 #include "adamant/kernels/cuda/cublaslt_matmul.h"
 #include "adamant/kernels/cuda/workspace_resources.h"
 #include "adamant/kernels/gemm.h"
 #include "adamant/kernels/linear.h"
 
 namespace adamant::kernels::cuda {
+
+ColumnSumsOut column_sums_out(const BiasGradOut& bias) {
+  ColumnSumsOut out;
+  if (bias.d_bias.data == nullptr) return out;
+  // cuBLASLt's workspace of the stream, as for linear_backward's own column sums: the
+  // stream orders the kernel that uses it between the GEMMs that do.
+  const DeviceScratch scratch = bias.workspace->resources().matmul().scratch();
+  out.sums = static_cast<float*>(bias.d_bias.data);
+  out.columns = bias.columns;
+  out.scratch = static_cast<float*>(scratch.data);
+  out.scratch_floats = static_cast<std::int64_t>(scratch.bytes / sizeof(float));
+  return out;
+}
 
 void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
           const Tensor& a, const Tensor& b, double beta, Tensor c, Workspace& workspace, const Stream& stream) {
@@ -89,17 +102,17 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
   product.c_row_stride = shape.in_features;
   product.beta = weight_grad == WeightGrad::accumulate ? 1.0f : 0.0f;
   matmul(product, workspace, stream);
-  if (!with_bias) return;
+  if (with_bias) cuda::bias_grad(d_out, d_bias, shape.rows, shape.out_features, workspace, stream);
+}
 
-  // d_bias[j] = sum over rows of d_out[r, j], by our column sums rather than cuBLASLt's
-  // BGRADB epilogue, which runs as a separate, slower kernel of its own.
-  const cudaStream_t cuda_stream = stream_handle(stream);
-  // The scratch is cuBLASLt's workspace of this stream: the GEMM above is ordered before.
-  const DeviceScratch scratch = workspace.resources().matmul().scratch();
-  const cudaError_t status = launchers::column_sums(
-      d_out.data, dtype, shape.rows, shape.out_features, static_cast<float*>(scratch.data),
-      static_cast<std::int64_t>(scratch.bytes / sizeof(float)), static_cast<float*>(d_bias.data), cuda_stream);
-  ADAMANT_CHECK(status == cudaSuccess, "linear_backward: the bias-gradient column sums failed to launch: {} ({})",
+// By our column sums rather than cuBLASLt's BGRADB epilogue, which runs as a separate,
+// slower kernel of its own.
+void bias_grad(const Tensor& d_out, Tensor d_bias, std::int64_t rows, std::int64_t cols, Workspace& workspace,
+               const Stream& stream) {
+  const ColumnSumsOut sums = column_sums_out({d_bias, cols, &workspace});
+  const cudaError_t status = launchers::column_sums(d_out.data, d_out.dtype, rows, cols, sums.scratch,
+                                                    sums.scratch_floats, sums.sums, stream_handle(stream));
+  ADAMANT_CHECK(status == cudaSuccess, "bias_grad: the column sums failed to launch: {} ({})",
                 cudaGetErrorString(status), static_cast<int>(status));
 }
 

@@ -3,6 +3,8 @@
 // operand is aligned (8-byte groups of 4 for dropout, whose decisions come in fours).
 #include <cstdint>
 
+#include "adamant/kernels/cuda/column_sums.cuh"
+#include "adamant/kernels/cuda/column_sums.h"
 #include "adamant/kernels/cuda/model_launchers_pointwise.h"
 #include "adamant/kernels/cuda/pointwise_model_device.cuh"
 #include "adamant/kernels/cuda/pointwise_model_philox.cuh"
@@ -21,6 +23,8 @@ constexpr int kThreads = 256;
 // Launch bounds hold every kernel to the registers that let this many blocks stay resident,
 // so a grid capped at this many blocks a multiprocessor runs in one wave.
 constexpr int kBlocksPerMultiprocessor = 5;
+// The kernels that also sum columns hold eight running sums more: fewer blocks, no spills.
+constexpr int kColumnSumBlocksPerMultiprocessor = 4;
 
 // The constants of the CPU kernels (pointwise_model_cpu.cpp), rounded to fp32 the same way.
 constexpr float kInvSqrt2 = static_cast<float>(0.70710678118654752440);
@@ -173,6 +177,69 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
   });
 }
 
+// The row loop of a kernel that writes a bf16 output [rows, cols] (cols a multiple of 8,
+// 16-byte aligned) and sums its columns as column_sums.cuh lays them out: block (x, y)
+// takes 256 columns of the rows of slice y, a thread 8 columns of every 8th row.
+// `row_group(at)` makes and stores the 8 outputs from element `at` and returns them as
+// stored (4 words of two bf16 each), so the sums are those of the output itself.
+template <typename RowGroup>
+__device__ __forceinline__ void sum_columns_of_rows(std::int64_t rows, std::int64_t cols, std::int64_t rows_per_slice,
+                                                    float* partials, RowGroup row_group) {
+  using column_sums_detail::kColumnThreads;
+  using column_sums_detail::kRowLanes;
+  const std::int64_t block_first_col = static_cast<std::int64_t>(blockIdx.x) * kColumnThreads * kVectorWidth;
+  const std::int64_t first_col = block_first_col + threadIdx.x * kVectorWidth;
+  const auto [begin, end] = column_sums_detail::slice_rows(rows, rows_per_slice);
+  float sum[kVectorWidth] = {};
+  if (first_col < cols) {
+#pragma unroll 2
+    for (std::int64_t r = begin + threadIdx.y; r < end; r += kRowLanes) {
+      const uint4 stored = row_group(r * cols + first_col);
+      const std::uint32_t words[4] = {stored.x, stored.y, stored.z, stored.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        sum[2 * i] += __uint_as_float(words[i] << 16);
+        sum[2 * i + 1] += __uint_as_float(words[i] & 0xffff0000u);
+      }
+    }
+  }
+  column_sums_detail::write_block_column_sums(sum, block_first_col, cols,
+                                              partials + static_cast<std::int64_t>(blockIdx.y) * cols);
+}
+
+// Stores 8 values as bf16 (one 16-byte access) and returns the stored words.
+__device__ __forceinline__ uint4 store_packed_bf16(std::uint16_t* p, const float (&values)[kVectorWidth]) {
+  const uint4 words = make_uint4(detail::pack_bf16(values[0], values[1]), detail::pack_bf16(values[2], values[3]),
+                                 detail::pack_bf16(values[4], values[5]), detail::pack_bf16(values[6], values[7]));
+  *reinterpret_cast<uint4*>(p) = words;
+  return words;
+}
+
+// gelu_backward_kernel (and with kRematerialize the rematerializing one) that also sums
+// d_x's columns (sum_columns_of_rows).
+template <bool kTanh, bool kRematerialize>
+__global__ void __launch_bounds__(column_sums_detail::kBlockThreads, kColumnSumBlocksPerMultiprocessor)
+    gelu_backward_column_sums_kernel(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x,
+                                     std::uint16_t* out, std::int64_t rows, std::int64_t cols,
+                                     std::int64_t rows_per_slice, float* partials) {
+  sum_columns_of_rows(rows, cols, rows_per_slice, partials, [&](std::int64_t at) {
+    float dy[kVectorWidth];
+    float v[kVectorWidth];
+    load_bf16<kVectorWidth>(d_out + at, dy);
+    load_bf16<kVectorWidth>(x + at, v);
+    float grad[kVectorWidth];
+    float value[kVectorWidth];
+#pragma unroll
+    for (int i = 0; i < kVectorWidth; ++i) {
+      const GeluPoint point = gelu_point<kTanh>(v[i]);
+      grad[i] = dy[i] * point.derivative;
+      value[i] = point.value;
+    }
+    if constexpr (kRematerialize) store_bf16<kVectorWidth>(out + at, value);
+    return store_packed_bf16(d_x + at, grad);
+  });
+}
+
 template <bool kVectorized>
 __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     residual_add_kernel(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::int64_t n) {
@@ -281,6 +348,34 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
   }
 }
 
+// dropout that also sums out's columns (sum_columns_of_rows): rows of a multiple of 8
+// elements, samples and first_element too, so that a thread's 8 elements are two whole
+// Philox groups of one sample.
+__global__ void __launch_bounds__(column_sums_detail::kBlockThreads, kColumnSumBlocksPerMultiprocessor)
+    dropout_column_sums_kernel(const std::uint16_t* in, std::uint16_t* out, std::int64_t rows, std::int64_t cols,
+                               std::int64_t rows_per_slice, float* partials, std::int64_t sample_numel,
+                               DropoutParams params) {
+  sum_columns_of_rows(rows, cols, rows_per_slice, partials, [&](std::int64_t at) {
+    float values[kVectorWidth];
+    load_bf16<kVectorWidth>(in + at, values);
+    const std::int64_t element = static_cast<std::int64_t>(params.first_element) + at;
+    const std::int64_t sample = element / sample_numel;
+    const std::int64_t group = (element - sample * sample_numel) / 4;
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const PhiloxWords bits =
+          pointwise_detail::dropout_bits(params.seed, params.first_sample_index + static_cast<std::uint64_t>(sample),
+                                         params.site, static_cast<std::uint64_t>(group + g));
+#pragma unroll
+      for (int lane = 0; lane < 4; ++lane) {
+        float& value = values[4 * g + lane];
+        value = pointwise_detail::dropout_keeps(bits.word[lane], params.probability) ? value * params.keep_scale : 0.0f;
+      }
+    }
+    return store_packed_bf16(out + at, values);
+  });
+}
+
 int elementwise_grid(std::int64_t n, const CudaLaunch& launch) {
   return pointwise_detail::capped_grid((n + kVectorWidth - 1) / kVectorWidth, kThreads, launch.multiprocessors,
                                        kBlocksPerMultiprocessor);
@@ -296,9 +391,11 @@ int gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, boo
   return cudaGetLastError();
 }
 
-int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::uint16_t* out,
-                  std::int64_t n, bool tanh_form, const CudaLaunch& launch) {
-  if (n <= 0) return cudaSuccess;
+namespace {
+
+// The element-wise GELU backward alone.
+cudaError_t launch_gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x,
+                                 std::uint16_t* out, std::int64_t n, bool tanh_form, const CudaLaunch& launch) {
   const int grid = elementwise_grid(n, launch);
   if (out != nullptr) {
     auto* kernel = tanh_form ? (launch.vectorized ? gelu_backward_rematerializing_kernel<true, true>
@@ -315,6 +412,58 @@ int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint1
   return cudaGetLastError();
 }
 
+// The row split of a column-summing kernel (256-column blocks) for about one wave on this GPU.
+launchers::ColumnSlices element_wise_slices(std::int64_t rows, const ColumnSumsOut& column_sums,
+                                            const CudaLaunch& launch) {
+  return launchers::plan_column_slices(
+      rows, column_sums.columns, column_sums_detail::kColumnThreads * kVectorWidth,
+      static_cast<std::int64_t>(launch.multiprocessors) * kColumnSumBlocksPerMultiprocessor,
+      column_sums.scratch == nullptr ? 0 : column_sums.scratch_floats);
+}
+
+// gelu_backward with the column sums of d_x fused in: rows of a multiple of 8 elements,
+// every operand 16-byte aligned.
+cudaError_t gelu_backward_with_column_sums(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x,
+                                           std::uint16_t* out, std::int64_t n, bool tanh_form, const CudaLaunch& launch,
+                                           const ColumnSumsOut& column_sums) {
+  const std::int64_t cols = column_sums.columns;
+  const std::int64_t rows = n / cols;
+  const launchers::ColumnSlices plan = element_wise_slices(rows, column_sums, launch);
+  const dim3 block(column_sums_detail::kColumnThreads, column_sums_detail::kRowLanes);
+  const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.slices));
+  float* partials = plan.slices == 1 ? column_sums.sums : column_sums.scratch;
+  const bool remat = out != nullptr;
+  auto* kernel =
+      tanh_form
+          ? (remat ? gelu_backward_column_sums_kernel<true, true> : gelu_backward_column_sums_kernel<true, false>)
+          : (remat ? gelu_backward_column_sums_kernel<false, true> : gelu_backward_column_sums_kernel<false, false>);
+  kernel<<<grid, block, 0, stream_of(launch)>>>(d_out, x, d_x, out, rows, cols, plan.rows_per_slice, partials);
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) return status;
+  return launchers::add_column_slices(column_sums.scratch, plan.slices, cols, column_sums.sums, stream_of(launch));
+}
+
+}  // namespace
+
+int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::uint16_t* out,
+                  std::int64_t n, bool tanh_form, const CudaLaunch& launch, const ColumnSumsOut& column_sums) {
+  const bool summing = column_sums.sums != nullptr;
+  if (summing && (column_sums.columns <= 0 || n % column_sums.columns != 0)) return cudaErrorInvalidValue;
+  if (n <= 0) {  // no rows: the sums are zeros
+    if (!summing) return cudaSuccess;
+    return cudaMemsetAsync(column_sums.sums, 0, static_cast<std::size_t>(column_sums.columns) * sizeof(float),
+                           stream_of(launch));
+  }
+  if (summing && launch.vectorized && column_sums.columns % kVectorWidth == 0) {
+    return gelu_backward_with_column_sums(d_out, x, d_x, out, n, tanh_form, launch, column_sums);
+  }
+  const cudaError_t status = launch_gelu_backward(d_out, x, d_x, out, n, tanh_form, launch);
+  if (status != cudaSuccess || !summing) return status;
+  // Unaligned or ragged rows: the plain kernel, then the column sums of what it wrote.
+  return launchers::column_sums(d_x, DType::bf16, n / column_sums.columns, column_sums.columns, column_sums.scratch,
+                                column_sums.scratch_floats, column_sums.sums, stream_of(launch));
+}
+
 int residual_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::int64_t n,
                  const CudaLaunch& launch) {
   if (n <= 0) return cudaSuccess;
@@ -323,8 +472,11 @@ int residual_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* 
   return cudaGetLastError();
 }
 
-int dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
-            const DropoutParams& params, const CudaLaunch& launch) {
+namespace {
+
+// The dropout alone.
+cudaError_t launch_dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
+                           const DropoutParams& params, const CudaLaunch& launch) {
   if (numel <= 0) return cudaSuccess;
   if (sample_numel <= 0 || params.first_element % 4 != 0) return cudaErrorInvalidValue;
   if (params.probability <= 0.0f) {  // identity, as the CPU kernel
@@ -357,6 +509,35 @@ int dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std
   auto* kernel = launch.vectorized ? dropout_kernel<true> : dropout_kernel<false>;
   kernel<<<grid, kThreads, 0, stream_of(launch)>>>(in, out, numel, sample_numel, group_begin, group_count, params);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+int dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
+            const DropoutParams& params, const CudaLaunch& launch, const ColumnSumsOut& column_sums) {
+  const bool summing = column_sums.sums != nullptr;
+  if (!summing) return launch_dropout(in, out, numel, sample_numel, params, launch);
+  const std::int64_t cols = column_sums.columns;
+  if (cols <= 0 || numel % cols != 0) return cudaErrorInvalidValue;
+  const std::int64_t rows = numel / cols;
+  const bool fused = params.probability > 0.0f && launch.vectorized && cols % kVectorWidth == 0 &&
+                     sample_numel % kVectorWidth == 0 && params.first_element % kVectorWidth == 0 &&
+                     reinterpret_cast<std::uintptr_t>(in) % 16 == 0 && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
+  if (!fused) {  // the dropout, then the column sums of what it wrote
+    const cudaError_t status = launch_dropout(in, out, numel, sample_numel, params, launch);
+    if (status != cudaSuccess) return status;
+    return launchers::column_sums(out, DType::bf16, rows, cols, column_sums.scratch, column_sums.scratch_floats,
+                                  column_sums.sums, stream_of(launch));
+  }
+  const launchers::ColumnSlices plan = element_wise_slices(rows, column_sums, launch);
+  const dim3 block(column_sums_detail::kColumnThreads, column_sums_detail::kRowLanes);
+  const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.slices));
+  dropout_column_sums_kernel<<<grid, block, 0, stream_of(launch)>>>(
+      in, out, rows, cols, plan.rows_per_slice, plan.slices == 1 ? column_sums.sums : column_sums.scratch, sample_numel,
+      params);
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) return status;
+  return launchers::add_column_slices(column_sums.scratch, plan.slices, cols, column_sums.sums, stream_of(launch));
 }
 
 }  // namespace adamant::kernels::cuda
