@@ -22,9 +22,9 @@ enum class WeightGrad : std::uint8_t {
 class Workspace;
 
 // A linear layer's bias gradient summed by the kernel that writes the layer's output
-// gradient (gelu_backward), as it writes it, instead of by linear_backward, which would
-// read that gradient again: d_bias[j] = the sum over rows of column j of the gradient,
-// `columns` per row.
+// gradient (gelu_backward, dropout), as it writes it, instead of by linear_backward, which
+// would read that gradient again: d_bias[j] = the sum over rows of column j of the
+// gradient, `columns` per row.
 struct BiasGradOut {
   Tensor d_bias;  // empty: none
   std::int64_t columns = 0;

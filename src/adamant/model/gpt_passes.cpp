@@ -73,8 +73,7 @@ Tensor GptModel::branch_grad(const Pass& pass, std::uint32_t site, Tensor d_bias
       return d_residual;
     }
     Tensor d_branch = act(layout_.d_branch, static_cast<std::size_t>(rows * C));
-    kernels::dropout(d_residual, d_branch, rows * C, sample_numel, args, *stream_,
-                     with_bias ? kernels::BiasGradOut{d_bias, C, &workspace_} : kernels::BiasGradOut{});
+    kernels::dropout(d_residual, d_branch, rows * C, sample_numel, args, *stream_, {d_bias, C, &workspace_});
     return d_branch;
   }
   const std::int64_t all = static_cast<std::int64_t>(pass.batch) * pass.seq;
