@@ -56,6 +56,18 @@ void expect_column_sums(const std::vector<float>& sums, const std::vector<std::u
   }
 }
 
+// The bias sums of run `run` (0 or 1) of a kernel whose output is `values` [rows, cols]: on
+// run 0 those of the values (kept in first_sums), on run 1 bitwise run 0's.
+void check_run_sums(int run, const std::vector<float>& sums, std::vector<float>& first_sums,
+                    const std::vector<std::uint16_t>& values, std::int64_t rows, std::int64_t cols) {
+  if (run == 1) {
+    EXPECT_EQ(sums, first_sums) << "bias gradient run to run";
+    return;
+  }
+  first_sums = sums;
+  expect_column_sums(sums, values, rows, cols);
+}
+
 MirroredArray<float> nan_sums_on_gpu(std::int64_t cols) {
   MirroredArray<float> sums(static_cast<std::size_t>(cols), DType::f32);
   sums.host.assign(sums.host.size(), std::numeric_limits<float>::quiet_NaN());
@@ -102,13 +114,7 @@ void check_bias_grad(const BiasCase& c, std::uint64_t seed) {
     if (c.rematerialize) {
       ASSERT_EQ(out.download(), forward.download()) << "rematerialised output";
     }
-    const std::vector<float> sums = d_bias.download();
-    if (run == 1) {
-      EXPECT_EQ(sums, first_sums) << "bias gradient run to run";
-      break;
-    }
-    first_sums = sums;
-    expect_column_sums(sums, grad, c.rows, c.cols);
+    check_run_sums(run, d_bias.download(), first_sums, grad, c.rows, c.cols);
   }
 }
 
@@ -168,13 +174,7 @@ void check_dropout_bias_grad(const DropoutBiasCase& c, std::uint64_t seed) {
     stream.synchronize();
     const std::vector<std::uint16_t> values = out.download();
     ASSERT_EQ(values, plain.download()) << "dropout next to the bias sums";
-    const std::vector<float> sums = d_bias.download();
-    if (run == 1) {
-      EXPECT_EQ(sums, first_sums) << "bias gradient run to run";
-      break;
-    }
-    first_sums = sums;
-    expect_column_sums(sums, values, c.rows, c.cols);
+    check_run_sums(run, d_bias.download(), first_sums, values, c.rows, c.cols);
   }
 }
 

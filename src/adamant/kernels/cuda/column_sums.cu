@@ -10,7 +10,11 @@ namespace {
 using column_sums_detail::kBlockThreads;
 using column_sums_detail::kColumnThreads;
 using column_sums_detail::kRowLanes;
+using column_sums_detail::kVectorBlockColumns;
+using column_sums_detail::kVectorColumns;
+using column_sums_detail::launch_column_slices;
 using column_sums_detail::slice_rows;
+using column_sums_detail::sum_columns_of_rows;
 using column_sums_detail::write_block_column_sums;
 
 // partials[slice, j] = sum of x[i, j] over the rows i of the slice (blockIdx.y), one column a thread.
@@ -33,29 +37,11 @@ __global__ void __launch_bounds__(kBlockThreads)
 // column_slice_sums_kernel for bf16 rows of a multiple of 8 columns, 16-byte aligned: a
 // thread sums 8 adjacent columns from one 16-byte load per row (a warp reads 512
 // contiguous bytes of a row).
-constexpr int kVectorColumns = 8;
-constexpr int kVectorBlockColumns = kColumnThreads * kVectorColumns;
-
 __global__ void __launch_bounds__(kBlockThreads)
     column_slice_sums_bf16x8_kernel(const std::uint16_t* x, std::int64_t rows, std::int64_t cols,
                                     std::int64_t rows_per_slice, float* partials) {
-  const std::int64_t block_first_col = static_cast<std::int64_t>(blockIdx.x) * kVectorBlockColumns;
-  const std::int64_t first_col = block_first_col + threadIdx.x * kVectorColumns;
-  const auto [begin, end] = slice_rows(rows, rows_per_slice);
-  float sum[kVectorColumns] = {};
-  if (first_col < cols) {
-#pragma unroll 4
-    for (std::int64_t r = begin + threadIdx.y; r < end; r += kRowLanes) {
-      const uint4 v = *reinterpret_cast<const uint4*>(x + r * cols + first_col);
-      const std::uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        sum[2 * i] += __uint_as_float(words[i] << 16);
-        sum[2 * i + 1] += __uint_as_float(words[i] & 0xffff0000u);
-      }
-    }
-  }
-  write_block_column_sums(sum, block_first_col, cols, partials + static_cast<std::int64_t>(blockIdx.y) * cols);
+  sum_columns_of_rows<4>(rows, cols, rows_per_slice, partials,
+                         [&](std::int64_t at) { return *reinterpret_cast<const uint4*>(x + at); });
 }
 
 // sums[j] = the slices' partial sums of column j added in slice order: lane w adds slices
@@ -79,20 +65,16 @@ cudaError_t launch_column_sums(const void* x, std::int64_t rows, std::int64_t co
   const bool vectorized =
       kInput == DType::bf16 && cols % kVectorColumns == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
   constexpr std::int64_t kTargetBlocks = 512;
-  const ColumnSlices plan = plan_column_slices(rows, cols, vectorized ? kVectorBlockColumns : kColumnThreads,
-                                               kTargetBlocks, scratch == nullptr ? 0 : scratch_floats);
-  const dim3 block(kColumnThreads, kRowLanes);
-  const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.slices));
-  float* partials = plan.slices == 1 ? sums : scratch;  // one slice: the sums directly
-  if (vectorized) {
-    column_slice_sums_bf16x8_kernel<<<grid, block, 0, stream>>>(static_cast<const std::uint16_t*>(x), rows, cols,
-                                                                plan.rows_per_slice, partials);
-  } else {
-    column_slice_sums_kernel<kInput><<<grid, block, 0, stream>>>(x, rows, cols, plan.rows_per_slice, partials);
-  }
-  const cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess) return status;
-  return add_column_slices(scratch, plan.slices, cols, sums, stream);
+  return launch_column_slices(
+      rows, vectorized ? kVectorBlockColumns : kColumnThreads, kTargetBlocks, {sums, cols, scratch, scratch_floats},
+      stream, [&](dim3 grid, dim3 block, std::int64_t rows_per_slice, float* partials) {
+        if (vectorized) {
+          column_slice_sums_bf16x8_kernel<<<grid, block, 0, stream>>>(static_cast<const std::uint16_t*>(x), rows, cols,
+                                                                      rows_per_slice, partials);
+        } else {
+          column_slice_sums_kernel<kInput><<<grid, block, 0, stream>>>(x, rows, cols, rows_per_slice, partials);
+        }
+      });
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ using launchers::stream_of;
 
 namespace {
 
+using column_sums_detail::sum_columns_of_rows;
 using pointwise_detail::kVectorWidth;
 using pointwise_detail::load_bf16;
 using pointwise_detail::store_bf16;
@@ -25,6 +26,9 @@ constexpr int kThreads = 256;
 constexpr int kBlocksPerMultiprocessor = 5;
 // The kernels that also sum columns hold eight running sums more: fewer blocks, no spills.
 constexpr int kColumnSumBlocksPerMultiprocessor = 4;
+// The unroll of those kernels' row loop (sum_columns_of_rows).
+constexpr int kColumnSumUnroll = 2;
+static_assert(column_sums_detail::kVectorColumns == kVectorWidth, "a thread's columns are one 16-byte group");
 
 // The constants of the CPU kernels (pointwise_model_cpu.cpp), rounded to fp32 the same way.
 constexpr float kInvSqrt2 = static_cast<float>(0.70710678118654752440);
@@ -177,36 +181,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
   });
 }
 
-// The row loop of a kernel that writes a bf16 output [rows, cols] (cols a multiple of 8,
-// 16-byte aligned) and sums its columns as column_sums.cuh lays them out: block (x, y)
-// takes 256 columns of the rows of slice y, a thread 8 columns of every 8th row.
-// `row_group(at)` makes and stores the 8 outputs from element `at` and returns them as
-// stored (4 words of two bf16 each), so the sums are those of the output itself.
-template <typename RowGroup>
-__device__ __forceinline__ void sum_columns_of_rows(std::int64_t rows, std::int64_t cols, std::int64_t rows_per_slice,
-                                                    float* partials, RowGroup row_group) {
-  using column_sums_detail::kColumnThreads;
-  using column_sums_detail::kRowLanes;
-  const std::int64_t block_first_col = static_cast<std::int64_t>(blockIdx.x) * kColumnThreads * kVectorWidth;
-  const std::int64_t first_col = block_first_col + threadIdx.x * kVectorWidth;
-  const auto [begin, end] = column_sums_detail::slice_rows(rows, rows_per_slice);
-  float sum[kVectorWidth] = {};
-  if (first_col < cols) {
-#pragma unroll 2
-    for (std::int64_t r = begin + threadIdx.y; r < end; r += kRowLanes) {
-      const uint4 stored = row_group(r * cols + first_col);
-      const std::uint32_t words[4] = {stored.x, stored.y, stored.z, stored.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        sum[2 * i] += __uint_as_float(words[i] << 16);
-        sum[2 * i + 1] += __uint_as_float(words[i] & 0xffff0000u);
-      }
-    }
-  }
-  column_sums_detail::write_block_column_sums(sum, block_first_col, cols,
-                                              partials + static_cast<std::int64_t>(blockIdx.y) * cols);
-}
-
 // Stores 8 values as bf16 (one 16-byte access) and returns the stored words.
 __device__ __forceinline__ uint4 store_packed_bf16(std::uint16_t* p, const float (&values)[kVectorWidth]) {
   const uint4 words = make_uint4(detail::pack_bf16(values[0], values[1]), detail::pack_bf16(values[2], values[3]),
@@ -222,7 +196,7 @@ __global__ void __launch_bounds__(column_sums_detail::kBlockThreads, kColumnSumB
     gelu_backward_column_sums_kernel(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x,
                                      std::uint16_t* out, std::int64_t rows, std::int64_t cols,
                                      std::int64_t rows_per_slice, float* partials) {
-  sum_columns_of_rows(rows, cols, rows_per_slice, partials, [&](std::int64_t at) {
+  sum_columns_of_rows<kColumnSumUnroll>(rows, cols, rows_per_slice, partials, [&](std::int64_t at) {
     float dy[kVectorWidth];
     float v[kVectorWidth];
     load_bf16<kVectorWidth>(d_out + at, dy);
@@ -244,6 +218,12 @@ template <bool kVectorized>
 __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     residual_add_kernel(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::int64_t n) {
   transform_groups<kVectorized, 1>(a, b, {out}, n, [](float u, float v) { return Results<1>{{u + v}}; });
+}
+
+// An element after dropout, by its Philox word: kept and scaled, or zeroed. Scalars, not
+// DropoutParams: a reference to the kernel's parameter costs dropout_kernel registers.
+__device__ __forceinline__ float dropout_value(float value, std::uint32_t bits, float probability, float keep_scale) {
+  return pointwise_detail::dropout_keeps(bits, probability) ? value * keep_scale : 0.0f;
 }
 
 // One thread per Philox group (4 elements of one sample, fewer at the end of a sample
@@ -279,9 +259,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
       load_bf16<kGroup>(in + (group_start - first_element), values);
 #pragma unroll
       for (int lane = 0; lane < kGroup; ++lane) {
-        values[lane] = pointwise_detail::dropout_keeps(bits.word[lane], params.probability)
-                           ? values[lane] * params.keep_scale
-                           : 0.0f;
+        values[lane] = dropout_value(values[lane], bits.word[lane], params.probability, params.keep_scale);
       }
       store_bf16<kGroup>(out + (group_start - first_element), values);
     } else {
@@ -291,9 +269,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
       for (std::int64_t e = group_start > first_element ? group_start : first_element; e < hi; ++e) {
         float value[1];
         load_bf16<1>(in + (e - first_element), value);
-        value[0] = pointwise_detail::dropout_keeps(bits.word[e - group_start], params.probability)
-                       ? value[0] * params.keep_scale
-                       : 0.0f;
+        value[0] = dropout_value(value[0], bits.word[e - group_start], params.probability, params.keep_scale);
         store_bf16<1>(out + (e - first_element), value);
       }
     }
@@ -334,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
 #pragma unroll
       for (int lane = 0; lane < 4; ++lane) {
         float& value = values[g / 2][(g % 2) * 4 + lane];
-        value = pointwise_detail::dropout_keeps(bits.word[lane], params.probability) ? value * params.keep_scale : 0.0f;
+        value = dropout_value(value, bits.word[lane], params.probability, params.keep_scale);
       }
     }
     store_bf16<8>(out + chunk * kChunkElements, values[0]);
@@ -355,7 +331,7 @@ __global__ void __launch_bounds__(column_sums_detail::kBlockThreads, kColumnSumB
     dropout_column_sums_kernel(const std::uint16_t* in, std::uint16_t* out, std::int64_t rows, std::int64_t cols,
                                std::int64_t rows_per_slice, float* partials, std::int64_t sample_numel,
                                DropoutParams params) {
-  sum_columns_of_rows(rows, cols, rows_per_slice, partials, [&](std::int64_t at) {
+  sum_columns_of_rows<kColumnSumUnroll>(rows, cols, rows_per_slice, partials, [&](std::int64_t at) {
     float values[kVectorWidth];
     load_bf16<kVectorWidth>(in + at, values);
     const std::int64_t element = static_cast<std::int64_t>(params.first_element) + at;
@@ -369,7 +345,7 @@ __global__ void __launch_bounds__(column_sums_detail::kBlockThreads, kColumnSumB
 #pragma unroll
       for (int lane = 0; lane < 4; ++lane) {
         float& value = values[4 * g + lane];
-        value = pointwise_detail::dropout_keeps(bits.word[lane], params.probability) ? value * params.keep_scale : 0.0f;
+        value = dropout_value(value, bits.word[lane], params.probability, params.keep_scale);
       }
     }
     return store_packed_bf16(out + at, values);
@@ -396,6 +372,7 @@ namespace {
 // The element-wise GELU backward alone.
 cudaError_t launch_gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x,
                                  std::uint16_t* out, std::int64_t n, bool tanh_form, const CudaLaunch& launch) {
+  if (n <= 0) return cudaSuccess;
   const int grid = elementwise_grid(n, launch);
   if (out != nullptr) {
     auto* kernel = tanh_form ? (launch.vectorized ? gelu_backward_rematerializing_kernel<true, true>
@@ -412,56 +389,48 @@ cudaError_t launch_gelu_backward(const std::uint16_t* d_out, const std::uint16_t
   return cudaGetLastError();
 }
 
-// The row split of a column-summing kernel (256-column blocks) for about one wave on this GPU.
-launchers::ColumnSlices element_wise_slices(std::int64_t rows, const ColumnSumsOut& column_sums,
-                                            const CudaLaunch& launch) {
-  return launchers::plan_column_slices(
-      rows, column_sums.columns, column_sums_detail::kColumnThreads * kVectorWidth,
-      static_cast<std::int64_t>(launch.multiprocessors) * kColumnSumBlocksPerMultiprocessor,
-      column_sums.scratch == nullptr ? 0 : column_sums.scratch_floats);
-}
-
-// gelu_backward with the column sums of d_x fused in: rows of a multiple of 8 elements,
-// every operand 16-byte aligned.
-cudaError_t gelu_backward_with_column_sums(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x,
-                                           std::uint16_t* out, std::int64_t n, bool tanh_form, const CudaLaunch& launch,
-                                           const ColumnSumsOut& column_sums) {
-  const std::int64_t cols = column_sums.columns;
-  const std::int64_t rows = n / cols;
-  const launchers::ColumnSlices plan = element_wise_slices(rows, column_sums, launch);
-  const dim3 block(column_sums_detail::kColumnThreads, column_sums_detail::kRowLanes);
-  const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.slices));
-  float* partials = plan.slices == 1 ? column_sums.sums : column_sums.scratch;
-  const bool remat = out != nullptr;
-  auto* kernel =
-      tanh_form
-          ? (remat ? gelu_backward_column_sums_kernel<true, true> : gelu_backward_column_sums_kernel<true, false>)
-          : (remat ? gelu_backward_column_sums_kernel<false, true> : gelu_backward_column_sums_kernel<false, false>);
-  kernel<<<grid, block, 0, stream_of(launch)>>>(d_out, x, d_x, out, rows, cols, plan.rows_per_slice, partials);
-  const cudaError_t status = cudaGetLastError();
+// An element-wise kernel's bf16 output [rows, column_sums.columns] and its column sums:
+// where `fusable`, one column-summing kernel, `fused(grid, block, rows_per_slice,
+// partials)`, launched for about one wave; else `plain()` (returning its status), then
+// the column sums of what it wrote to `output`.
+template <typename Fused, typename Plain>
+cudaError_t with_column_sums(bool fusable, const std::uint16_t* output, std::int64_t rows,
+                             const ColumnSumsOut& column_sums, const CudaLaunch& launch, Fused fused, Plain plain) {
+  if (fusable) {
+    return column_sums_detail::launch_column_slices(
+        rows, column_sums_detail::kVectorBlockColumns,
+        static_cast<std::int64_t>(launch.multiprocessors) * kColumnSumBlocksPerMultiprocessor, column_sums,
+        stream_of(launch), fused);
+  }
+  const cudaError_t status = plain();
   if (status != cudaSuccess) return status;
-  return launchers::add_column_slices(column_sums.scratch, plan.slices, cols, column_sums.sums, stream_of(launch));
+  return launchers::column_sums(output, DType::bf16, rows, column_sums.columns, column_sums.scratch,
+                                column_sums.scratch_floats, column_sums.sums, stream_of(launch));
 }
 
 }  // namespace
 
 int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::uint16_t* out,
                   std::int64_t n, bool tanh_form, const CudaLaunch& launch, const ColumnSumsOut& column_sums) {
-  const bool summing = column_sums.sums != nullptr;
-  if (summing && (column_sums.columns <= 0 || n % column_sums.columns != 0)) return cudaErrorInvalidValue;
-  if (n <= 0) {  // no rows: the sums are zeros
-    if (!summing) return cudaSuccess;
-    return cudaMemsetAsync(column_sums.sums, 0, static_cast<std::size_t>(column_sums.columns) * sizeof(float),
-                           stream_of(launch));
-  }
-  if (summing && launch.vectorized && column_sums.columns % kVectorWidth == 0) {
-    return gelu_backward_with_column_sums(d_out, x, d_x, out, n, tanh_form, launch, column_sums);
-  }
-  const cudaError_t status = launch_gelu_backward(d_out, x, d_x, out, n, tanh_form, launch);
-  if (status != cudaSuccess || !summing) return status;
-  // Unaligned or ragged rows: the plain kernel, then the column sums of what it wrote.
-  return launchers::column_sums(d_x, DType::bf16, n / column_sums.columns, column_sums.columns, column_sums.scratch,
-                                column_sums.scratch_floats, column_sums.sums, stream_of(launch));
+  if (column_sums.sums == nullptr) return launch_gelu_backward(d_out, x, d_x, out, n, tanh_form, launch);
+  const std::int64_t cols = column_sums.columns;
+  if (cols <= 0 || n % cols != 0) return cudaErrorInvalidValue;
+  // n == 0 needs no case of its own: either way, one slice of no rows writes zero sums.
+  const std::int64_t rows = n / cols;
+  // Unaligned or ragged rows: the plain kernel, then the column sums.
+  const bool fusable = launch.vectorized && cols % kVectorWidth == 0;
+  return with_column_sums(
+      fusable, d_x, rows, column_sums, launch,
+      [&](dim3 grid, dim3 block, std::int64_t rows_per_slice, float* partials) {
+        const bool remat = out != nullptr;
+        auto* kernel =
+            tanh_form
+                ? (remat ? gelu_backward_column_sums_kernel<true, true> : gelu_backward_column_sums_kernel<true, false>)
+                : (remat ? gelu_backward_column_sums_kernel<false, true>
+                         : gelu_backward_column_sums_kernel<false, false>);
+        kernel<<<grid, block, 0, stream_of(launch)>>>(d_out, x, d_x, out, rows, cols, rows_per_slice, partials);
+      },
+      [&] { return launch_gelu_backward(d_out, x, d_x, out, n, tanh_form, launch); });
 }
 
 int residual_add(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::int64_t n,
@@ -515,29 +484,23 @@ cudaError_t launch_dropout(const std::uint16_t* in, std::uint16_t* out, std::int
 
 int dropout(const std::uint16_t* in, std::uint16_t* out, std::int64_t numel, std::int64_t sample_numel,
             const DropoutParams& params, const CudaLaunch& launch, const ColumnSumsOut& column_sums) {
-  const bool summing = column_sums.sums != nullptr;
-  if (!summing) return launch_dropout(in, out, numel, sample_numel, params, launch);
+  if (column_sums.sums == nullptr) return launch_dropout(in, out, numel, sample_numel, params, launch);
   const std::int64_t cols = column_sums.columns;
   if (cols <= 0 || numel % cols != 0) return cudaErrorInvalidValue;
   const std::int64_t rows = numel / cols;
-  const bool fused = params.probability > 0.0f && launch.vectorized && cols % kVectorWidth == 0 &&
-                     sample_numel % kVectorWidth == 0 && params.first_element % kVectorWidth == 0 &&
-                     reinterpret_cast<std::uintptr_t>(in) % 16 == 0 && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
-  if (!fused) {  // the dropout, then the column sums of what it wrote
-    const cudaError_t status = launch_dropout(in, out, numel, sample_numel, params, launch);
-    if (status != cudaSuccess) return status;
-    return launchers::column_sums(out, DType::bf16, rows, cols, column_sums.scratch, column_sums.scratch_floats,
-                                  column_sums.sums, stream_of(launch));
-  }
-  const launchers::ColumnSlices plan = element_wise_slices(rows, column_sums, launch);
-  const dim3 block(column_sums_detail::kColumnThreads, column_sums_detail::kRowLanes);
-  const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.slices));
-  dropout_column_sums_kernel<<<grid, block, 0, stream_of(launch)>>>(
-      in, out, rows, cols, plan.rows_per_slice, plan.slices == 1 ? column_sums.sums : column_sums.scratch, sample_numel,
-      params);
-  const cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess) return status;
-  return launchers::add_column_slices(column_sums.scratch, plan.slices, cols, column_sums.sums, stream_of(launch));
+  // Fused where a thread's 8 elements are two whole Philox groups of one sample, aligned;
+  // else the dropout (or its copy for p = 0), then the column sums.
+  const bool fusable = params.probability > 0.0f && launch.vectorized && cols % kVectorWidth == 0 &&
+                       sample_numel % kVectorWidth == 0 && params.first_element % kVectorWidth == 0 &&
+                       reinterpret_cast<std::uintptr_t>(in) % 16 == 0 &&
+                       reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
+  return with_column_sums(
+      fusable, out, rows, column_sums, launch,
+      [&](dim3 grid, dim3 block, std::int64_t rows_per_slice, float* partials) {
+        dropout_column_sums_kernel<<<grid, block, 0, stream_of(launch)>>>(in, out, rows, cols, rows_per_slice, partials,
+                                                                          sample_numel, params);
+      },
+      [&] { return launch_dropout(in, out, numel, sample_numel, params, launch); });
 }
 
 }  // namespace adamant::kernels::cuda
