@@ -90,7 +90,7 @@ ours() {
     exp_manager.resume_if_exists=false exp_manager.exp_dir="$exp" "${extra_args[@]}" > "$log" 2>&1 || rc=$?
   local status
   status=$(run_status "$log" $rc)
-  grep -E "^(model|parallel|optimizer|memory|peak memory|done)|step +(1|$((steps - 1))|$steps)/" "$log" || true
+  grep -E "^(model|parallel|optimizer|memory|matmul|peak memory|done)|step +(1|$((steps - 1))|$steps)/" "$log" || true
   local metrics=
   [ -d "$exp" ] && metrics=$(find "$exp" -name metrics.jsonl | head -1)
   if [ "$status" = ok ] && [ -n "$metrics" ]; then

@@ -3,4 +3,5 @@
 adamant_gpu_test(NAME cuda_gemm_tests
                  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/cuda_linear_test.cpp
                          ${CMAKE_CURRENT_SOURCE_DIR}/cuda_classifier_test.cpp
+                         ${CMAKE_CURRENT_SOURCE_DIR}/cuda_matmul_algorithms_test.cpp
                  LIBS adamant_kernels)

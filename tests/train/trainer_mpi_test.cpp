@@ -341,6 +341,25 @@ TEST(TrainerErrors, UnwritableIndexCacheStopsEveryRankWithTheKey) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST(TrainerErrors, MalformedMatmulAlgorithmTableStopsTheRunNamingItsLine) {
+  const auto dir = shared_temp_dir("matmul-table");
+  const auto prefix = write_random_dataset(dir, 200, 50257);
+  const auto table = dir / "matmul.tsv";
+  if (world_rank() == 0) std::ofstream(table) << "# recorded elsewhere\nNVIDIA_H200/sm_90/132 130100 1 0 64\n";
+  MPI_Barrier(MPI_COMM_WORLD);
+  train::TrainConfig config = tiny_config(prefix, dir / ("run" + std::to_string(world_rank())));
+  config.trainer.matmul_algorithms = table;
+  train::TrainOptions options;
+  options.quiet = true;
+  options.world = MPI_COMM_SELF;
+  expect_error_containing([&] { train::run_training(config, options); },
+                          table.string() + " line 2: 5 fields, expected 31");
+  config.trainer.matmul_algorithms = dir / "missing.tsv";
+  expect_error_containing([&] { train::run_training(config, options); },
+                          "missing.tsv: cannot read it; give an existing file");
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST(TrainerErrors, CorruptCheckpointIsRefused) {
   const auto dir = shared_temp_dir("corrupt");
   const auto prefix = write_random_dataset(dir, 200, 50257);

@@ -2,8 +2,9 @@
 // What some GPU kernels keep between calls, owned by the run that makes the calls (the
 // model, the optimizer's gradient buffers, a test, a benchmark) and made before its first
 // step, so that no step allocates device memory:
-//  - matmul: cuBLASLt's handle, the plan it chose for each problem (built on a problem's
-//    first call; host memory only) and its 32 MiB workspace, which the linear layer's
+//  - matmul: cuBLASLt's handle, the plan of each problem (built on a problem's first call,
+//    with the recorded algorithm when `matmul_algorithms` has one; host memory only) and
+//    its 32 MiB workspace, which the linear layer's
 //    bias-gradient sums borrow between products (gemm, linear_*, the classifiers,
 //    decode_linear);
 //  - layernorm_backward's column sums, for up to `layernorm_rows` x `layernorm_cols`;
@@ -20,8 +21,12 @@
 
 namespace adamant::kernels {
 
+class MatmulAlgorithmTable;  // kernels/matmul_algorithms.h
+
 struct WorkspaceNeeds {
   bool matmul = false;
+  // Recorded algorithms for the matmuls (tune-matmul); null: cuBLASLt's heuristics choose.
+  std::shared_ptr<const MatmulAlgorithmTable> matmul_algorithms = nullptr;
   std::int64_t layernorm_rows = 0;
   std::int64_t layernorm_cols = 0;
   bool squared_norm = false;

@@ -48,10 +48,12 @@ std::uint64_t init_stream(std::string_view name) {
 }
 
 // What the model's kernels keep between calls (kernels/workspace.h): the GEMMs' cuBLASLt
-// state, and layernorm backward's column sums over up to a micro-batch of rows.
-kernels::WorkspaceNeeds workspace_needs(const GptConfig& config, int micro_batch_size) {
+// state (with the recorded algorithms, if any), and layernorm backward's column sums over up to a micro-batch of rows.
+kernels::WorkspaceNeeds workspace_needs(const GptConfig& config, int micro_batch_size,
+                                        std::shared_ptr<const kernels::MatmulAlgorithmTable> matmul_algorithms) {
   kernels::WorkspaceNeeds needs;
   needs.matmul = true;
+  needs.matmul_algorithms = std::move(matmul_algorithms);
   needs.layernorm_rows = static_cast<std::int64_t>(std::max(micro_batch_size, 0)) * config.seq_length;
   needs.layernorm_cols = config.hidden_size;
   return needs;
@@ -83,7 +85,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       buffer_numel_(std::max(params_.total_numel, padded_numel)),
       passes_in_flight_(passes_in_flight),
       own_stream_(device),
-      workspace_(own_stream_, workspace_needs(config, micro_batch_size)) {
+      workspace_(own_stream_, workspace_needs(config, micro_batch_size, nullptr)) {
   ADAMANT_CHECK(passes_in_flight >= 1, "GptModel: {} passes in flight; a stage holds at least one", passes_in_flight);
   for (const ModelChunk& chunk : stage_.chunks) chunks_.push_back({chunk, index_chunk_params(params_, chunk)});
   ADAMANT_CHECK(weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16 ||
@@ -132,9 +134,19 @@ void GptModel::set_stream(const Stream& compute_stream) {
                 device_.str(), compute_stream.device().str(), device_.str());
   stream_->synchronize();  // work already issued on the old stream is done before the new one takes over
   stream_ = &compute_stream;
+  remake_workspace();
+}
+
+void GptModel::set_matmul_algorithms(std::shared_ptr<const kernels::MatmulAlgorithmTable> algorithms) {
+  stream_->synchronize();  // no product of the old plans is still running
+  matmul_algorithms_ = std::move(algorithms);
+  remake_workspace();
+}
+
+void GptModel::remake_workspace() {
   // The old workspace goes before the new one is made, so that set-up never holds both.
   { const kernels::Workspace released = std::move(workspace_); }
-  workspace_ = kernels::Workspace(compute_stream, workspace_needs(config_, micro_batch_size_));
+  workspace_ = kernels::Workspace(*stream_, workspace_needs(config_, micro_batch_size_, matmul_algorithms_));
 }
 
 Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_, device_, buffer_numel_); }

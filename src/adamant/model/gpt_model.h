@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -95,6 +96,9 @@ class GptModel {
   // with the model and again by set_stream: no step allocates. For callers that run the
   // model's kernels on its stream (the decoder).
   kernels::Workspace& workspace() { return workspace_; }
+  // The GEMMs use the algorithms recorded for them in `algorithms` (kernels/matmul_algorithms.h;
+  // null: cuBLASLt's heuristics choose). Remakes the workspace: call before the first step.
+  void set_matmul_algorithms(std::shared_ptr<const kernels::MatmulAlgorithmTable> algorithms);
   Device device() const { return device_; }
 
   const GptConfig& config() const { return config_; }
@@ -158,6 +162,9 @@ class GptModel {
   void next_token_logits(std::span<const std::int32_t> tokens, std::span<float> logits);
 
  private:
+  // Frees the workspace, then makes it again for *stream_ (set-up never holds two).
+  void remake_workspace();
+
   struct Chunk {
     ModelChunk layers;
     GptParamIndex index;
@@ -239,7 +246,8 @@ class GptModel {
   std::size_t saved_base_ = 0;  // bytes: the saved activations of the pass running now
   Stream own_stream_;
   const Stream* stream_ = &own_stream_;
-  kernels::Workspace workspace_;  // for *stream_
+  std::shared_ptr<const kernels::MatmulAlgorithmTable> matmul_algorithms_;  // null: the heuristics choose
+  kernels::Workspace workspace_;                                            // for *stream_
 
   Buffer weights_;
   Buffer

@@ -13,5 +13,6 @@ void add_import_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
 void add_config_keys_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_tune_matmul_command(CLI::App& app);
 
 }  // namespace adamant::tools

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   adamant::tools::add_plot_command(app);
   adamant::tools::add_config_keys_command(app);
   adamant::tools::add_plan_command(app);
+  adamant::tools::add_tune_matmul_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

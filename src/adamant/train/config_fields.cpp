@@ -209,6 +209,12 @@ std::vector<FieldSpec> make_fields() {
       "accept tensor-parallel groups that span hosts and hosts with unequal numbers of ranks (refused "
       "otherwise: `docs/multinode.md`)",
       [](auto& c) -> auto& { return c.trainer.allow_irregular_node_layout; }));
+  f.push_back(field(
+      "trainer.matmul_algorithms",
+      "a table of cuBLASLt algorithms recorded by `adamant tune-matmul`, relative to the working folder: the "
+      "GEMMs it has a choice for on this GPU and cuBLASLt version use it, the others cuBLASLt's heuristics "
+      "(`docs/architecture.md`, \"Recorded GEMM algorithms\"); empty: the heuristics for all",
+      [](auto& c) -> auto& { return c.trainer.matmul_algorithms; }));
 
   f.push_back(field(
       "model.micro_batch_size", "samples per rank per micro-batch",

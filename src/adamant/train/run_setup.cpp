@@ -10,6 +10,7 @@
 #include "adamant/core/error.h"
 #include "adamant/data/bpe_tokenizer.h"
 #include "adamant/data/gpt_datasets.h"
+#include "adamant/kernels/matmul_algorithms.h"
 #include "adamant/train/hf_gpt2_folder.h"
 #include "adamant/train/memory_budget.h"
 
@@ -133,6 +134,11 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
   model_ = std::make_unique<model::GptModel>(
       gpt, weight_dtype_of(config), d.micro_batch_size, device_, static_cast<std::uint64_t>(config.trainer.seed),
       optimizer_->padded_numel(), tp_device_comm_.get(), grid_.pp_rank(), passes_in_flight);
+  if (!config.trainer.matmul_algorithms.empty()) {
+    matmul_algorithms_ = std::make_shared<const kernels::MatmulAlgorithmTable>(
+        kernels::MatmulAlgorithmTable::read(config.trainer.matmul_algorithms));
+    if (device_.is_cuda()) model_->set_matmul_algorithms(matmul_algorithms_);
+  }
   model_->set_stream(compute_stream_);  // one compute stream for the model's kernels and the optimizer's
   // Pretrained weights replace the init before the optimizer copies them into its main weights.
   if (!config.trainer.restore_from_path.empty()) load_pretrained_weights(config.trainer.restore_from_path, *model_);
@@ -181,7 +187,24 @@ std::string RunSetup::describe() const {
              o.overlap_param_sync ? "on" : "off", weight_bytes / MiB, grad_bytes / MiB, state_bytes / MiB,
              (weight_bytes + grad_bytes + state_bytes) / MiB, formula / MiB) +
          fmt::format("hosts: {}; collective timeout {} s\n", grid_.topology().describe(),
-                     config_.trainer.collective_timeout_s);
+                     config_.trainer.collective_timeout_s) +
+         describe_matmul_algorithms();
+}
+
+std::string RunSetup::describe_matmul_algorithms() const {
+  if (!matmul_algorithms_) return {};
+  const std::string& file = matmul_algorithms_->source();
+  if (!device_.is_cuda()) return fmt::format("matmul algorithms: {} (not used on the CPU)\n", file);
+  const kernels::MatmulTarget target = kernels::matmul_target(model_->workspace());
+  const std::size_t recorded = matmul_algorithms_->count_for(target);
+  if (recorded == 0) {
+    return fmt::format(
+        "matmul algorithms: {} has no choices for this GPU and cuBLASLt ({}, {}): cuBLASLt's heuristics choose; "
+        "adamant tune-matmul records them\n",
+        file, target.gpu, target.cublaslt_version);
+  }
+  return fmt::format("matmul algorithms: {} choices for this GPU and cuBLASLt ({}, {}) from {}\n", recorded, target.gpu,
+                     target.cublaslt_version, file);
 }
 
 }  // namespace adamant::train

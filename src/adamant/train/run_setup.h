@@ -11,6 +11,7 @@
 #include "adamant/comm/process_grid.h"
 #include "adamant/core/stream.h"
 #include "adamant/data/data_loader.h"
+#include "adamant/kernels/matmul_algorithms.h"
 #include "adamant/model/gpt_model.h"
 #include "adamant/optim/lr_schedule.h"
 #include "adamant/optim/optimizer.h"
@@ -45,6 +46,9 @@ class RunSetup {
   std::string describe() const;
 
  private:
+  // A line naming the recorded matmul algorithms the run uses; empty without a table.
+  std::string describe_matmul_algorithms() const;
+
   const TrainConfig& config_;
   comm::ProcessGrid grid_;
   Device device_;
@@ -58,6 +62,7 @@ class RunSetup {
   std::vector<std::filesystem::path> data_files_;
   std::unique_ptr<data::DataLoader> train_loader_;
   std::unique_ptr<data::DataLoader> valid_loader_;
+  std::shared_ptr<const kernels::MatmulAlgorithmTable> matmul_algorithms_;  // trainer.matmul_algorithms; or null
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<model::GptModel> model_;
   std::unique_ptr<PipelineRunner> pipeline_;

@@ -26,7 +26,9 @@ struct TrainerOptions {             // trainer
   int log_every_n_steps = 1;
   double collective_timeout_s = 1800.0;      // a collective wait longer than this ends the job; 0: no limit
   bool allow_irregular_node_layout = false;  // tensor-parallel groups across hosts, unequal ranks per host
-  std::int64_t seed = 1234;                  // model.seed: weights, data shuffling, dropout
+  // A table of recorded cuBLASLt algorithms (kernels/matmul_algorithms.h); empty: the heuristics choose.
+  std::filesystem::path matmul_algorithms;
+  std::int64_t seed = 1234;  // model.seed: weights, data shuffling, dropout
   // model.restore_from_path: a Hugging Face GPT-2 folder or an Adamant checkpoint whose weights start the
   // run (fine-tuning); empty: random init. A checkpoint found by exp_manager.resume_if_exists wins.
   std::filesystem::path restore_from_path;

@@ -203,6 +203,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   if (steps_this_run > 0 && cadence.final_validation(position.step)) validate(position.step);
   if (steps_this_run > 0 && cadence.final_save(position.step)) save();
   summary.steps_done = position.step;
+  if (options.tune_matmul)
+    summary.matmul_algorithms = kernels::tune_matmul_algorithms(model.workspace(), *options.tune_matmul);
   summary.tokens_per_second =
       steps_this_run > 0 ? static_cast<double>(tokens_per_step * steps_this_run) / step_seconds_total : 0.0;
   summary.mean_exposed_comm_ms = mean_after_first(summary.exposed_comm_ms);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "adamant/kernels/matmul_algorithms.h"
 #include "adamant/train/memory_report.h"
 #include "adamant/train/train_config.h"
 
@@ -27,12 +28,16 @@ struct TrainSummary {
   double mean_exposed_comm_ms = 0;                          // over those steps after the first (RunMetrics)
   MemoryReport memory;                                      // peaks per rank over the run
   std::optional<std::filesystem::path> last_checkpoint;
+  std::vector<kernels::MatmulAlgorithmRecord> matmul_algorithms;  // with TrainOptions::tune_matmul
 };
 
 struct TrainOptions {
   bool quiet = false;                           // no progress lines (tests)
   std::optional<std::int64_t> stop_after_step;  // stop early (as if interrupted) after this step
   MPI_Comm world = MPI_COMM_WORLD;              // the ranks of this run (tests use sub-communicators)
+  // After the last step, time cuBLASLt's candidate algorithms for every GEMM the run made
+  // (train/matmul_tuning.h); GPU runs.
+  std::optional<kernels::MatmulTuningOptions> tune_matmul;
 };
 
 // Runs training as configured. Must be called on every MPI rank (MPI already initialised).

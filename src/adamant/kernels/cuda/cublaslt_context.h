@@ -1,53 +1,29 @@
 #pragma once
 // cuBLASLt state of one kernels::Workspace (kernels/workspace.h): a handle, the
 // workspace of the stream it serves, and the matmul plans (descriptor, layouts and
-// the algorithm chosen by the heuristics) per problem, built on a problem's first
-// call and kept, so that a training step only enqueues work. Only for host files
+// the algorithm: recorded by tune-matmul, or the heuristics' first answer) per problem,
+// built on a problem's first call and kept, so that a training step only enqueues work. Only for host files
 // compiled in CUDA builds.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "adamant/core/buffer.h"
 #include "adamant/core/device.h"
+#include "adamant/kernels/matmul_algorithms.h"
 
 namespace adamant::kernels::cuda {
 
 // Throws adamant::Error naming `what` and the cuBLAS status when status is not success.
 void check_cublas(cublasStatus_t status, const char* what);
-
-// Everything the heuristics look at, in cuBLASLt's column-major terms (D = C in
-// place). Equal keys share one plan.
-struct MatmulPlanKey {
-  cublasOperation_t transa = CUBLAS_OP_N;
-  cublasOperation_t transb = CUBLAS_OP_N;
-  std::uint64_t m = 0;
-  std::uint64_t n = 0;
-  std::uint64_t k = 0;
-  std::int64_t lda = 0;
-  std::int64_t ldb = 0;
-  std::int64_t ldc = 0;
-  cudaDataType_t a_type = CUDA_R_32F;
-  cudaDataType_t b_type = CUDA_R_32F;
-  cudaDataType_t c_type = CUDA_R_32F;
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  cudaDataType_t bias_type = CUDA_R_32F;  // only read with a bias epilogue
-  // Byte alignments of the operands (powers of two up to 256): algorithms that
-  // need more than the actual pointers have are excluded.
-  std::uint32_t align_a = 256;
-  std::uint32_t align_b = 256;
-  std::uint32_t align_c = 256;
-  std::uint32_t align_bias = 256;
-
-  auto operator<=>(const MatmulPlanKey&) const = default;
-};
 
 // Largest power of two (up to 256) dividing the address; 256 for nullptr.
 std::uint32_t pointer_alignment(const void* pointer);
@@ -62,30 +38,64 @@ struct MatmulArguments {
   void* bias = nullptr;  // bias (read) or bias gradient (written), per the key's epilogue
 };
 
-// Descriptor, layouts and algorithm of one problem. RAII over the cuBLASLt objects.
-class MatmulPlan {
+// Descriptor and layouts of one problem. RAII over the cuBLASLt objects.
+class MatmulDescriptors {
  public:
-  MatmulPlan(cublasLtHandle_t handle, const MatmulPlanKey& key, std::size_t workspace_bytes);
-  ~MatmulPlan();
-  MatmulPlan(const MatmulPlan&) = delete;
-  MatmulPlan& operator=(const MatmulPlan&) = delete;
+  explicit MatmulDescriptors(const MatmulShape& key);
+  ~MatmulDescriptors();
+  MatmulDescriptors(const MatmulDescriptors&) = delete;
+  MatmulDescriptors& operator=(const MatmulDescriptors&) = delete;
 
-  // False when the heuristics found no algorithm for the problem.
-  bool supported() const { return supported_; }
-  // Enqueues the product on `stream`; the caller holds the context's lock.
-  cublasStatus_t run(cublasLtHandle_t handle, const MatmulArguments& arguments, void* workspace,
-                     std::size_t workspace_bytes, cudaStream_t stream) const;
+  // cuBLASLt's heuristic answers, best first, at most `count`, those it cannot run within
+  // workspace_bytes left out; empty when it has none.
+  std::vector<cublasLtMatmulAlgo_t> candidates(cublasLtHandle_t handle, std::size_t workspace_bytes, int count) const;
+  // Whether cuBLASLt runs `algorithm` on this problem within workspace_bytes.
+  bool accepts(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algorithm, std::size_t workspace_bytes) const;
+  // Enqueues the product with `algorithm` on `stream`; the caller holds the context's lock.
+  cublasStatus_t run(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algorithm, const MatmulArguments& arguments,
+                     void* workspace, std::size_t workspace_bytes, cudaStream_t stream) const;
 
  private:
   void release() noexcept;
 
+  MatmulShape key_;
   cublasLtMatmulDesc_t description_ = nullptr;
   cublasLtMatrixLayout_t layout_a_ = nullptr;
   cublasLtMatrixLayout_t layout_b_ = nullptr;
   cublasLtMatrixLayout_t layout_c_ = nullptr;
-  cublasLtMatmulAlgo_t algorithm_{};
   bool has_bias_ = false;
+};
+
+// An algorithm's configuration attributes (cuBLASLt's values).
+MatmulAlgorithmConfig algorithm_config(const cublasLtMatmulAlgo_t& algorithm);
+
+// The descriptors of one problem and its algorithm: the recorded one when `recorded` is
+// given (`source` names its table in errors), else the heuristics' first answer.
+class MatmulPlan {
+ public:
+  MatmulPlan(cublasLtHandle_t handle, const MatmulShape& key, std::size_t workspace_bytes,
+             const MatmulAlgorithmChoice* recorded, const std::string& source);
+
+  // False when the heuristics found no algorithm for the problem.
+  bool supported() const { return supported_; }
+  bool recorded() const { return recorded_; }
+  // Enqueues the product on `stream`; the caller holds the context's lock.
+  cublasStatus_t run(cublasLtHandle_t handle, const MatmulArguments& arguments, void* workspace,
+                     std::size_t workspace_bytes, cudaStream_t stream) const {
+    return descriptors_.run(handle, algorithm_, arguments, workspace, workspace_bytes, stream);
+  }
+
+ private:
+  MatmulDescriptors descriptors_;
+  cublasLtMatmulAlgo_t algorithm_{};
   bool supported_ = false;
+  bool recorded_ = false;
+};
+
+// A problem a context has run: its key, and whether any call added to the output (beta != 0).
+struct MatmulProblemSeen {
+  MatmulShape key;
+  bool accumulates = false;
 };
 
 // Scratch memory of one stream: cuBLASLt's workspace, which stream-ordered kernels
@@ -101,22 +111,37 @@ class CublasLtContext {
   // 32 MiB: what cuBLASLt recommends for Hopper.
   static constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
 
-  // The caller has made `device` current.
-  explicit CublasLtContext(Device device);
+  // The caller has made `device` current. Problems with a choice in `algorithms` for this
+  // GPU and cuBLASLt version use it; the others the heuristics' first answer.
+  CublasLtContext(Device device, std::shared_ptr<const MatmulAlgorithmTable> algorithms);
   ~CublasLtContext();
   CublasLtContext(const CublasLtContext&) = delete;
   CublasLtContext& operator=(const CublasLtContext&) = delete;
 
   // Enqueues the matmul of `key` on `stream`. Returns false, with nothing
   // enqueued, when cuBLASLt has no algorithm for it; throws on other failures.
-  bool try_matmul(const MatmulPlanKey& key, const MatmulArguments& arguments, cudaStream_t stream);
+  bool try_matmul(const MatmulShape& key, const MatmulArguments& arguments, cudaStream_t stream);
   DeviceScratch scratch() { return {workspace_.data(), workspace_.bytes()}; }
 
+  cublasLtHandle_t handle() const { return handle_; }
+  const MatmulTarget& target() const { return target_; }
+  // The problems run so far, in key order.
+  std::vector<MatmulProblemSeen> problems() const;
+  // How many of them run a recorded algorithm.
+  std::size_t recorded_plans() const;
+
  private:
+  struct PlanEntry {
+    std::unique_ptr<MatmulPlan> plan;
+    bool accumulates = false;
+  };
+
   cublasLtHandle_t handle_ = nullptr;
   Buffer workspace_;
-  std::mutex mutex_;
-  std::map<MatmulPlanKey, std::unique_ptr<MatmulPlan>> plans_;
+  MatmulTarget target_;
+  std::shared_ptr<const MatmulAlgorithmTable> algorithms_;
+  mutable std::mutex mutex_;
+  std::map<MatmulShape, PlanEntry> plans_;
 };
 
 }  // namespace adamant::kernels::cuda

@@ -72,8 +72,8 @@ void scale_output(const MatmulProblem& p, Device device, cudaStream_t stream) {
   ADAMANT_CHECK(status == cudaSuccess, "matmul: scaling the output failed to launch: {}", cudaGetErrorString(status));
 }
 
-MatmulPlanKey key_of(const MatmulProblem& p) {
-  MatmulPlanKey key;
+MatmulShape key_of(const MatmulProblem& p) {
+  MatmulShape key;
   key.transa = p.transpose_b == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N;
   key.transb = p.transpose_a == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N;
   key.m = static_cast<std::uint64_t>(p.n);

@@ -7,7 +7,7 @@
 namespace adamant::kernels::cuda {
 
 WorkspaceResources::WorkspaceResources(Device device, const WorkspaceNeeds& needs) {
-  if (needs.matmul) matmul_ = std::make_unique<CublasLtContext>(device);
+  if (needs.matmul) matmul_ = std::make_unique<CublasLtContext>(device, needs.matmul_algorithms);
   if (needs.layernorm_rows > 0 && needs.layernorm_cols > 0) {
     const auto floats = launchers::layernorm_backward_workspace_floats(needs.layernorm_rows, needs.layernorm_cols);
     column_sums_ = Buffer(static_cast<std::size_t>(floats) * sizeof(float), device);
