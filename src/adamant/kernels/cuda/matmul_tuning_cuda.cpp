@@ -11,6 +11,7 @@
 #include "adamant/core/cuda_check.h"
 #include "adamant/core/error.h"
 #include "adamant/core/half.h"
+#include "adamant/core/stream.h"
 #include "adamant/kernels/cuda/cublaslt_context.h"
 #include "adamant/kernels/cuda/workspace_resources.h"
 #include "adamant/kernels/dispatch.h"
@@ -63,35 +64,16 @@ Buffer random_buffer(std::size_t count, std::int32_t type, std::uint64_t seed, D
   return buffer;
 }
 
-class CudaStream {
- public:
-  CudaStream() { ADAMANT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~CudaStream() { cudaStreamDestroy(stream_); }
-  CudaStream(const CudaStream&) = delete;
-  CudaStream& operator=(const CudaStream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
-class CudaEvent {
- public:
-  CudaEvent() { ADAMANT_CUDA_CHECK(cudaEventCreate(&event_)); }
-  ~CudaEvent() { cudaEventDestroy(event_); }
-  CudaEvent(const CudaEvent&) = delete;
-  CudaEvent& operator=(const CudaEvent&) = delete;
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
-
 // One problem's operands in GPU memory and the runs of its candidates on them.
 class ProblemBench {
  public:
   ProblemBench(cuda::CublasLtContext& context, const cuda::MatmulProblemSeen& problem, Device device)
-      : context_(context), shape_(problem.key), descriptors_(problem.key) {
+      : context_(context),
+        shape_(problem.key),
+        descriptors_(problem.key),
+        stream_(device),
+        start_(device),
+        stop_(device) {
     const MatmulShape& s = shape_;
     const std::size_t a_columns = s.transa == CUBLAS_OP_N ? s.k : s.m;
     const std::size_t b_columns = s.transb == CUBLAS_OP_N ? s.n : s.k;
@@ -117,13 +99,11 @@ class ProblemBench {
     for (int i = 0; i < 3; ++i) run(algorithm);
     std::vector<float> times;
     for (int i = 0; i < repetitions; ++i) {
-      ADAMANT_CUDA_CHECK(cudaEventRecord(start_.get(), stream_.get()));
+      start_.record(stream_);
       run(algorithm);
-      ADAMANT_CUDA_CHECK(cudaEventRecord(stop_.get(), stream_.get()));
-      ADAMANT_CUDA_CHECK(cudaEventSynchronize(stop_.get()));
-      float ms = 0;
-      ADAMANT_CUDA_CHECK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
-      times.push_back(ms);
+      stop_.record(stream_);
+      stop_.synchronize();
+      times.push_back(stop_.elapsed_ms_since(start_));
     }
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
     return 1e3 * times[times.size() / 2];
@@ -131,11 +111,11 @@ class ProblemBench {
 
   // The output of one run from the same starting output, as float.
   std::vector<float> output(const cublasLtMatmulAlgo_t& algorithm) {
-    ADAMANT_CUDA_CHECK(cudaMemsetAsync(c_.data(), 0, c_bytes_, stream_.get()));
+    ADAMANT_CUDA_CHECK(cudaMemsetAsync(c_.data(), 0, c_bytes_, cuda_stream()));
     run(algorithm);
     std::vector<std::uint8_t> bytes(c_bytes_);
-    ADAMANT_CUDA_CHECK(cudaMemcpyAsync(bytes.data(), c_.data(), c_bytes_, cudaMemcpyDeviceToHost, stream_.get()));
-    ADAMANT_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    ADAMANT_CUDA_CHECK(cudaMemcpyAsync(bytes.data(), c_.data(), c_bytes_, cudaMemcpyDeviceToHost, cuda_stream()));
+    ADAMANT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
     if (shape_.c_type == CUDA_R_32F) {
       std::vector<float> values(c_bytes_ / 4);
       std::memcpy(values.data(), bytes.data(), c_bytes_);
@@ -154,9 +134,11 @@ class ProblemBench {
   void run(const cublasLtMatmulAlgo_t& algorithm) {
     const cuda::DeviceScratch scratch = context_.scratch();
     cuda::check_cublas(
-        descriptors_.run(context_.handle(), algorithm, arguments_, scratch.data, scratch.bytes, stream_.get()),
+        descriptors_.run(context_.handle(), algorithm, arguments_, scratch.data, scratch.bytes, cuda_stream()),
         "cublasLtMatmul (tune-matmul)");
   }
+
+  cudaStream_t cuda_stream() const { return static_cast<cudaStream_t>(stream_.handle()); }
 
   cuda::CublasLtContext& context_;
   MatmulShape shape_;
@@ -164,8 +146,8 @@ class ProblemBench {
   Buffer a_, b_, c_, bias_;
   std::size_t c_bytes_ = 0;
   cuda::MatmulArguments arguments_;
-  CudaStream stream_;
-  CudaEvent start_, stop_;
+  Stream stream_;
+  Event start_, stop_;
 };
 
 // Bitwise equal, and within 1% of the largest magnitude of the first answer's output
