@@ -45,4 +45,14 @@ bool ReadOnlyFile::read_at(std::uint64_t offset, void* dst, std::size_t bytes) c
   return true;
 }
 
+std::string read_text_file(const std::filesystem::path& file, std::string_view what) {
+  const ReadOnlyFile reader(file, what);
+  std::string text(static_cast<std::size_t>(reader.size()), '\0');
+  ADAMANT_CHECK(reader.read_at(0, text.data(), text.size()),
+                "cannot read {} {}: it shrank while being read, or a read "
+                "failed; check the disk",
+                what, file.string());
+  return text;
+}
+
 }  // namespace adamant

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 namespace adamant {
@@ -28,5 +29,9 @@ class ReadOnlyFile {
   int fd_ = -1;
   std::uint64_t size_ = 0;
 };
+
+// The whole file as text. Throws adamant::Error naming `what` and the file when it cannot be
+// opened or read (ReadOnlyFile's checks).
+std::string read_text_file(const std::filesystem::path& file, std::string_view what);
 
 }  // namespace adamant

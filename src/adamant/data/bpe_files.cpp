@@ -1,7 +1,5 @@
 #include "adamant/data/bpe_files.h"
 
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -9,6 +7,7 @@
 #include <string_view>
 
 #include "adamant/core/error.h"
+#include "adamant/core/file_read.h"
 #include "adamant/data/bpe_byte_alphabet.h"
 
 namespace adamant::data {
@@ -25,10 +24,7 @@ std::string read_whole_file(const std::filesystem::path& path, std::string_view 
     fail("BPE tokenizer: {} '{}' is a folder; point it at the file itself (e.g. {}/{})", what, path.string(),
          path.string(), what == "encoder file" ? "encoder.json" : "vocab.bpe");
   }
-  std::ifstream file(path, std::ios::binary);
-  std::string contents((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (!file && !file.eof()) fail("BPE tokenizer: cannot read {} '{}'; check its permissions", what, path.string());
-  return contents;
+  return read_text_file(path, what);
 }
 
 }  // namespace

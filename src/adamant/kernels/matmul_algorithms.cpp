@@ -4,12 +4,11 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "adamant/core/atomic_file.h"
 #include "adamant/core/error.h"
+#include "adamant/core/file_read.h"
 
 namespace adamant::kernels {
 
@@ -162,16 +161,13 @@ std::string format_record(const MatmulAlgorithmRecord& r) {
 }  // namespace
 
 MatmulAlgorithmTable MatmulAlgorithmTable::read(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in || std::filesystem::is_directory(path)) {
+  if (!std::filesystem::is_regular_file(path)) {
     fail(
         "matmul algorithms file {}: cannot read it; give an existing file (adamant tune-matmul CONFIG --output {} "
         "records one) or leave trainer.matmul_algorithms empty",
         path.string(), path.string());
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), path.string());
+  return parse(read_text_file(path, "matmul algorithms file"), path.string());
 }
 
 MatmulAlgorithmTable MatmulAlgorithmTable::parse(std::string_view text, std::string_view source) {

@@ -3,15 +3,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
 #include "adamant/core/archive.h"
 #include "adamant/core/atomic_file.h"
 #include "adamant/core/error.h"
+#include "adamant/core/file_read.h"
 #include "adamant/core/safetensors.h"
 #include "adamant/data/bpe_tokenizer.h"
 #include "adamant/kernels/elementwise.h"
@@ -26,14 +25,6 @@ namespace adamant::train {
 namespace {
 
 using nlohmann::json;
-
-std::string read_text(const std::filesystem::path& file, const char* what) {
-  std::ifstream in(file, std::ios::binary);
-  ADAMANT_CHECK(in.good(), "cannot read {} {}", what, file.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 const char* gelu_name(kernels::GeluForm form) { return form == kernels::GeluForm::tanh ? "gelu_new" : "gelu"; }
 
@@ -188,7 +179,7 @@ TrainConfig config_of_import(const model::GptConfig& g, DType dtype, const std::
 }
 
 void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to, const char* what) {
-  write_file_atomically(to, read_text(from, what), what);
+  write_file_atomically(to, read_text_file(from, what), what);
 }
 
 }  // namespace
@@ -199,7 +190,7 @@ model::GptConfig read_hf_gpt2_config(const std::filesystem::path& dir) {
                 dir.string());
   ADAMANT_CHECK(std::filesystem::exists(file), "{} has no {}; a Hugging Face GPT-2 folder holds {} and {}",
                 dir.string(), kHfConfigFile, kHfConfigFile, kHfWeightsFile);
-  const json j = json::parse(read_text(file, "config file"), nullptr, false);
+  const json j = json::parse(read_text_file(file, "config file"), nullptr, false);
   ADAMANT_CHECK(!j.is_discarded() && j.is_object(), "{} is not a JSON object", file.string());
   auto bad = [&](const char* key, const std::string& why) -> void {
     fail("{}: '{}' is {}; {}", file.string(), key, j.contains(key) ? j[key].dump() : "absent", why);
