@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "adamant/core/buffer.h"
@@ -113,19 +115,16 @@ class ProblemBench {
   std::vector<float> output(const cublasLtMatmulAlgo_t& algorithm) {
     ADAMANT_CUDA_CHECK(cudaMemsetAsync(c_.data(), 0, c_bytes_, cuda_stream()));
     run(algorithm);
-    std::vector<std::uint8_t> bytes(c_bytes_);
-    ADAMANT_CUDA_CHECK(cudaMemcpyAsync(bytes.data(), c_.data(), c_bytes_, cudaMemcpyDeviceToHost, cuda_stream()));
-    ADAMANT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
     if (shape_.c_type == CUDA_R_32F) {
-      std::vector<float> values(c_bytes_ / 4);
-      std::memcpy(values.data(), bytes.data(), c_bytes_);
+      std::vector<float> values(c_bytes_ / sizeof(float));
+      copy_output_to(values.data());
       return values;
     }
-    std::vector<float> values(c_bytes_ / 2);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      bf16_bits bits = 0;
-      std::memcpy(&bits, bytes.data() + 2 * i, 2);
-      values[i] = shape_.c_type == CUDA_R_16BF ? bf16_to_f32(bits) : f16_to_f32(bits);
+    std::vector<std::uint16_t> bits(c_bytes_ / sizeof(std::uint16_t));
+    copy_output_to(bits.data());
+    std::vector<float> values(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      values[i] = shape_.c_type == CUDA_R_16BF ? bf16_to_f32(bits[i]) : f16_to_f32(bits[i]);
     }
     return values;
   }
@@ -139,6 +138,10 @@ class ProblemBench {
   }
 
   cudaStream_t cuda_stream() const { return static_cast<cudaStream_t>(stream_.handle()); }
+  void copy_output_to(void* host) {
+    ADAMANT_CUDA_CHECK(cudaMemcpyAsync(host, c_.data(), c_bytes_, cudaMemcpyDeviceToHost, cuda_stream()));
+    ADAMANT_CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
+  }
 
   cuda::CublasLtContext& context_;
   MatmulShape shape_;
@@ -150,17 +153,25 @@ class ProblemBench {
   Event start_, stop_;
 };
 
-// Bitwise equal, and within 1% of the largest magnitude of the first answer's output
-// (different summation orders differ far less; a broken kernel far more).
-bool agrees(const std::vector<float>& output, const std::vector<float>& again, const std::vector<float>& reference) {
-  if (std::memcmp(output.data(), again.data(), output.size() * sizeof(float)) != 0) return false;
-  float largest = 0;
-  for (const float v : reference) largest = std::max(largest, std::abs(v));
-  for (std::size_t i = 0; i < output.size(); ++i) {
-    if (!(std::abs(output[i] - reference[i]) <= 0.01f * largest)) return false;
+// The first answer's output, which a faster candidate has to agree with.
+struct Reference {
+  std::vector<float> values;
+  float largest = 0;  // magnitude
+
+  explicit Reference(std::vector<float> output) : values(std::move(output)) {
+    for (const float v : values) largest = std::max(largest, std::abs(v));
   }
-  return true;
-}
+
+  // Bitwise equal to `again`, and within 1% of the largest magnitude of the first answer's
+  // output (different summation orders differ far less; a broken kernel far more).
+  bool agrees(const std::vector<float>& output, const std::vector<float>& again) const {
+    if (std::memcmp(output.data(), again.data(), output.size() * sizeof(float)) != 0) return false;
+    for (std::size_t i = 0; i < output.size(); ++i) {
+      if (!(std::abs(output[i] - values[i]) <= 0.01f * largest)) return false;
+    }
+    return true;
+  }
+};
 
 MatmulAlgorithmRecord tune_problem(cuda::CublasLtContext& context, const cuda::MatmulProblemSeen& problem,
                                    Device device, const MatmulTuningOptions& options) {
@@ -177,10 +188,11 @@ MatmulAlgorithmRecord tune_problem(cuda::CublasLtContext& context, const cuda::M
   std::stable_sort(fastest_first.begin(), fastest_first.end(),
                    [&](std::size_t x, std::size_t y) { return times[x] < times[y]; });
   std::size_t chosen = 0;
-  const std::vector<float> reference = bench.output(candidates[0]);
+  std::optional<Reference> reference;  // only read back when a candidate is fast enough to check
   for (const std::size_t i : fastest_first) {
     if (i == 0 || times[i] > (1.0 - options.min_gain) * times[0]) break;
-    if (agrees(bench.output(candidates[i]), bench.output(candidates[i]), reference)) {
+    if (!reference) reference.emplace(bench.output(candidates[0]));
+    if (reference->agrees(bench.output(candidates[i]), bench.output(candidates[i]))) {
       chosen = i;
       break;
     }
