@@ -165,11 +165,11 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
     }
     fence_accumulators(s);
     fence_accumulators(dp);
-    const bool needed = relevant(block);
-    if (needed) {
+    // p^T and ds^T of this tile in place of s^T and dp^T; only the diagonal tile (queries
+    // before some of the warp's keys) and the last (queries past seq) compare positions.
+    auto to_gradients = [&](auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
       const float* stage_statistics = statistics + stage_of(block) * 2 * kStreamRows;
-      // The diagonal tile has queries before some of the warp's keys, the last one may run past seq.
-      const bool needs_mask = block_first < warp_first + kWarpRows - 1 || block_first + kStreamRows > seq;
 #pragma unroll
       for (int chunk = 0; chunk < kQueryTiles / 2; ++chunk) {
         // Queries {block_first + 16 chunk + 8 t + 2 pair + j} x this thread's two keys,
@@ -186,16 +186,20 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
           const float lse_log2[2] = {stats.y, stats.w};
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int query = block_first + 8 * tile + 2 * pair + (e & 1);
             float p = fast_exp2(fmaf(s[tile][e], scale_log2, -lse_log2[e & 1]));
-            if (needs_mask && (query < keys[e >> 1] || query >= seq)) p = 0.0f;
+            if constexpr (kMasked) {
+              const int query = block_first + 8 * tile + 2 * pair + (e & 1);
+              if (query < keys[e >> 1] || query >= seq) p = 0.0f;
+            }
             const float factor = factors[t][e];
             s[tile][e] = p * factor;
             dp[tile][e] = p * (dp[tile][e] * factor - d_values[e & 1]);
           }
         }
       }
-    }
+    };
+    const bool needed = relevant(block);
+    if (needed) with_masking(block_first < warp_first + kWarpRows - 1 || block_first + kStreamRows > seq, to_gradients);
     if constexpr (Config::kOverlap) wgmma_wait<0>();  // the previous tile's gradients: their operands are free
 #pragma unroll
     for (int kk = 0; kk < kQueryTiles / 2; ++kk) {

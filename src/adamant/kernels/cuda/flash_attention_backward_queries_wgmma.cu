@@ -143,10 +143,10 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
     wgmma_wait<1>();  // this tile's scores; the previous tile's dq product may still run
     fence_accumulators(s);
     fence_accumulators(dp);
-    const bool needed = relevant(block);
-    if (needed) {
-      // Only a tile that reaches past the warp's first query has keys after some of them.
-      const bool needs_mask = first_key + kStreamRows - 1 > warp_first;
+    // ds of this tile in place of dp; only a tile that reaches past the warp's first
+    // query has keys after some of its queries and compares positions.
+    auto to_gradients = [&](auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
 #pragma unroll
       for (int chunk = 0; chunk < kKeyTiles / 2; ++chunk) {
         // The draw decides rows {group, group + 8} x keys {16 chunk + 2 pair + j, + 8}:
@@ -161,14 +161,17 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int h = e >> 1;
-            const int key = first_key + 8 * tile + 2 * pair + (e & 1);
             float p = fast_exp2(fmaf(s[tile][e], scale_log2, -lse_log2[h]));
-            if (needs_mask && key > rows[h]) p = 0.0f;
+            if constexpr (kMasked) {
+              if (first_key + 8 * tile + 2 * pair + (e & 1) > rows[h]) p = 0.0f;
+            }
             dp[tile][e] = p * (dp[tile][e] * factors[t][e] - d_values[h]);
           }
         }
       }
-    }
+    };
+    const bool needed = relevant(block);
+    if (needed) with_masking(first_key + kStreamRows - 1 > warp_first, to_gradients);
     wgmma_wait<0>();  // the previous tile's dq product: its operands are free
 #pragma unroll
     for (int kk = 0; kk < kKeyTiles / 2; ++kk) a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);

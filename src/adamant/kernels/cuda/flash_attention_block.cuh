@@ -6,11 +6,25 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 
 namespace adamant::kernels::cuda::flash_detail {
+
+// f(std::true_type) where a tile needs its positions compared (causal mask, rows past
+// the sequence), else f(std::false_type): two copies of the tile's element loop, so that
+// the tiles off the diagonal run without the comparisons, which cost more instructions
+// than the exponentials they guard.
+template <typename F>
+__device__ __forceinline__ void with_masking(bool masked, F&& f) {
+  if (masked) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
 
 // The grid is (batch * heads, row blocks of kBlockRows): blockIdx.x is the (sample, head).
 template <int kHeadDim>

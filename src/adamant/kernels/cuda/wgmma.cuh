@@ -71,18 +71,24 @@ __device__ __forceinline__ void load_key_value_tiles_async(unsigned char* key_ti
   load_swizzled_tile_async<kHeadDim, kStreamRows>(value_tile, v_base, token_stride, block * kStreamRows, seq);
 }
 
-// A matrix descriptor with 128-byte swizzling: the operand's start, the byte distance
-// between its 64-column panels (used by MN-major operands wider than one panel) and
-// between its 8-row core groups.
-__device__ __forceinline__ std::uint64_t swizzled_descriptor(std::uint32_t address, std::uint32_t panel_stride) {
-  return static_cast<std::uint64_t>((address & 0x3ffffu) >> 4) | (static_cast<std::uint64_t>(panel_stride >> 4) << 16) |
-         (static_cast<std::uint64_t>(kCoreGroupBytes >> 4) << 32) | (1ull << 62);
+// A matrix descriptor with 128-byte swizzling: the operand's start (`offset` bytes into
+// the tile at shared address `tile`), the byte distance between its 64-column panels
+// (used by MN-major operands wider than one panel) and between its 8-row core groups.
+// The start field counts 16-byte units and shared addresses stay below 2^18 bytes, so
+// the offset is added after the shift: every operand of a tile then shares `tile >> 4`
+// and costs one add, not a shift, mask and pack of its own.
+__device__ __forceinline__ std::uint64_t swizzled_descriptor(std::uint32_t tile, std::uint32_t offset,
+                                                             std::uint32_t panel_stride) {
+  constexpr std::uint32_t kHigh = (kCoreGroupBytes >> 4) | (1u << 30);  // core-group stride, 128-byte swizzle
+  const std::uint32_t low = ((tile & 0x3ffffu) >> 4) + (offset >> 4) + ((panel_stride >> 4) << 16);
+  return (static_cast<std::uint64_t>(kHigh) << 32) | low;
 }
 // K-major operand: rows [first_row, first_row + 64) (A) or the whole N (B) of a swizzled
 // tile of kRows rows, k columns [16 k16, 16 k16 + 16).
 template <int kRows>
 __device__ __forceinline__ std::uint64_t k_major(std::uint32_t tile, int first_row, int k16) {
-  return swizzled_descriptor(tile + static_cast<std::uint32_t>(k16 / 4) * panel_bytes<kRows>() +
+  return swizzled_descriptor(tile,
+                             static_cast<std::uint32_t>(k16 / 4) * panel_bytes<kRows>() +
                                  static_cast<std::uint32_t>(first_row) * kPanelRowBytes +
                                  static_cast<std::uint32_t>(k16 % 4) * 32u,
                              16u);
@@ -91,7 +97,7 @@ __device__ __forceinline__ std::uint64_t k_major(std::uint32_t tile, int first_r
 // its columns as N.
 template <int kRows>
 __device__ __forceinline__ std::uint64_t mn_major(std::uint32_t tile, int k16) {
-  return swizzled_descriptor(tile + static_cast<std::uint32_t>(16 * k16) * kPanelRowBytes, panel_bytes<kRows>());
+  return swizzled_descriptor(tile, static_cast<std::uint32_t>(16 * k16) * kPanelRowBytes, panel_bytes<kRows>());
 }
 
 // store_warp_rows_staged (flash_attention_tiles.cuh) through rows [tile_row, tile_row + 16)
