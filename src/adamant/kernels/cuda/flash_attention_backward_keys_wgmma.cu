@@ -106,9 +106,6 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   const std::uint32_t key_address = shared_address(key_tile);
   const std::uint32_t value_address = shared_address(value_tile);
 
-  // Query tiles and warpgroups both start at multiples of 64: a tile before the
-  // warpgroup's first key has no query that sees any of its keys.
-  auto relevant = [&](int block) { return group_active && block * kStreamRows >= group_first; };
   float s[kQueryTiles][4];
   float dp[kQueryTiles][4];
   // s^T and dp^T of one tile.
@@ -131,13 +128,6 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
     mma_fragments_by_columns<kHeadDim, kStreamRows / 16, kStreamRows>(dv, probs, d_out_address);
     mma_fragments_by_columns<kHeadDim, kStreamRows / 16, kStreamRows>(dk, d_scores, query_address);
   };
-  auto clear_operands = [&] {
-#pragma unroll
-    for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) probs[kk][r] = d_scores[kk][r] = 0u;
-    }
-  };
 
   // Each tile issues its s^T and dp^T and then the previous tile's gradient products,
   // which with kOverlap run while the warpgroup turns this tile's scores into
@@ -146,7 +136,11 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   // i's copies start when tile i - 2's products are done everywhere.
   fence_accumulators(dk);  // set before any product is issued
   fence_accumulators(dv);
-  clear_operands();
+#pragma unroll
+  for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) probs[kk][r] = d_scores[kk][r] = 0u;
+  }
   for (int block = first_query_block; block < query_blocks; ++block) {
     const int block_first = block * kStreamRows;
     wait_copies<kStages - 3>();  // this tile has landed
@@ -167,6 +161,9 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
     fence_accumulators(dp);
     // p^T and ds^T of this tile in place of s^T and dp^T; only the diagonal tile (queries
     // before some of the warp's keys) and the last (queries past seq) compare positions.
+    // A warpgroup whose keys all come after the tile's queries (the second one on the
+    // block's first tile, or one past seq) gets zeros from the comparisons, so every
+    // warpgroup takes the same path on every tile.
     auto to_gradients = [&](auto masked) {
       constexpr bool kMasked = decltype(masked)::value;
       const float* stage_statistics = statistics + stage_of(block) * 2 * kStreamRows;
@@ -198,15 +195,13 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
         }
       }
     };
-    const bool needed = relevant(block);
-    if (needed) with_masking(block_first < warp_first + kWarpRows - 1 || block_first + kStreamRows > seq, to_gradients);
+    with_masking(block_first < warp_first + kWarpRows - 1 || block_first + kStreamRows > seq, to_gradients);
     if constexpr (Config::kOverlap) wgmma_wait<0>();  // the previous tile's gradients: their operands are free
 #pragma unroll
     for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
       a_from_c(probs[kk], s[2 * kk], s[2 * kk + 1]);
       a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);
     }
-    if (!needed) clear_operands();
     if constexpr (!Config::kOverlap) {
       issue_gradients(block);
       wgmma_commit();

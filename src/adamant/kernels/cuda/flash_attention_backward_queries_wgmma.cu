@@ -96,9 +96,6 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
 #pragma unroll
   for (int n = 0; n < kOutTiles; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
 
-  // Key tiles and warpgroups both start at multiples of 64: a tile past the
-  // warpgroup's last query has no key any of its queries sees.
-  auto relevant = [&](int block) { return group_active && block * kStreamRows <= group_last; };
   float s[kKeyTiles][4];
   float dp[kKeyTiles][4];
   // s and dp of one tile.
@@ -123,12 +120,8 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
   // s and dp and then the previous tile's dq product, which runs while the warpgroup
   // turns this tile's scores into score gradients.
   fence_accumulators(dq);  // set before any product is issued
-  auto clear_operands = [&] {
 #pragma unroll
-    for (int kk = 0; kk < kKeyTiles / 2; ++kk)
-      d_scores[kk][0] = d_scores[kk][1] = d_scores[kk][2] = d_scores[kk][3] = 0u;
-  };
-  clear_operands();
+  for (int kk = 0; kk < kKeyTiles / 2; ++kk) d_scores[kk][0] = d_scores[kk][1] = d_scores[kk][2] = d_scores[kk][3] = 0u;
   for (int block = 0; block < key_blocks; ++block) {
     const int first_key = block * kStreamRows;
     wait_copies<kStages - 3>();  // this tile has landed
@@ -144,7 +137,9 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
     fence_accumulators(s);
     fence_accumulators(dp);
     // ds of this tile in place of dp; only a tile that reaches past the warp's first
-    // query has keys after some of its queries and compares positions.
+    // query has keys after some of its queries and compares positions. The first
+    // warpgroup gets zeros from the comparisons on the block's last tile (all its keys
+    // come after its queries); a warpgroup past seq computes rows no one stores.
     auto to_gradients = [&](auto masked) {
       constexpr bool kMasked = decltype(masked)::value;
 #pragma unroll
@@ -170,12 +165,10 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
         }
       }
     };
-    const bool needed = relevant(block);
-    if (needed) with_masking(first_key + kStreamRows - 1 > warp_first, to_gradients);
+    with_masking(first_key + kStreamRows - 1 > warp_first, to_gradients);
     wgmma_wait<0>();  // the previous tile's dq product: its operands are free
 #pragma unroll
     for (int kk = 0; kk < kKeyTiles / 2; ++kk) a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);
-    if (!needed) clear_operands();
   }
   issue_gradient(key_blocks - 1);
   wgmma_commit();
