@@ -30,6 +30,22 @@ TEST(Philox, Random123KnownAnswers) {
   static_assert(philox4x32({0, 0, 0, 0}, {0, 0})[0] == 0x6627e8d5u);
 }
 
+// Random123's vectors for seven rounds (the attention dropout's generator).
+TEST(Philox, SevenRoundRandom123KnownAnswers) {
+  const PhiloxKat kats[] = {
+      {{0, 0, 0, 0}, {0, 0}, {0x5f6fb709, 0x0d893f64, 0x4f121f81, 0x4f730a48}},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+       {0xffffffff, 0xffffffff},
+       {0x5207ddc2, 0x45165e59, 0x4d8ee751, 0x8c52f662}},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+       {0xa4093822, 0x299f31d0},
+       {0x4dfccaba, 0x190a87f0, 0xc47362ba, 0xb6b5242a}},
+  };
+  for (const PhiloxKat& kat : kats) EXPECT_EQ(philox4x32<7>(kat.counter, kat.key), kat.expected);
+  EXPECT_EQ(philox_draw<7>(0x299f31d0a4093822ull, 0x85a308d3243f6a88ull, 0x0370734413198a2eull),
+            (PhiloxCounter{0x4dfccaba, 0x190a87f0, 0xc47362ba, 0xb6b5242a}));
+}
+
 TEST(Philox, DrawPacksSeedIndexAndStream) {
   const std::uint64_t seed = 0x299f31d0a4093822ull;
   const std::uint64_t index = 0x85a308d3243f6a88ull;

@@ -130,9 +130,13 @@ TEST(CudaPointwisePhilox, DeviceGeneratorMatchesCoreRngBitForBit) {
     const std::uint64_t stream = rng() >> 1;
     const PhiloxCounter expected = philox_draw(seed, index, stream);
     const cuda::PhiloxWords actual = cuda::philox_draw(seed, index, stream);
+    const PhiloxCounter expected7 = philox_draw<7>(seed, index, stream);
+    const cuda::PhiloxWords actual7 = cuda::philox_draw<7>(seed, index, stream);
     for (int w = 0; w < 4; ++w) {
       ASSERT_EQ(actual.word[w], expected[w])
           << "seed " << seed << " index " << index << " stream " << stream << " word " << w;
+      ASSERT_EQ(actual7.word[w], expected7[w])
+          << "7 rounds: seed " << seed << " index " << index << " stream " << stream << " word " << w;
     }
   }
   DropoutArgs args;

@@ -1,8 +1,8 @@
 #pragma once
-// Counter-based random numbers (Philox4x32-10, Salmon et al., SC'11). A value is a
-// pure function of (key, counter), so any element of any tensor can be drawn
-// independently: weight init, dropout masks and sampling stay reproducible no
-// matter how work is split across threads, micro-batches or ranks.
+// Counter-based random numbers (Philox4x32, Salmon et al., SC'11; ten rounds unless a
+// user says otherwise). A value is a pure function of (key, counter), so any element of
+// any tensor can be drawn independently: weight init, dropout masks and sampling stay
+// reproducible no matter how work is split across threads, micro-batches or ranks.
 #include <array>
 #include <cstdint>
 
@@ -11,13 +11,17 @@ namespace adamant {
 using PhiloxCounter = std::array<std::uint32_t, 4>;
 using PhiloxKey = std::array<std::uint32_t, 2>;
 
-// The ten-round Philox4x32 bijection of `counter` under `key`.
+// The Philox4x32 bijection of `counter` under `key`: ten rounds, the authors'
+// recommendation, or seven, the fewest that pass TestU01's BigCrush (the attention
+// dropout's, kernels/attention_dropout_layout.h).
+template <int kRounds = 10>
 constexpr PhiloxCounter philox4x32(PhiloxCounter counter, PhiloxKey key) {
+  static_assert(kRounds == 7 || kRounds == 10, "Philox4x32 is used with 7 or 10 rounds");
   constexpr std::uint64_t kMultiplier0 = 0xD2511F53u;
   constexpr std::uint64_t kMultiplier1 = 0xCD9E8D57u;
   constexpr std::uint32_t kWeyl0 = 0x9E3779B9u;
   constexpr std::uint32_t kWeyl1 = 0xBB67AE85u;
-  for (int round = 0; round < 10; ++round) {
+  for (int round = 0; round < kRounds; ++round) {
     const std::uint64_t product0 = kMultiplier0 * counter[0];
     const std::uint64_t product1 = kMultiplier1 * counter[2];
     const auto hi0 = static_cast<std::uint32_t>(product0 >> 32);
@@ -37,10 +41,11 @@ constexpr PhiloxKey philox_key(std::uint64_t seed) {
 
 // Four 32-bit words for (seed, a 64-bit index, a 64-bit stream id): the layout every
 // user of the generator in Adamant follows, so that streams never overlap.
+template <int kRounds = 10>
 constexpr PhiloxCounter philox_draw(std::uint64_t seed, std::uint64_t index, std::uint64_t stream) {
-  return philox4x32({static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32),
-                     static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)},
-                    philox_key(seed));
+  return philox4x32<kRounds>({static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32),
+                              static_cast<std::uint32_t>(stream), static_cast<std::uint32_t>(stream >> 32)},
+                             philox_key(seed));
 }
 
 // Uniform in [0, 1) with 24 random bits (every value exactly representable in fp32).

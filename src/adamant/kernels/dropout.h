@@ -35,9 +35,12 @@ constexpr std::uint64_t dropout_stream(std::uint64_t global_sample, std::uint32_
   return (global_sample << kDropoutSiteBits) | site;
 }
 
-// Four keep/drop decisions for elements [4 * group, 4 * group + 4) of one sample.
-inline PhiloxCounter dropout_bits(const DropoutArgs& args, std::uint64_t sample_in_batch, std::uint64_t group) {
-  return philox_draw(args.seed, group, dropout_stream(args.first_sample_index + sample_in_batch, args.site));
+// Four keep/drop decisions for elements [4 * group, 4 * group + 4) of one sample (the
+// hidden dropout), or draw number `group` of the attention dropout with its rounds
+// (kernels/attention_dropout_layout.h).
+template <int kRounds = 10>
+PhiloxCounter dropout_bits(const DropoutArgs& args, std::uint64_t sample_in_batch, std::uint64_t group) {
+  return philox_draw<kRounds>(args.seed, group, dropout_stream(args.first_sample_index + sample_in_batch, args.site));
 }
 constexpr bool dropout_keeps(std::uint32_t bits, float probability) { return uniform_float(bits) >= probability; }
 

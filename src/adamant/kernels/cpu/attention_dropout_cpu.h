@@ -31,7 +31,7 @@ class DropoutRow {
     const std::uint64_t block = column / layout::kBlock;
     if (block != cached_block_) {
       for (std::uint64_t pair = 0; pair < 4; ++pair) {
-        draws_[pair] = dropout_bits(
+        draws_[pair] = dropout_bits<layout::kPhiloxRounds>(
             args_, sample_, layout::draw_index(head_, query_ / layout::kBlock, block, query_ % 8, pair, blocks_));
       }
       cached_block_ = block;

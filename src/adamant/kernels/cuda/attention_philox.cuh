@@ -28,12 +28,12 @@ class DropoutMask {
   // The four words of block (query_block, key_block)'s draw for rows q % 8 = query_lane
   // and columns (k % 8) / 2 = key_pair.
   __device__ uint4 draw(int query_block, int key_block, int query_lane, int key_pair) const {
-    const PhiloxWords words =
-        philox_draw(seed_,
-                    attention_dropout_layout::draw_index(
-                        head_, static_cast<std::uint64_t>(query_block), static_cast<std::uint64_t>(key_block),
-                        static_cast<std::uint64_t>(query_lane), static_cast<std::uint64_t>(key_pair), blocks_),
-                    stream_);
+    const PhiloxWords words = philox_draw<attention_dropout_layout::kPhiloxRounds>(
+        seed_,
+        attention_dropout_layout::draw_index(
+            head_, static_cast<std::uint64_t>(query_block), static_cast<std::uint64_t>(key_block),
+            static_cast<std::uint64_t>(query_lane), static_cast<std::uint64_t>(key_pair), blocks_),
+        stream_);
     return make_uint4(words.word[0], words.word[1], words.word[2], words.word[3]);
   }
 
