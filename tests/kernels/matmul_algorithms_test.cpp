@@ -157,5 +157,14 @@ TEST(MatmulAlgorithms, WritesAtomicallyAndReadsTheFile) {
   std::filesystem::remove_all(dir);
 }
 
+// The names the tuner prints for cuBLAS's data type values (cudaDataType_t: CUDA_R_32F 0,
+// CUDA_R_16F 2, CUDA_R_16BF 14 in library_types.h).
+TEST(MatmulAlgorithms, TypeNamesFollowCudaDataTypeValues) {
+  EXPECT_STREQ(matmul_type_name(0), "fp32");
+  EXPECT_STREQ(matmul_type_name(2), "fp16");
+  EXPECT_STREQ(matmul_type_name(14), "bf16");
+  EXPECT_STREQ(matmul_type_name(1), "?");
+}
+
 }  // namespace
 }  // namespace adamant::kernels

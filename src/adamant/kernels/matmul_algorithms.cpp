@@ -160,6 +160,19 @@ std::string format_record(const MatmulAlgorithmRecord& r) {
 
 }  // namespace
 
+const char* matmul_type_name(std::int32_t cuda_data_type) {
+  switch (cuda_data_type) {
+    case matmul_type::kF32:
+      return "fp32";
+    case matmul_type::kF16:
+      return "fp16";
+    case matmul_type::kBF16:
+      return "bf16";
+    default:
+      return "?";
+  }
+}
+
 MatmulAlgorithmTable MatmulAlgorithmTable::read(const std::filesystem::path& path) {
   if (!std::filesystem::is_regular_file(path)) {
     fail(

@@ -25,6 +25,17 @@ namespace adamant::kernels {
 
 class Workspace;
 
+// The cudaDataType_t values of the operand types the matmuls use, for code that does not
+// include CUDA (kernels/cuda/matmul_tuning_cuda.cpp checks them against CUDA's constants).
+namespace matmul_type {
+constexpr std::int32_t kF32 = 0;
+constexpr std::int32_t kF16 = 2;
+constexpr std::int32_t kBF16 = 14;
+}  // namespace matmul_type
+
+// "fp32", "fp16" or "bf16" for a MatmulShape's operand type; "?" for any other.
+const char* matmul_type_name(std::int32_t cuda_data_type);
+
 // A GEMM as cuBLASLt sees it (column-major, D = C in place), in cuBLASLt's own enum
 // values: everything its heuristics look at. Equal shapes share one plan and one choice.
 struct MatmulShape {

@@ -8,24 +8,6 @@
 
 namespace adamant::train {
 
-namespace {
-
-// cuBLASLt's data type values of the operands the matmuls use.
-const char* type_name(std::int32_t type) {
-  switch (type) {
-    case 0:
-      return "fp32";
-    case 2:
-      return "fp16";
-    case 14:
-      return "bf16";
-    default:
-      return "?";
-  }
-}
-
-}  // namespace
-
 MatmulTuningReport tune_matmul(const TrainConfig& config, const kernels::MatmulTuningOptions& options,
                                const std::filesystem::path& output, const std::filesystem::path& run_root,
                                MPI_Comm world) {
@@ -75,8 +57,8 @@ std::string describe(const MatmulTuningReport& report) {
     text += fmt::format(
         "  {:>6} x {:>6} x {:>6} op {}{} {} -> {}{}: heuristics {:8.1f} us, chosen {:8.1f} us{} (algorithm {}, tile "
         "{}, stages {}, split-k {}, cluster {})\n",
-        s.m, s.n, s.k, s.transa == 0 ? 'N' : 'T', s.transb == 0 ? 'N' : 'T', type_name(s.a_type), type_name(s.c_type),
-        s.epilogue == 1 ? "" : " +bias", r.choice.heuristic_us, r.choice.chosen_us,
+        s.m, s.n, s.k, s.transa == 0 ? 'N' : 'T', s.transb == 0 ? 'N' : 'T', kernels::matmul_type_name(s.a_type),
+        kernels::matmul_type_name(s.c_type), s.epilogue == 1 ? "" : " +bias", r.choice.heuristic_us, r.choice.chosen_us,
         other ? fmt::format(" ({:.1f}% less)", 100.0 * (1.0 - r.choice.chosen_us / r.choice.heuristic_us)) : "", c.id,
         c.tile, c.stages, c.split_k, c.cluster_shape);
   }

@@ -22,6 +22,9 @@
 
 namespace adamant::kernels {
 
+static_assert(CUDA_R_32F == matmul_type::kF32 && CUDA_R_16F == matmul_type::kF16 && CUDA_R_16BF == matmul_type::kBF16,
+              "kernels/matmul_algorithms.h names cudaDataType_t values that CUDA no longer uses");
+
 namespace {
 
 cuda::CublasLtContext& context_of(const Workspace& workspace, const char* what) {
