@@ -7,43 +7,35 @@
 namespace adamant {
 namespace {
 
-// Known-answer vectors of Philox4x32-10 published with Random123 (kat_vectors):
-// counter words, key words, expected output.
+// Known-answer vectors of Philox4x32 published with Random123 (kat_vectors): rounds
+// (10, the default; 7, the attention dropout's), counter words, key words, expected output.
 struct PhiloxKat {
+  int rounds;
   PhiloxCounter counter;
   PhiloxKey key;
   PhiloxCounter expected;
 };
 
 TEST(Philox, Random123KnownAnswers) {
+  constexpr PhiloxCounter kZeros{0, 0, 0, 0};
+  constexpr PhiloxCounter kOnes{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff};
+  constexpr PhiloxCounter kPi{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344};
   const PhiloxKat kats[] = {
-      {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
-      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
-       {0xffffffff, 0xffffffff},
-       {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
-      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
-       {0xa4093822, 0x299f31d0},
-       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+      {10, kZeros, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {10, kOnes, {0xffffffff, 0xffffffff}, {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {10, kPi, {0xa4093822, 0x299f31d0}, {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+      {7, kZeros, {0, 0}, {0x5f6fb709, 0x0d893f64, 0x4f121f81, 0x4f730a48}},
+      {7, kOnes, {0xffffffff, 0xffffffff}, {0x5207ddc2, 0x45165e59, 0x4d8ee751, 0x8c52f662}},
+      {7, kPi, {0xa4093822, 0x299f31d0}, {0x4dfccaba, 0x190a87f0, 0xc47362ba, 0xb6b5242a}},
   };
-  for (const PhiloxKat& kat : kats) EXPECT_EQ(philox4x32(kat.counter, kat.key), kat.expected);
+  for (const PhiloxKat& kat : kats) {
+    const PhiloxCounter actual =
+        kat.rounds == 7 ? philox4x32<7>(kat.counter, kat.key) : philox4x32(kat.counter, kat.key);
+    EXPECT_EQ(actual, kat.expected) << kat.rounds << " rounds";
+  }
   // Usable at compile time.
   static_assert(philox4x32({0, 0, 0, 0}, {0, 0})[0] == 0x6627e8d5u);
-}
-
-// Random123's vectors for seven rounds (the attention dropout's generator).
-TEST(Philox, SevenRoundRandom123KnownAnswers) {
-  const PhiloxKat kats[] = {
-      {{0, 0, 0, 0}, {0, 0}, {0x5f6fb709, 0x0d893f64, 0x4f121f81, 0x4f730a48}},
-      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
-       {0xffffffff, 0xffffffff},
-       {0x5207ddc2, 0x45165e59, 0x4d8ee751, 0x8c52f662}},
-      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
-       {0xa4093822, 0x299f31d0},
-       {0x4dfccaba, 0x190a87f0, 0xc47362ba, 0xb6b5242a}},
-  };
-  for (const PhiloxKat& kat : kats) EXPECT_EQ(philox4x32<7>(kat.counter, kat.key), kat.expected);
-  EXPECT_EQ(philox_draw<7>(0x299f31d0a4093822ull, 0x85a308d3243f6a88ull, 0x0370734413198a2eull),
-            (PhiloxCounter{0x4dfccaba, 0x190a87f0, 0xc47362ba, 0xb6b5242a}));
+  static_assert(philox4x32<7>({0, 0, 0, 0}, {0, 0})[0] == 0x5f6fb709u);
 }
 
 TEST(Philox, DrawPacksSeedIndexAndStream) {
@@ -51,6 +43,7 @@ TEST(Philox, DrawPacksSeedIndexAndStream) {
   const std::uint64_t index = 0x85a308d3243f6a88ull;
   const std::uint64_t stream = 0x0370734413198a2eull;
   EXPECT_EQ(philox_draw(seed, index, stream), (PhiloxCounter{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+  EXPECT_EQ(philox_draw<7>(seed, index, stream), (PhiloxCounter{0x4dfccaba, 0x190a87f0, 0xc47362ba, 0xb6b5242a}));
   EXPECT_EQ(philox_key(seed), (PhiloxKey{0xa4093822, 0x299f31d0}));
 }
 
