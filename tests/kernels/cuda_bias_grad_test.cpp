@@ -164,12 +164,19 @@ void check_dropout_bias_grad(const DropoutBiasCase& c, std::uint64_t seed) {
   auto plain_in = on_gpu(in, 0);
   MirroredArray<std::uint16_t> plain(n, DType::bf16);
   dropout(plain_in.device_view(), plain.device_view(), count, sample_numel, args, stream);
+  // The second run reads part of the first sample index from GPU memory, as a recorded pass does.
+  MirroredArray<std::uint64_t> offset(1, DType::i64);
+  offset.host[0] = 2;
+  offset.upload();
+  DropoutArgs split = args;
+  split.first_sample_index = 1;
+  split.sample_offset = static_cast<const std::uint64_t*>(offset.device_view().data);
   std::vector<float> first_sums;
   for (int run = 0; run < 2; ++run) {
     auto in_gpu = on_gpu(in, 0);
     MirroredArray<std::uint16_t> out(n, DType::bf16);
     auto d_bias = nan_sums_on_gpu(c.cols);
-    dropout(in_gpu.device_view(), out.device_view(), count, sample_numel, args, stream,
+    dropout(in_gpu.device_view(), out.device_view(), count, sample_numel, run == 0 ? args : split, stream,
             {d_bias.device_view(), c.cols, &workspace});
     stream.synchronize();
     const std::vector<std::uint16_t> values = out.download();

@@ -83,6 +83,21 @@ LogsumexpReference reference_logsumexp(const std::vector<float>& qkv, const Atte
   return reference;
 }
 
+// All but one of args' first sample index, in GPU memory; split_sample_index gives the args
+// that read it there.
+testing::MirroredArray<std::uint64_t> sample_offset_on_gpu(const DropoutArgs& args) {
+  testing::MirroredArray<std::uint64_t> offset(1, DType::i64);
+  offset.host[0] = args.first_sample_index - 1;
+  offset.upload();
+  return offset;
+}
+DropoutArgs split_sample_index(const DropoutArgs& args, testing::MirroredArray<std::uint64_t>& offset) {
+  DropoutArgs split = args;
+  split.first_sample_index = 1;
+  split.sample_offset = static_cast<const std::uint64_t*>(offset.device_view().data);
+  return split;
+}
+
 class CudaFlashAttention : public ::testing::TestWithParam<FlashCase> {
  protected:
   void SetUp() override {
@@ -140,6 +155,15 @@ TEST_P(CudaFlashAttention, ForwardMatchesCpu) {
   const std::vector<double> magnitude(out_magnitude.begin(), out_magnitude.end());
   expect_within_bf16_bound(download_floats(out_gpu), out, magnitude, "out");
   expect_within(logsumexp_gpu.download(), logsumexp.value, logsumexp.bound, "logsumexp");
+
+  // The first sample index split between the launch and GPU memory (a recorded pass's)
+  // gives the same bits.
+  auto offset_gpu = sample_offset_on_gpu(dropout_);
+  auto second_gpu = poisoned_bf16(out.size());
+  flash_attention_forward(qkv_gpu.device_view(), second_gpu.device_view(), logsumexp_gpu.device_view(), shape_,
+                          split_sample_index(dropout_, offset_gpu), stream);
+  stream.synchronize();
+  testing::expect_bitwise_equal(second_gpu.download(), out_gpu.download(), "out with the sample offset in memory");
 }
 
 TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
@@ -193,12 +217,20 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
   const std::vector<std::uint16_t> first_run = d_qkv_gpu.download();
   expect_within_bf16_bound(download_floats(d_qkv_gpu), d_qkv, magnitude, "d_qkv");
 
-  // No atomics: a second run, over a poisoned d_qkv, gives the same bits.
+  // No atomics: a second run, over a poisoned d_qkv, gives the same bits; so does one whose
+  // first sample index is split between the launch and GPU memory (a recorded pass's).
   auto second_gpu = poisoned_bf16(qkv_.size());
   flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
                            logsumexp_gpu.device_view(), second_gpu.device_view(), shape_, dropout_, stream);
   stream.synchronize();
   testing::expect_bitwise_equal(second_gpu.download(), first_run, "d_qkv of a second run");
+  auto offset_gpu = sample_offset_on_gpu(dropout_);
+  auto third_gpu = poisoned_bf16(qkv_.size());
+  flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
+                           logsumexp_gpu.device_view(), third_gpu.device_view(), shape_,
+                           split_sample_index(dropout_, offset_gpu), stream);
+  stream.synchronize();
+  testing::expect_bitwise_equal(third_gpu.download(), first_run, "d_qkv with the sample offset in memory");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaFlashAttention,

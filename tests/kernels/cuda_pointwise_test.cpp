@@ -400,6 +400,20 @@ TEST(CudaDropout, MaskAndValuesMatchCpuBitForBit) {
                                    << first % static_cast<std::size_t>(c.sample_numel) << "): gpu "
                                    << bf16_to_f32(actual[first]) << ", cpu " << out[first];
     testing::expect_bitwise_equal(actual, to_bf16_bits(out), "dropout values");
+
+    // The first sample index split between the launch and GPU memory (a recorded pass's).
+    MirroredArray<std::uint64_t> offset(1, DType::i64);
+    offset.host[0] = 1000;
+    offset.upload();
+    DropoutArgs split = args;
+    split.first_sample_index = args.first_sample_index - 1000;
+    split.sample_offset = static_cast<const std::uint64_t*>(offset.device_view().data);
+    auto again_in = bf16_on_gpu(in, c.offset);
+    MirroredArray<std::uint16_t> again_out(n, DType::bf16, c.offset);
+    MirroredArray<std::uint16_t>& again = c.in_place ? again_in : again_out;
+    dropout(again_in.device_view(), again.device_view(), c.batch * c.sample_numel, c.sample_numel, split, stream);
+    stream.synchronize();
+    testing::expect_bitwise_equal(again.download(), actual, "dropout with the sample offset in memory");
     if (n > 100000) {  // the reference itself drops about p of the elements
       EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(n), 0.1, 0.01);
     }

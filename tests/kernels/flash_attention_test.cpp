@@ -107,6 +107,33 @@ TEST(CpuFlashAttention, DropoutChangesTheOutput) {
   EXPECT_GT(changed, 1.0);
 }
 
+// A sample offset in memory (what a recorded pass reads) adds to the first sample index:
+// samples 5 and 6 through index 2 plus offset 3 are samples 5 and 6 through index 5, forward
+// and backward; another offset draws other masks.
+TEST(CpuFlashAttention, SampleOffsetInMemoryAddsToTheFirstSampleIndex) {
+  const AttentionShape shape{2, 24, 2, 8};
+  Stream stream;
+  const auto qkv = random_normal(numel_qkv(shape), 15);
+  const auto d_out = random_normal(numel_out(shape), 16);
+  std::uint64_t offset = 3;
+  DropoutArgs split{0.3f, 99, 2, 4};
+  split.sample_offset = &offset;
+  const DropoutArgs folded{0.3f, 99, 5, 4};
+  auto run = [&](const DropoutArgs& drop) {
+    std::vector<double> out(numel_out(shape)), lse(numel_rows(shape)), d_qkv(numel_qkv(shape));
+    auto q = qkv;
+    auto d = d_out;
+    flash_attention_forward(view(q), view(out), view(lse), shape, drop, stream);
+    flash_attention_backward(view(d), view(q), view(out), view(lse), view(d_qkv), shape, drop, stream);
+    out.insert(out.end(), d_qkv.begin(), d_qkv.end());
+    return out;
+  };
+  const auto expected = run(folded);
+  EXPECT_EQ(run(split), expected);
+  offset = 4;  // read at each call
+  EXPECT_NE(run(split), expected);
+}
+
 TEST(CpuFlashAttention, BackwardMatchesFiniteDifferences) {
   const AttentionShape shape{2, 19, 2, 4};
   Stream stream;

@@ -162,6 +162,23 @@ TEST(Dropout, MaskDependsOnlyOnSeedSampleAndSite) {
   EXPECT_NE(other_seed, whole);
 }
 
+// A sample offset in memory (what a recorded pass reads) adds to the first sample index.
+TEST(Dropout, SampleOffsetInMemoryAddsToTheFirstSampleIndex) {
+  Stream stream;
+  const std::int64_t sample_numel = 1001, total = 3 * sample_numel;
+  const auto source = random_normal(static_cast<std::size_t>(total), 23);
+  std::uint64_t offset = 678;
+  DropoutArgs split{0.5f, 0xfeedbeefull, 12345, 9};
+  split.sample_offset = &offset;
+  auto expected = source, actual = source, other = source;
+  dropout(view(expected), view(expected), total, sample_numel, {0.5f, 0xfeedbeefull, 12345 + 678, 9}, stream);
+  dropout(view(actual), view(actual), total, sample_numel, split, stream);
+  EXPECT_EQ(actual, expected);
+  offset = 679;  // read at each call
+  dropout(view(other), view(other), total, sample_numel, split, stream);
+  EXPECT_NE(other, expected);
+}
+
 TEST(Dropout, ZeroProbabilityIsIdentity) {
   Stream stream;
   auto x = random_normal(10, 4);

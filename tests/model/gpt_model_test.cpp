@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "adamant/core/half.h"
 #include "model_test_util.h"
@@ -223,6 +226,61 @@ TEST(GptModel, DropoutMaskFollowsTheSampleNotTheBatch) {
   EXPECT_NE(loss_a, eval_a);
   EXPECT_EQ(model.forward_backward(batch.view(40, 0, 1), 0.5f), loss_a);
   EXPECT_NE(model.forward_backward(batch.view(41, 0, 1), 0.5f), loss_a);
+}
+
+// model.enable_cuda_graph: the passes run the same kernels (on the CPU directly, which is
+// what the recording replays on a GPU: gpu_model_tests), so the losses and gradients are
+// the same bits; the finished gradients are reported after the whole backward, in the same
+// order. The dropout masks come from each pass's sample index in memory.
+TEST(GptModel, RecordedPassesChangeNoBitAndReportGradientsAfterTheBackward) {
+  GptConfig config = tiny_config();
+  config.hidden_dropout = 0.1f;
+  config.attention_dropout = 0.2f;
+  GptConfig recorded_config = config;
+  recorded_config.cuda_graph = true;
+  GptModel direct(config, DType::f32, 2, Device::cpu(), 21);
+  GptModel recorded(recorded_config, DType::f32, 2, Device::cpu(), 21);
+  const ParamList& params = direct.params();
+  const auto batch = random_batch(config, 2, 22);
+  // Other sample indices each step, a short micro-batch, a changed loss scale.
+  const std::vector<std::pair<MicroBatch, float>> steps = {{batch.view(0), 1.0f},
+                                                           {batch.view(2), 1.0f},
+                                                           {batch.view(4), 1.0f},
+                                                           {batch.view(9, 1, 1), 1.0f},
+                                                           {batch.view(6), 0.5f}};
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    direct.zero_grads();
+    recorded.zero_grads();
+    std::vector<std::size_t> direct_order, recorded_order;
+    std::vector<float> embedding_when_first_reported;
+    const double direct_loss =
+        direct.forward_backward(steps[s].first, steps[s].second, [&](std::size_t p) { direct_order.push_back(p); });
+    const double recorded_loss = recorded.forward_backward(steps[s].first, steps[s].second, [&](std::size_t p) {
+      if (recorded_order.empty()) {
+        const ParamSpec& word = params[params.size() - 1];  // the last gradient backward finishes
+        const auto grads = recorded.grads().span<float>().subspan(word.offset, word.numel);
+        embedding_when_first_reported.assign(grads.begin(), grads.end());
+      }
+      recorded_order.push_back(p);
+    });
+    EXPECT_EQ(recorded_loss, direct_loss);
+    EXPECT_EQ(copy_of<float>(recorded.grads()), copy_of<float>(direct.grads()));
+    EXPECT_EQ(recorded_order, direct_order);
+    ASSERT_EQ(recorded_order.size(), params.size());
+    // Reported after the whole backward: the word embedding's gradient, finished last, is
+    // final when the first parameter (the final layernorm's) is reported.
+    const ParamSpec& word = params[params.size() - 1];
+    ASSERT_EQ(word.name, "embedding.word_embeddings.weight");
+    const auto final_word = copy_of<float>(recorded.grads());
+    EXPECT_TRUE(std::equal(embedding_when_first_reported.begin(), embedding_when_first_reported.end(),
+                           final_word.begin() + static_cast<std::ptrdiff_t>(word.offset)));
+    EXPECT_TRUE(std::any_of(embedding_when_first_reported.begin(), embedding_when_first_reported.end(),
+                            [](float g) { return g != 0.0f; }));
+  }
+  EXPECT_EQ(recorded.recorded_passes(), 0);  // the CPU runs every pass directly
+  // Validation passes (no dropout) are not recorded and agree too.
+  EXPECT_EQ(recorded.forward_loss(batch.view(0)), direct.forward_loss(batch.view(0)));
 }
 
 TEST(GptModel, NextTokenLogitsAgreeWithTheLoss) {

@@ -243,6 +243,51 @@ TEST(GpuGptModel, SelectiveRecomputationChangesNoBit) {
                          "selective recomputation", KeyBias::compare);
 }
 
+// model.enable_cuda_graph: each pass runs directly, is recorded on its second run and replayed
+// from the third. The replays read each micro-batch's tokens, targets and first sample index
+// from memory, so the losses are the direct model's bit for bit, with dropout, and so are the
+// gradients but for the order of the embedding gradient's fp32 atomics; the gradients are
+// reported in the same order. A short micro-batch or another loss scale is recorded anew.
+TEST(GpuGptModel, RecordedPassesChangeNoBit) {
+  ADAMANT_REQUIRE_GPU();
+  GptConfig config = gpu_config();
+  config.hidden_dropout = 0.1f;
+  config.attention_dropout = 0.1f;
+  GptConfig recording = config;
+  recording.cuda_graph = true;
+  GptModel direct(config, DType::bf16, 2, gpu(), 9);
+  GptModel recorded(recording, DType::bf16, 2, gpu(), 9);
+  const auto batch = random_batch(config, 2, 61), other = random_batch(config, 2, 62);
+  struct Step {
+    std::vector<MicroBatch> micro_batches;
+    float loss_scale;
+    int recorded_after;  // passes held as graphs after the step
+  };
+  const std::vector<Step> steps = {
+      {{batch.view(0)}, 1.0f, 0},                   // direct
+      {{other.view(2)}, 1.0f, 2},                   // recorded (forward and backward), then launched
+      {{batch.view(4), other.view(6)}, 1.0f, 2},    // replayed twice
+      {{other.view(9, 1, 1)}, 1.0f, 0},             // a short micro-batch: direct again
+      {{batch.view(11, 0, 1)}, 1.0f, 2},            // recorded at its size
+      {{batch.view(12), other.view(14)}, 4.0f, 2},  // full size: direct, then recorded with the new scale
+      {{other.view(16)}, 4.0f, 2},                  // replayed
+  };
+  std::vector<float> previous;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i));
+    const Step& step = steps[i];
+    const PassResult expected = run_passes(direct, step.micro_batches, step.loss_scale);
+    const PassResult actual = run_passes(recorded, step.micro_batches, step.loss_scale);
+    EXPECT_EQ(actual.losses, expected.losses);
+    EXPECT_EQ(actual.ready_order, expected.ready_order);
+    expect_gradients_close(direct.params(), actual.grads, expected.grads, config.hidden_size, 1e-5, "recorded passes",
+                           KeyBias::compare);
+    EXPECT_EQ(recorded.recorded_passes(), step.recorded_after);
+    EXPECT_NE(actual.grads, previous) << "a replay left the last step's gradients";
+    previous = actual.grads;
+  }
+}
+
 TEST(GpuGptModel, DropoutMasksMatchTheCpuModel) {
   ADAMANT_REQUIRE_GPU();
   GptConfig config = gpu_config();

@@ -37,6 +37,7 @@ struct DropoutParams {
   float keep_scale = 1.0f;  // 1 / (1 - probability) rounded to fp32, as the CPU kernel computes it
   std::uint64_t seed = 0;
   std::uint64_t first_sample_index = 0;
+  const std::uint64_t* sample_offset = nullptr;  // device memory, added to first_sample_index when set
   std::uint32_t site = 0;
   std::uint64_t first_element = 0;  // a multiple of 4
 };

@@ -22,6 +22,10 @@ struct DropoutArgs {
   // that a shard of rows (sequence parallelism) gets exactly its slice of the batch's
   // mask. A multiple of 4. The attention kernels ignore it (they always see whole samples).
   std::uint64_t first_element = 0;
+  // When set, memory on the kernel's device whose value is added to first_sample_index as the
+  // kernel runs: a recorded step (core/step_graph.h) replays the same launches for every
+  // micro-batch and finds each one's index there.
+  const std::uint64_t* sample_offset = nullptr;
 };
 
 // One Philox draw decides this many consecutive elements of a sample.
@@ -44,6 +48,15 @@ PhiloxCounter dropout_bits(const DropoutArgs& args, std::uint64_t sample_in_batc
 }
 constexpr bool dropout_keeps(std::uint32_t bits, float probability) { return uniform_float(bits) >= probability; }
 
+// args with *sample_offset folded into first_sample_index: what the CPU kernels draw from
+// (on the CPU the offset is in host memory).
+inline DropoutArgs with_sample_offset(const DropoutArgs& args) {
+  DropoutArgs out = args;
+  if (args.sample_offset != nullptr) out.first_sample_index += *args.sample_offset;
+  out.sample_offset = nullptr;
+  return out;
+}
+
 namespace cpu {
 void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args);
 }  // namespace cpu
@@ -63,12 +76,14 @@ inline DropoutParams dropout_params(const DropoutArgs& args) {
   params.keep_scale = 1.0f / (1.0f - args.probability);  // the CPU kernel's T(1) / (T(1) - p) in fp32
   params.seed = args.seed;
   params.first_sample_index = args.first_sample_index;
+  params.sample_offset = args.sample_offset;
   params.site = args.site;
   params.first_element = args.first_element;
   return params;
 }
 
-// `batch`: how many samples from first_sample_index on the call touches.
+// `batch`: how many samples from first_sample_index on the call touches (the caller that
+// sets sample_offset checks the value it writes there).
 inline void check_dropout(const KernelCall& call, const DropoutArgs& args, std::int64_t batch) {
   const char* op = call.op();
   ADAMANT_CHECK(args.probability >= 0.0f && args.probability < 1.0f, "{}: dropout probability {} is outside [0, 1)", op,

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "adamant/comm/comm_stream.h"
 #include "adamant/core/error.h"
 #include "adamant/core/half.h"
 #include "adamant/core/rng.h"
@@ -85,7 +86,8 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       buffer_numel_(std::max(params_.total_numel, padded_numel)),
       passes_in_flight_(passes_in_flight),
       own_stream_(device),
-      workspace_(own_stream_, workspace_needs(config, micro_batch_size, nullptr)) {
+      workspace_(own_stream_, workspace_needs(config, micro_batch_size, nullptr)),
+      pass_graphs_(make_pass_graphs()) {
   ADAMANT_CHECK(passes_in_flight >= 1, "GptModel: {} passes in flight; a stage holds at least one", passes_in_flight);
   for (const ModelChunk& chunk : stage_.chunks) chunks_.push_back({chunk, index_chunk_params(params_, chunk)});
   ADAMANT_CHECK(weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16 ||
@@ -125,6 +127,8 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   activations_ = Buffer(memory.activations, device_);
   device_tokens_ = Buffer(memory.tokens, device_);
   device_targets_ = Buffer(memory.targets, device_);
+  pass_samples_ = Buffer(memory.pass_samples, device_);
+  grads_finished_.resize(chunks_.size());
   host_statistics_ = Buffer(memory.host_statistics, Device::cpu());
   init_weights();
 }
@@ -147,6 +151,24 @@ void GptModel::remake_workspace() {
   // The old workspace goes before the new one is made, so that set-up never holds both.
   { const kernels::Workspace released = std::move(workspace_); }
   workspace_ = kernels::Workspace(*stream_, workspace_needs(config_, micro_batch_size_, matmul_algorithms_));
+  pass_graphs_ = make_pass_graphs();  // recordings hold the old stream and workspace
+}
+
+PassGraphs GptModel::make_pass_graphs() const {
+  // Tensor parallelism runs collectives inside the passes, whose communicators keep host-side
+  // state per call (the collective watchdog): those passes run directly (GptConfig::validate refuses the pair).
+  if (!config_.cuda_graph || tensor_parallel_ != nullptr) return {};
+  return PassGraphs(*stream_, static_cast<int>(stage_.chunks.size()), passes_in_flight_);
+}
+
+void GptModel::run_pass(const Pass& pass, PassDirection direction, float loss_scale,
+                        const std::function<void()>& kernels) {
+  if (!pass.training) {  // validation: rare, and of any micro-batch size
+    kernels();
+    return;
+  }
+  const int chunk = static_cast<int>(pass.chunk - chunks_.data());
+  pass_graphs_.run(chunk, pass.slot, direction, {pass.batch, loss_scale}, kernels);
 }
 
 Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_, device_, buffer_numel_); }
@@ -266,7 +288,7 @@ kernels::DropoutArgs GptModel::dropout_at(const Pass& pass, float probability, s
   kernels::DropoutArgs args;
   args.probability = pass.training ? probability : 0.0f;
   args.seed = seed_;
-  args.first_sample_index = pass.first_sample;
+  args.sample_offset = static_cast<const std::uint64_t*>(pass_samples_.data()) + pass.slot;  // begin_pass wrote it
   args.site = site;
   args.first_element = first_element;
   return args;
@@ -314,7 +336,7 @@ Tensor GptModel::stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids
                 "GptModel: {} token ids for a device buffer of {}", at + ids.size(),
                 device_ids.bytes() / sizeof(std::int32_t));
   std::int32_t* dst = static_cast<std::int32_t*>(device_ids.data()) + at;
-  copy_bytes(dst, device_, ids.data(), Device::cpu(), ids.size_bytes());
+  comm::copy_bytes_on_stream(dst, ids.data(), ids.size_bytes(), *stream_);
   return Tensor::flat(dst, DType::i32, device_, ids.size());
 }
 
@@ -361,11 +383,15 @@ GptModel::Pass GptModel::begin_pass(int chunk, int slot, const MicroBatch& batch
                   batch.batch_size, micro_batch_size_);
   }
   select_slot(slot, what);
+  ADAMANT_CHECK(batch.first_sample_index + static_cast<std::uint64_t>(batch.batch_size) <= kernels::kMaxDropoutSample,
+                "{}: sample index {} is beyond the dropout generator's range of 2^{} samples", what,
+                batch.first_sample_index, 63 - kernels::kDropoutSiteBits);
+  comm::copy_bytes_on_stream(static_cast<std::uint64_t*>(pass_samples_.data()) + slot, &batch.first_sample_index,
+                             sizeof(std::uint64_t), *stream_);
   const std::size_t tokens = static_cast<std::size_t>(batch.batch_size) * config_.seq_length;
   return {batch.batch_size,
           config_.seq_length,
           c.layers.has_embedding ? slot_tokens(slot, tokens) : Tensor{},
-          batch.first_sample_index,
           training,
           &c,
           slot};
@@ -377,21 +403,33 @@ void GptModel::forward_pass(int chunk, int slot, const MicroBatch& batch, bool t
     stage_ids(batch.tokens, device_tokens_, static_cast<std::size_t>(slot) * micro_batch_size_ * config_.seq_length);
   }
   refresh_working_weights();
-  forward(pass);
+  run_pass(pass, PassDirection::forward, 0.0f, [&] { forward(pass); });
 }
 
 double GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,
                                const GradReadyFn& on_grad_ready) {
   const Pass pass = begin_pass(chunk, slot, batch, true, "backward_pass");
-  if (!pass.chunk->layers.has_head) {
-    backward(pass, on_grad_ready);
-    return 0.0;
+  const bool head = pass.chunk->layers.has_head;
+  const Tensor targets = head ? stage_ids(batch.targets, device_targets_) : Tensor{};
+  auto kernels = [&](const GradReadyFn& finished) {
+    if (head) classifier(pass, targets, loss_scale / (static_cast<double>(pass.batch) * pass.seq), true);
+    backward(pass, finished);
+  };
+  if (!pass_graphs_.enabled()) {
+    kernels(on_grad_ready);
+  } else {
+    // A replay runs no host code: the order the kernels finish the gradients in is kept from
+    // the last run that issued them, and reported once the whole pass is issued.
+    std::vector<std::size_t>& finished = grads_finished_[static_cast<std::size_t>(pass.chunk - chunks_.data())];
+    run_pass(pass, PassDirection::backward, loss_scale, [&] {
+      finished.clear();
+      kernels([&finished](std::size_t param) { finished.push_back(param); });
+    });
+    if (on_grad_ready) {
+      for (const std::size_t param : finished) on_grad_ready(param);
+    }
   }
-  const Tensor targets = stage_ids(batch.targets, device_targets_);
-  const double tokens = static_cast<double>(pass.batch) * pass.seq;
-  classifier(pass, targets, loss_scale / tokens, true);
-  backward(pass, on_grad_ready);
-  return mean_loss(pass);  // read after backward is issued: the GPU never waits for the host
+  return head ? mean_loss(pass) : 0.0;  // read after backward is issued: the GPU never waits for the host
 }
 
 double GptModel::evaluate_loss(int chunk, int slot, const MicroBatch& batch) {
@@ -468,7 +506,7 @@ void GptModel::next_token_logits(std::span<const std::int32_t> tokens, std::span
   const GptParamIndex& index = whole_model_index("next_token_logits");
   refresh_working_weights();
   saved_base_ = 0;
-  const Pass pass{1, count, stage_ids(tokens, device_tokens_), 0, false, &chunks_[0], 0};
+  const Pass pass{1, count, stage_ids(tokens, device_tokens_), false, &chunks_[0], 0};
   forward(pass);
   const std::size_t hidden = static_cast<std::size_t>(config_.hidden_size);
   const Tensor last = act(layout_.final_ln, count * hidden).slice((count - 1) * hidden, hidden);

@@ -14,8 +14,8 @@
 // layernorm statistics, losses and logits, fp32 gradients (the GPU dtype convention
 // of kernels/dispatch.h). Every kernel runs on the compute stream;
 // tokens and targets are copied once per micro-batch into preallocated device
-// buffers, and the per-token losses come back in one small copy per call, which is
-// the only host synchronisation (the loss is returned).
+// buffers in stream order, and the per-token losses come back in one small copy per call,
+// which is the only host synchronisation (the loss is returned).
 // The linear layers' weight gradients (about 92% of the elements of GPT-3 1.3B) are
 // accumulated into grads() by their weight-gradient GEMMs (beta = 1, as Megatron's
 // gradient-accumulation fusion), with no scratch and no extra pass; the other
@@ -23,7 +23,14 @@
 // scratch and then added.
 //
 // Dropout masks are counter-based (Philox): a function of (seed, global sample
-// index, site, element) only, independent of how samples are grouped.
+// index, site, element) only, independent of how samples are grouped. The kernels read
+// each pass's first sample index from device memory (one value per activation slot), so
+// that the same launches serve every micro-batch.
+//
+// Recorded passes (config.cuda_graph, model.enable_cuda_graph; pass_graphs.h): each training
+// pass of a chunk in a slot runs as one CUDA graph from its third run on. Its kernels are
+// the same, so are its results, bit for bit. The gradients it finishes are then reported to
+// on_grad_ready after the whole pass, in the same order, instead of as each is finished.
 //
 // Tensor parallelism (Megatron's scheme, config.tensor_parallel_size ranks): each rank
 // holds its heads of the attention, its columns of the MLP and its rows of the padded
@@ -59,6 +66,7 @@
 #include "adamant/model/gpt_config.h"
 #include "adamant/model/model_memory.h"
 #include "adamant/model/param_layout.h"
+#include "adamant/model/pass_graphs.h"
 #include "adamant/model/pipeline_stage.h"
 
 namespace adamant::model {
@@ -100,6 +108,8 @@ class GptModel {
   // null: cuBLASLt's heuristics choose). Remakes the workspace: call before the first step.
   void set_matmul_algorithms(std::shared_ptr<const kernels::MatmulAlgorithmTable> algorithms);
   Device device() const { return device_; }
+  // How many of its passes run as recorded CUDA graphs now (config.cuda_graph; 0 on the CPU).
+  int recorded_passes() const { return pass_graphs_.recorded(); }
 
   const GptConfig& config() const { return config_; }
   int tp_rank() const { return tp_rank_; }
@@ -128,7 +138,7 @@ class GptModel {
   // batch_size <= micro_batch_size, seq_length tokens each, dropout on). Returns the mean cross-entropy over its tokens
   // and adds d(loss_scale * mean loss)/dw into grads(). on_grad_ready, when set, is called once per parameter as soon
   // as its gradient is final in grads(), in the flat layout's order (final layernorm first, the tied word embedding
-  // last).
+  // last); with recorded passes (config.cuda_graph), once the whole backward is issued, in the same order.
   double forward_backward(const MicroBatch& batch, float loss_scale, const GradReadyFn& on_grad_ready = {});
 
   // Mean cross-entropy without gradients and without dropout (validation; one pipeline stage).
@@ -173,19 +183,23 @@ class GptModel {
     int batch = 0;
     int seq = 0;
     Tensor tokens;  // i32 on the model's device (chunks with the embedding)
-    std::uint64_t first_sample = 0;
     bool training = false;
     const Chunk* chunk = nullptr;
     int slot = 0;
   };
 
   void check_batch(const MicroBatch& batch, const char* what) const;
-  // Checks the chunk and slot, selects the slot's saved activations and stages the tokens it reads.
+  // Checks the chunk and slot, selects the slot's saved activations and stages the first sample
+  // index its dropout masks start from.
   Pass begin_pass(int chunk, int slot, const MicroBatch& batch, bool training, const char* what);
+  // Runs a pass's kernels: directly, or as the recorded graph of (chunk, slot, direction).
+  void run_pass(const Pass& pass, PassDirection direction, float loss_scale, const std::function<void()>& kernels);
+  // The pass graphs this model's stream and workspace call for (none with tensor parallelism).
+  PassGraphs make_pass_graphs() const;
   const GptParamIndex& whole_model_index(const char* what) const;  // one stage of one chunk only
   void refresh_working_weights();
-  // ids as an i32 tensor on the model's device: a copy into `device_ids` from element `at`. The previous call ended
-  // with a stream synchronisation (the loss read-back), so no kernel still reads those elements.
+  // ids as an i32 tensor on the model's device: a copy into `device_ids` from element `at`, in stream order (after
+  // the kernels that read the elements before).
   Tensor stage_ids(std::span<const std::int32_t> ids, Buffer& device_ids, std::size_t at = 0);
   Tensor slot_tokens(int slot, std::size_t count);
   void select_slot(int slot, const char* what);              // the saved activations act() sees
@@ -248,6 +262,7 @@ class GptModel {
   const Stream* stream_ = &own_stream_;
   std::shared_ptr<const kernels::MatmulAlgorithmTable> matmul_algorithms_;  // null: the heuristics choose
   kernels::Workspace workspace_;                                            // for *stream_
+  PassGraphs pass_graphs_;                                                  // on *stream_, with workspace_
 
   Buffer weights_;
   Buffer
@@ -258,8 +273,11 @@ class GptModel {
   std::vector<std::size_t> micro_offsets_;
   static constexpr std::size_t kAccumulatedInPlace = MicroGradLayout::kAccumulatedInPlace;
   Buffer activations_;
-  Buffer device_tokens_;    // i32 [passes_in_flight, micro_batch_size, seq_length] on the model's device
-  Buffer device_targets_;   // i32 [micro_batch_size, seq_length]
+  Buffer device_tokens_;   // i32 [passes_in_flight, micro_batch_size, seq_length] on the model's device
+  Buffer device_targets_;  // i32 [micro_batch_size, seq_length]
+  Buffer pass_samples_;    // u64 [passes_in_flight]: each slot's first sample index, which the dropout kernels read
+  // Per chunk: the parameters its backward finishes, in order (reported after a recorded pass).
+  std::vector<std::vector<std::size_t>> grads_finished_;
   Buffer host_statistics_;  // per-token losses or one row of logits copied back to the host (grad_dtype_)
 };
 

@@ -64,6 +64,7 @@ ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_
   m.activations = layout.total_bytes(passes_in_flight);
   m.tokens = static_cast<std::size_t>(passes_in_flight) * tokens * sizeof(std::int32_t);
   m.targets = tokens * sizeof(std::int32_t);
+  m.pass_samples = static_cast<std::size_t>(passes_in_flight) * sizeof(std::uint64_t);
   m.host_statistics = std::max(tokens, static_cast<std::size_t>(config.padded_vocab_size())) * grad_size;
   return m;
 }

@@ -45,12 +45,13 @@ struct ModelMemory {
   std::size_t activations = 0;  // activations_saved_per_pass * passes_in_flight + activations_scratch
   std::size_t activations_saved_per_pass = 0;
   std::size_t activations_scratch = 0;
-  std::size_t tokens = 0;   // token ids of every pass in flight
-  std::size_t targets = 0;  // target ids of the pass running
+  std::size_t tokens = 0;        // token ids of every pass in flight
+  std::size_t targets = 0;       // target ids of the pass running
+  std::size_t pass_samples = 0;  // each pass in flight's first sample index (its dropout masks)
   std::size_t host_statistics = 0;
 
   std::size_t on_device() const {
-    return weights + working_weights + grads + micro_grads + activations + tokens + targets;
+    return weights + working_weights + grads + micro_grads + activations + tokens + targets + pass_samples;
   }
 };
 

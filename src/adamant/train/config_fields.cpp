@@ -314,6 +314,13 @@ std::vector<FieldSpec> make_fields() {
       },
       [](const TrainConfig& c) { return std::string(c.model.recompute_activation ? "selective" : "null"); }));
   f.push_back(field(
+      "model.enable_cuda_graph",
+      "GPU: each training pass (forward or backward of a micro-batch) runs as a CUDA graph recorded on its second "
+      "run: one launch instead of hundreds, the same kernels and results. The finished gradients are handed to the "
+      "optimizer after the whole backward instead of as each is finished, so with data parallelism the buckets' "
+      "reduce-scatters no longer overlap the backward. Needs `model.tensor_model_parallel_size` 1",
+      [](auto& c) -> auto& { return c.model.cuda_graph; }));
+  f.push_back(field(
       "model.make_vocab_size_divisible_by",
       "vocabulary padding to a multiple of this x tensor-parallel size (50257 -> 50304; 50432 at tp 2)",
       [](auto& c) -> auto& { return c.model.make_vocab_size_divisible_by; }));

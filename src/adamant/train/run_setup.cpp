@@ -188,7 +188,16 @@ std::string RunSetup::describe() const {
              (weight_bytes + grad_bytes + state_bytes) / MiB, formula / MiB) +
          fmt::format("hosts: {}; collective timeout {} s\n", grid_.topology().describe(),
                      config_.trainer.collective_timeout_s) +
-         describe_matmul_algorithms();
+         describe_matmul_algorithms() + describe_recorded_passes();
+}
+
+std::string RunSetup::describe_recorded_passes() const {
+  if (!config_.model.cuda_graph) return {};
+  if (!device_.is_cuda()) return "recorded passes: model.enable_cuda_graph has no effect on the CPU\n";
+  const bool overlap_lost = grid_.dp_size() > 1 && config_.optim.overlap_grad_sync;
+  return fmt::format(
+      "recorded passes: each training pass runs as a CUDA graph from its third run{}\n",
+      overlap_lost ? "; the gradient buckets' syncs start after each backward instead of during it" : "");
 }
 
 std::string RunSetup::describe_matmul_algorithms() const {

@@ -48,6 +48,8 @@ class RunSetup {
  private:
   // A line naming the recorded matmul algorithms the run uses; empty without a table.
   std::string describe_matmul_algorithms() const;
+  // A line on the recorded passes (model.enable_cuda_graph); empty when they are off.
+  std::string describe_recorded_passes() const;
 
   const TrainConfig& config_;
   comm::ProcessGrid grid_;

@@ -17,7 +17,7 @@ template <typename T>
 class DropoutRow {
  public:
   DropoutRow(const DropoutArgs& args, std::int64_t sample, std::int64_t head, std::int64_t query, std::int64_t seq)
-      : args_(args),
+      : args_(with_sample_offset(args)),
         sample_(static_cast<std::uint64_t>(sample)),
         head_(static_cast<std::uint64_t>(head)),
         query_(static_cast<std::uint64_t>(query)),
@@ -41,7 +41,7 @@ class DropoutRow {
   }
 
  private:
-  const DropoutArgs& args_;
+  DropoutArgs args_;
   std::uint64_t sample_;
   std::uint64_t head_;
   std::uint64_t query_;

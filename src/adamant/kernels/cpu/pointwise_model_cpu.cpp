@@ -63,7 +63,8 @@ void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, Tensor out,
   });
 }
 
-void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& args) {
+void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel, const DropoutArgs& given) {
+  const DropoutArgs args = with_sample_offset(given);
   with_float_type(in, [&]<typename T>() {
     const T* src = in.ptr<T>();
     T* dst = out.ptr<T>();

@@ -19,7 +19,9 @@ class DropoutMask {
  public:
   __device__ DropoutMask(const flash_attention_launchers::Dropout& dropout, int sample, int head, int seq)
       : seed_(dropout.seed),
-        stream_(dropout.stream_base + static_cast<std::uint64_t>(sample) * dropout.stream_per_sample),
+        stream_(dropout.stream_base + (static_cast<std::uint64_t>(sample) +
+                                       (dropout.sample_offset != nullptr ? *dropout.sample_offset : std::uint64_t{0})) *
+                                          dropout.stream_per_sample),
         head_(static_cast<std::uint64_t>(head)),
         blocks_(attention_dropout_layout::blocks_per_row(static_cast<std::uint64_t>(seq))),
         threshold_(attention_dropout_layout::keep_threshold(dropout.probability)),

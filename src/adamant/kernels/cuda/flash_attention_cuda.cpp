@@ -32,6 +32,7 @@ launchers::Dropout dropout_of(const DropoutArgs& args) {
   // sample index, so consecutive samples' streams are a fixed step apart.
   dropout.stream_base = dropout_stream(args.first_sample_index, args.site);
   dropout.stream_per_sample = dropout_stream(args.first_sample_index + 1, args.site) - dropout.stream_base;
+  dropout.sample_offset = args.sample_offset;
   return dropout;
 }
 

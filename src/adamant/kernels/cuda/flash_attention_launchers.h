@@ -27,6 +27,7 @@ struct Dropout {
   std::uint64_t seed;
   std::uint64_t stream_base;
   std::uint64_t stream_per_sample;
+  const std::uint64_t* sample_offset;  // null, or device memory: samples to add to every sample index
 };
 
 // head_dim must be one of these (kernels/flash_attention.h's kCudaFlashHeadDims): 64, 128,

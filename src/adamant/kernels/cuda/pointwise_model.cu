@@ -226,6 +226,12 @@ __device__ __forceinline__ float dropout_value(float value, std::uint32_t bits, 
   return pointwise_detail::dropout_keeps(bits, probability) ? value * keep_scale : 0.0f;
 }
 
+// The batch's first sample: the launch's index plus, when given, the one in device memory
+// (a recorded step reads each micro-batch's index there).
+__device__ __forceinline__ std::uint64_t first_sample_of(const DropoutParams& params) {
+  return params.first_sample_index + (params.sample_offset != nullptr ? *params.sample_offset : 0);
+}
+
 // One thread per Philox group (4 elements of one sample, fewer at the end of a sample
 // when sample_numel % 4 != 0) overlapping the global element range [first_element,
 // first_element + numel); global group g is group g % groups_per_sample of sample
@@ -241,6 +247,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
                    std::int64_t group_begin, std::int64_t group_count, DropoutParams params) {
   constexpr int kGroup = 4;
   const std::int64_t groups_per_sample = (sample_numel + kGroup - 1) / kGroup;
+  const std::uint64_t first_sample = first_sample_of(params);
   const auto first_element = static_cast<std::int64_t>(params.first_element);
   const std::int64_t end_element = first_element + numel;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -250,9 +257,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
   std::int64_t sample = (group_begin + local) / groups_per_sample;
   std::int64_t group = group_begin + local - sample * groups_per_sample;
   for (; local < group_count; local += stride) {
-    const PhiloxWords bits =
-        pointwise_detail::dropout_bits(params.seed, params.first_sample_index + static_cast<std::uint64_t>(sample),
-                                       params.site, static_cast<std::uint64_t>(group));
+    const PhiloxWords bits = pointwise_detail::dropout_bits(
+        params.seed, first_sample + static_cast<std::uint64_t>(sample), params.site, static_cast<std::uint64_t>(group));
     const std::int64_t group_start = sample * sample_numel + group * kGroup;  // global element index
     if (kVectorized && group_start >= first_element && group_start + kGroup <= end_element) {
       float values[kGroup];
@@ -292,6 +298,7 @@ constexpr int kChunkElements = 4 * kChunkGroups;
 __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     dropout_chunks_kernel(const std::uint16_t* in, std::uint16_t* out, std::int64_t chunk_count,
                           std::int64_t groups_per_sample, std::int64_t group_begin, DropoutParams params) {
+  const std::uint64_t first_sample = first_sample_of(params);
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;  // in chunks
   const std::int64_t stride_samples = stride * kChunkGroups / groups_per_sample;
   const std::int64_t stride_groups = stride * kChunkGroups - stride_samples * groups_per_sample;
@@ -305,8 +312,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
 #pragma unroll
     for (int g = 0; g < kChunkGroups; ++g) {
       const PhiloxWords bits =
-          pointwise_detail::dropout_bits(params.seed, params.first_sample_index + static_cast<std::uint64_t>(sample),
-                                         params.site, static_cast<std::uint64_t>(group + g));
+          pointwise_detail::dropout_bits(params.seed, first_sample + static_cast<std::uint64_t>(sample), params.site,
+                                         static_cast<std::uint64_t>(group + g));
 #pragma unroll
       for (int lane = 0; lane < 4; ++lane) {
         float& value = values[g / 2][(g % 2) * 4 + lane];
@@ -331,6 +338,7 @@ __global__ void __launch_bounds__(column_sums_detail::kBlockThreads, kColumnSumB
     dropout_column_sums_kernel(const std::uint16_t* in, std::uint16_t* out, std::int64_t rows, std::int64_t cols,
                                std::int64_t rows_per_slice, float* partials, std::int64_t sample_numel,
                                DropoutParams params) {
+  const std::uint64_t first_sample = first_sample_of(params);
   sum_columns_of_rows<kColumnSumUnroll>(rows, cols, rows_per_slice, partials, [&](std::int64_t at) {
     float values[kVectorWidth];
     load_bf16<kVectorWidth>(in + at, values);
@@ -340,8 +348,8 @@ __global__ void __launch_bounds__(column_sums_detail::kBlockThreads, kColumnSumB
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
       const PhiloxWords bits =
-          pointwise_detail::dropout_bits(params.seed, params.first_sample_index + static_cast<std::uint64_t>(sample),
-                                         params.site, static_cast<std::uint64_t>(group + g));
+          pointwise_detail::dropout_bits(params.seed, first_sample + static_cast<std::uint64_t>(sample), params.site,
+                                         static_cast<std::uint64_t>(group + g));
 #pragma unroll
       for (int lane = 0; lane < 4; ++lane) {
         float& value = values[4 * g + lane];

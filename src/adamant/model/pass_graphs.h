@@ -1,0 +1,55 @@
+#pragma once
+// The recorded training passes of a GptModel (model.enable_cuda_graph): each chunk's forward
+// and backward in each activation slot becomes a CUDA graph (core/step_graph.h), run directly
+// the first time, recorded the second and replayed from then on, so that a pass costs one
+// launch instead of hundreds.
+//
+// A graph replays its launches with the arguments they were recorded with. What changes from
+// micro-batch to micro-batch lives in memory the launches read: the token ids, the targets and
+// the first sample index that the dropout masks start from (kernels/dropout.h, sample_offset).
+// What a recording fixes is its signature: the micro-batch size and the loss scale folded
+// into the classifier's gradient. A pass of another signature is recorded anew (a short last
+// micro-batch, a changed fp16 loss scale).
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "adamant/core/step_graph.h"
+#include "adamant/core/stream.h"
+
+namespace adamant::model {
+
+enum class PassDirection { forward, backward };
+
+struct PassSignature {
+  int batch = 0;
+  float loss_scale = 0.0f;
+  bool operator==(const PassSignature&) const = default;
+};
+
+class PassGraphs {
+ public:
+  PassGraphs() = default;  // records nothing: every pass runs directly
+  PassGraphs(const Stream& stream, int chunks, int slots);
+
+  bool enabled() const { return stream_ != nullptr; }
+  // Runs `work`, the kernels of one pass, issued on the stream only: directly, or by the pass's graph.
+  void run(int chunk, int slot, PassDirection direction, const PassSignature& signature,
+           const std::function<void()>& work);
+  // How many passes are held as recorded graphs (none on the CPU, where run() calls the work).
+  int recorded() const;
+
+ private:
+  struct Entry {
+    std::unique_ptr<StepGraph> graph;
+    PassSignature signature;
+  };
+  Entry& entry(int chunk, int slot, PassDirection direction);
+
+  const Stream* stream_ = nullptr;
+  int chunks_ = 0;
+  int slots_ = 0;
+  std::vector<Entry> entries_;  // [chunk][slot][direction]
+};
+
+}  // namespace adamant::model
