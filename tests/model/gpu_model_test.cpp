@@ -93,6 +93,14 @@ void expect_gradients_close(const ParamList& params, const std::vector<float>& a
   }
 }
 
+// The GPU tests' model with the shipped configs' dropout, 0.1 and 0.1.
+GptConfig gpu_config_with_dropout() {
+  GptConfig config = gpu_config();
+  config.hidden_dropout = 0.1f;
+  config.attention_dropout = 0.1f;
+  return config;
+}
+
 struct PassResult {
   std::vector<double> losses;
   std::vector<float> grads;
@@ -227,9 +235,7 @@ TEST(GpuGptModel, GradientsAccumulateOverMicroBatches) {
 // the gradients but for the order of the embedding gradient's fp32 atomics.
 TEST(GpuGptModel, SelectiveRecomputationChangesNoBit) {
   ADAMANT_REQUIRE_GPU();
-  GptConfig config = gpu_config();
-  config.hidden_dropout = 0.1f;
-  config.attention_dropout = 0.1f;
+  const GptConfig config = gpu_config_with_dropout();
   GptConfig recomputing = config;
   recomputing.recompute_activation = true;
   const auto first = random_batch(config, 2, 51), second = random_batch(config, 2, 52);
@@ -250,9 +256,7 @@ TEST(GpuGptModel, SelectiveRecomputationChangesNoBit) {
 // reported in the same order. A short micro-batch or another loss scale is recorded anew.
 TEST(GpuGptModel, RecordedPassesChangeNoBit) {
   ADAMANT_REQUIRE_GPU();
-  GptConfig config = gpu_config();
-  config.hidden_dropout = 0.1f;
-  config.attention_dropout = 0.1f;
+  const GptConfig config = gpu_config_with_dropout();
   GptConfig recording = config;
   recording.cuda_graph = true;
   GptModel direct(config, DType::bf16, 2, gpu(), 9);
@@ -290,9 +294,7 @@ TEST(GpuGptModel, RecordedPassesChangeNoBit) {
 
 TEST(GpuGptModel, DropoutMasksMatchTheCpuModel) {
   ADAMANT_REQUIRE_GPU();
-  GptConfig config = gpu_config();
-  config.hidden_dropout = 0.1f;
-  config.attention_dropout = 0.1f;
+  const GptConfig config = gpu_config_with_dropout();
   const auto batch = random_batch(config, 2, 41);
   const std::vector<MicroBatch> batches = {batch.view(6)};  // masks of global samples 6 and 7
   GptModel cpu(config, DType::bf16, 2, Device::cpu(), 5);
