@@ -89,6 +89,28 @@ TEST(Trainer, Fp16WithDynamicLossScalingMatchesFusedAdam) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// model.enable_cuda_graph reports a backward's finished gradients after the whole pass, so the
+// gradient buckets' reduce-scatters start then instead of during it: the same sums, the same
+// run, with dropout and two micro-batches per rank. (The CPU runs each pass directly; the
+// replays themselves are checked on a GPU, gpu_model_tests.)
+TEST(Trainer, RecordedPassesTrainAsDirectOnes) {
+  const int ranks = world_size();
+  const auto dir = shared_temp_dir("recorded-passes");
+  const auto prefix = write_random_dataset(dir, 400, 50257);
+  train::TrainConfig config = tiny_config(prefix, dir / "direct");
+  config.data.global_batch_size = 4 * ranks;
+  config.model.hidden_dropout = 0.1f;
+  config.model.attention_dropout = 0.1f;
+  config.exp_manager.create_checkpoint_callback = false;
+  const train::TrainSummary direct = train_on_ranks(config, ranks);
+  config.model.cuda_graph = true;
+  config.exp_manager.exp_dir = dir / "recorded";
+  const train::TrainSummary recorded = train_on_ranks(config, ranks);
+  ASSERT_EQ(recorded.train_losses.size(), 4u);
+  EXPECT_EQ(recorded.train_losses, direct.train_losses);
+  EXPECT_EQ(recorded.val_losses, direct.val_losses);
+}
+
 TEST(Trainer, ResumingContinuesBitExactly) {
   const int ranks = std::min(world_size(), 2);
   const auto dir = shared_temp_dir("resume");

@@ -83,6 +83,15 @@ TEST(PipelineTraining, EveryLayoutTrainsAsTheWholeModelOnOneRank) {
     }
     EXPECT_LT(split.train_losses.back(), split.train_losses.front());
   }
+  if (ranks == 2) {
+    // Recorded passes (model.enable_cuda_graph) report each chunk's finished gradients after its whole
+    // backward: the same run, bit for bit, on interleaved stages.
+    train::TrainConfig interleaved = pipeline_config(prefix, dir / "interleaved-direct", {1, 2, 2});
+    const train::TrainSummary direct = train_on_ranks(interleaved, ranks);
+    interleaved.model.cuda_graph = true;
+    interleaved.exp_manager.exp_dir = dir / "interleaved-recorded";
+    EXPECT_EQ(train_on_ranks(interleaved, ranks).train_losses, direct.train_losses);
+  }
   if (ranks == 2) {  // 1F1B needs a micro-batch per stage
     train::TrainConfig starved = pipeline_config(prefix, dir / "starved", {1, 2, 1});
     starved.data.global_batch_size = 1;

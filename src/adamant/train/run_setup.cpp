@@ -193,10 +193,12 @@ std::string RunSetup::describe() const {
 
 std::string RunSetup::describe_recorded_passes() const {
   if (!config_.model.cuda_graph) return {};
-  if (!device_.is_cuda()) return "recorded passes: model.enable_cuda_graph has no effect on the CPU\n";
+  // The CPU runs every pass directly but reports the finished gradients as a recorded pass does.
   const bool overlap_lost = grid_.dp_size() > 1 && config_.optim.overlap_grad_sync;
   return fmt::format(
-      "recorded passes: each training pass runs as a CUDA graph from its third run{}\n",
+      "recorded passes: {}{}\n",
+      device_.is_cuda() ? "each training pass runs as a CUDA graph from its third run"
+                        : "none on the CPU, which runs each pass directly",
       overlap_lost ? "; the gradient buckets' syncs start after each backward instead of during it" : "");
 }
 
