@@ -8,7 +8,8 @@
 #   SIZE  126m | 1.3b | 2.7b | 6.7b (default 126m). 6.7b runs tensor parallel 2 with
 #         sequence parallelism times GPUS/2 data-parallel ranks.
 #   GPUS  GPUs to use (default 1); one micro-batch per data-parallel rank per step.
-#   RUNS  comma-separated, in order: ours, and the peers ddp, fsdp2, zero (DDP +
+#   RUNS  comma-separated, in order: ours, ours-graph (ours with recorded passes,
+#         model.enable_cuda_graph=true), and the peers ddp, fsdp2, zero (DDP +
 #         ZeroRedundancyOptimizer) or single (one GPU). Default: ours,single on one
 #         GPU, ours,ddp on more, ours,fsdp2 for 6.7b.
 # Environment: BUILD, STEPS (ours, default 12), MICRO_BATCH (per rank; default per size),
@@ -76,10 +77,13 @@ record() {
   fi
 }
 
+# ours [graph]: with "graph", every training pass replays a recorded CUDA graph.
 ours() {
-  local name=ours-$size-g$gpus-s$seq-d$hidden_dropout-$attention_dropout exp=/tmp/adamant-bench-$size-$gpus
-  local log=$logs/$name.log
-  echo "== Adamant GPT-3 $size, $gpus GPU(s) (dp $dp x tp $tp), micro-batch $mbs, seq $seq, dropout $hidden_dropout / $attention_dropout, distributed_fused_adam"
+  local variant=${1:-} graph_args=()
+  [ "$variant" = graph ] && graph_args=(model.enable_cuda_graph=true)
+  local name=ours${variant:+-$variant}-$size-g$gpus-s$seq-d$hidden_dropout-$attention_dropout
+  local exp=/tmp/adamant-bench-$size-$gpus log=$logs/$name.log
+  echo "== Adamant GPT-3 $size, $gpus GPU(s) (dp $dp x tp $tp), micro-batch $mbs, seq $seq, dropout $hidden_dropout / $attention_dropout, distributed_fused_adam${variant:+, recorded passes}"
   rm -rf "$exp"
   local rc=0
   timeout --kill-after=20 "$timeout_s" mpirun --allow-run-as-root -np "$gpus" --bind-to none -x NCCL_NVLS_ENABLE=0 \
@@ -87,10 +91,10 @@ ours() {
     trainer.log_every_n_steps=1 model.global_batch_size=$gbs model.micro_batch_size=$mbs \
     model.hidden_dropout="$hidden_dropout" model.attention_dropout="$attention_dropout" \
     model.encoder_seq_length="$seq" exp_manager.create_checkpoint_callback=false \
-    exp_manager.resume_if_exists=false exp_manager.exp_dir="$exp" "${extra_args[@]}" > "$log" 2>&1 || rc=$?
+    exp_manager.resume_if_exists=false exp_manager.exp_dir="$exp" "${graph_args[@]}" "${extra_args[@]}" > "$log" 2>&1 || rc=$?
   local status
   status=$(run_status "$log" $rc)
-  grep -E "^(model|parallel|optimizer|memory|matmul|peak memory|done)|step +(1|$((steps - 1))|$steps)/" "$log" || true
+  grep -E "^(model|parallel|optimizer|memory|matmul|recorded|peak memory|done)|step +(1|$((steps - 1))|$steps)/" "$log" || true
   local metrics=
   [ -d "$exp" ] && metrics=$(find "$exp" -name metrics.jsonl | head -1)
   if [ "$status" = ok ] && [ -n "$metrics" ]; then
@@ -139,7 +143,8 @@ peer() {
 for run in ${runs//,/ }; do
   case "$run" in
     ours) ours ;;
+    ours-graph) ours graph ;;
     ddp | fsdp2 | zero | single) peer "$run" ;;
-    *) echo "unknown run '$run': use ours, ddp, fsdp2, zero or single" >&2; exit 2 ;;
+    *) echo "unknown run '$run': use ours, ours-graph, ddp, fsdp2, zero or single" >&2; exit 2 ;;
   esac
 done
