@@ -86,5 +86,41 @@ TEST(GpuPipelineStage, InterleavedStagesComputeTheWholeModel) {
   }
 }
 
+// model.enable_cuda_graph on interleaved stages: each (chunk, slot) pass is recorded on its
+// second run and replayed on the third, with the activations and gradients handed over between
+// passes; the losses are the direct stages' bit for bit on every run.
+TEST(GpuPipelineStage, RecordedPassesOfInterleavedStagesChangeNoBit) {
+  ADAMANT_REQUIRE_GPU();
+  GptConfig config = testing::gpu_config();
+  config.num_layers = 4;
+  config.hidden_dropout = config.attention_dropout = 0.1f;
+  config.pipeline_parallel_size = 2;
+  config.virtual_pipeline_size = 2;
+  GptConfig recording = config;
+  recording.cuda_graph = true;
+  const auto batch = testing::random_batch(config, 4, 7);
+  const Stream stream(gpu());
+  auto make_stages = [&](const GptConfig& c) {
+    std::vector<std::unique_ptr<GptModel>> stages;
+    for (int s = 0; s < 2; ++s) {
+      stages.push_back(std::make_unique<GptModel>(c, DType::bf16, 2, gpu(), 17, 0, nullptr, s, 4));
+      stages.back()->set_stream(stream);
+    }
+    return stages;
+  };
+  const auto direct = make_stages(config), recorded = make_stages(recording);
+  const auto hand_over = [&](const Tensor& from, const Tensor& to) { copy_on_gpu(stream, from, to); };
+  for (int run = 0; run < 3; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    for (const auto& stage : direct) stage->zero_grads();
+    for (const auto& stage : recorded) stage->zero_grads();
+    const auto expected = testing::run_chained_stages(direct, batch, 1.0f, hand_over);
+    const auto actual = testing::run_chained_stages(recorded, batch, 1.0f, hand_over);
+    EXPECT_EQ(actual, expected);
+    // Two chunks in four slots (a slot per micro-batch and chunk), forward and backward.
+    for (const auto& stage : recorded) EXPECT_EQ(stage->recorded_passes(), run == 0 ? 0 : 8);
+  }
+}
+
 }  // namespace
 }  // namespace adamant::model
