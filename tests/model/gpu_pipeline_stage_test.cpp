@@ -35,13 +35,29 @@ void copy_on_gpu(const Stream& stream, const Tensor& from, const Tensor& to) {
   copy_bytes(to.data, to.device, from.data, from.device, from.bytes());
 }
 
-TEST(GpuPipelineStage, InterleavedStagesComputeTheWholeModel) {
-  ADAMANT_REQUIRE_GPU();
+// Four layers over two stages of two chunks each, dropout on.
+GptConfig interleaved_config() {
   GptConfig config = testing::gpu_config();
   config.num_layers = 4;
   config.hidden_dropout = config.attention_dropout = 0.1f;
   config.pipeline_parallel_size = 2;
   config.virtual_pipeline_size = 2;
+  return config;
+}
+
+// Both stages of `config` on `stream`, each holding four passes in flight (two micro-batches x two chunks).
+std::vector<std::unique_ptr<GptModel>> make_stages(const GptConfig& config, std::uint64_t seed, const Stream& stream) {
+  std::vector<std::unique_ptr<GptModel>> stages;
+  for (int s = 0; s < 2; ++s) {
+    stages.push_back(std::make_unique<GptModel>(config, DType::bf16, 2, gpu(), seed, 0, nullptr, s, 4));
+    stages.back()->set_stream(stream);
+  }
+  return stages;
+}
+
+TEST(GpuPipelineStage, InterleavedStagesComputeTheWholeModel) {
+  ADAMANT_REQUIRE_GPU();
+  const GptConfig config = interleaved_config();
   const auto batch = testing::random_batch(config, 4, 5);
   constexpr std::uint64_t kSeed = 13;
   const Stream stream(gpu());
@@ -53,12 +69,8 @@ TEST(GpuPipelineStage, InterleavedStagesComputeTheWholeModel) {
   for (int m = 0; m < 2; ++m) whole_loss[m] = whole.forward_backward(batch.view(2 * m, 2 * m, 2), 1.0f);
   const auto whole_grads = download(whole);
 
-  std::vector<std::unique_ptr<GptModel>> stages;
-  for (int s = 0; s < 2; ++s) {
-    stages.push_back(std::make_unique<GptModel>(config, DType::bf16, 2, gpu(), kSeed, 0, nullptr, s, 4));
-    stages.back()->set_stream(stream);
-    stages.back()->zero_grads();
-  }
+  const auto stages = make_stages(config, kSeed, stream);
+  for (const auto& stage : stages) stage->zero_grads();
   const auto losses = testing::run_chained_stages(
       stages, batch, 1.0f, [&](const Tensor& from, const Tensor& to) { copy_on_gpu(stream, from, to); });
   for (int m = 0; m < 2; ++m) {
@@ -91,24 +103,12 @@ TEST(GpuPipelineStage, InterleavedStagesComputeTheWholeModel) {
 // passes; the losses are the direct stages' bit for bit on every run.
 TEST(GpuPipelineStage, RecordedPassesOfInterleavedStagesChangeNoBit) {
   ADAMANT_REQUIRE_GPU();
-  GptConfig config = testing::gpu_config();
-  config.num_layers = 4;
-  config.hidden_dropout = config.attention_dropout = 0.1f;
-  config.pipeline_parallel_size = 2;
-  config.virtual_pipeline_size = 2;
+  const GptConfig config = interleaved_config();
   GptConfig recording = config;
   recording.cuda_graph = true;
   const auto batch = testing::random_batch(config, 4, 7);
   const Stream stream(gpu());
-  auto make_stages = [&](const GptConfig& c) {
-    std::vector<std::unique_ptr<GptModel>> stages;
-    for (int s = 0; s < 2; ++s) {
-      stages.push_back(std::make_unique<GptModel>(c, DType::bf16, 2, gpu(), 17, 0, nullptr, s, 4));
-      stages.back()->set_stream(stream);
-    }
-    return stages;
-  };
-  const auto direct = make_stages(config), recorded = make_stages(recording);
+  const auto direct = make_stages(config, 17, stream), recorded = make_stages(recording, 17, stream);
   const auto hand_over = [&](const Tensor& from, const Tensor& to) { copy_on_gpu(stream, from, to); };
   for (int run = 0; run < 3; ++run) {
     SCOPED_TRACE("run " + std::to_string(run));
