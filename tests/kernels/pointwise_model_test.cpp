@@ -188,6 +188,21 @@ TEST(Dropout, ZeroProbabilityIsIdentity) {
   EXPECT_THROW(dropout(view(x), view(y), 10, 5, {1.0f, 0, 0, 0}, stream), Error);
 }
 
+TEST(Dropout, RefusesSampleIndicesBeyondTheGeneratorsRange) {
+  Stream stream;
+  std::vector<double> x(10, 1.0), y(10);
+  // Two samples of 5: the last one allowed is kMaxDropoutSample - 1.
+  DropoutArgs args{0.5f, 7, kMaxDropoutSample - 2, 3};
+  EXPECT_NO_THROW(dropout(view(x), view(y), 10, 5, args, stream));
+  args.first_sample_index = kMaxDropoutSample - 1;
+  EXPECT_THROW(dropout(view(x), view(y), 10, 5, args, stream), Error);
+  args.first_sample_index = ~std::uint64_t{0};  // would wrap around in a plain sum
+  EXPECT_THROW(dropout(view(x), view(y), 10, 5, args, stream), Error);
+  EXPECT_NO_THROW(check_dropout_samples(kMaxDropoutSample, 0, "test"));
+  EXPECT_THROW(check_dropout_samples(kMaxDropoutSample, 1, "test"), Error);
+  EXPECT_THROW(check_dropout_samples(0, -1, "test"), Error);
+}
+
 // Element j of the batch flattened as [samples, sample_numel], straight from the
 // generator: sample j / sample_numel, element e = j % sample_numel, word e % 4 of the
 // draw at counter e / 4 of that (sample, site) stream.

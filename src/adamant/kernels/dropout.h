@@ -48,6 +48,15 @@ PhiloxCounter dropout_bits(const DropoutArgs& args, std::uint64_t sample_in_batc
 }
 constexpr bool dropout_keeps(std::uint32_t bits, float probability) { return uniform_float(bits) >= probability; }
 
+// Checks that samples [first_sample_index, first_sample_index + batch) have Philox streams of
+// their own: `what` names the caller in the error.
+inline void check_dropout_samples(std::uint64_t first_sample_index, std::int64_t batch, const char* what) {
+  ADAMANT_CHECK(batch >= 0 && first_sample_index <= kMaxDropoutSample &&
+                    static_cast<std::uint64_t>(batch) <= kMaxDropoutSample - first_sample_index,
+                "{}: sample index {} is beyond the dropout generator's range of 2^{} samples", what, first_sample_index,
+                63 - kDropoutSiteBits);
+}
+
 // args with *sample_offset folded into first_sample_index: what the CPU kernels draw from
 // (on the CPU the offset is in host memory).
 inline DropoutArgs with_sample_offset(const DropoutArgs& args) {
@@ -90,8 +99,7 @@ inline void check_dropout(const KernelCall& call, const DropoutArgs& args, std::
                 args.probability);
   ADAMANT_CHECK(args.site < (1u << kDropoutSiteBits), "{}: dropout site {} exceeds {} bits", op, args.site,
                 kDropoutSiteBits);
-  ADAMANT_CHECK(args.first_sample_index + static_cast<std::uint64_t>(batch) <= kMaxDropoutSample,
-                "{}: sample index {} is beyond the dropout generator's range", op, args.first_sample_index);
+  check_dropout_samples(args.first_sample_index, batch, op);
 }
 
 }  // namespace detail

@@ -167,8 +167,7 @@ void GptModel::run_pass(const Pass& pass, PassDirection direction, float loss_sc
     kernels();
     return;
   }
-  const int chunk = static_cast<int>(pass.chunk - chunks_.data());
-  pass_graphs_.run(chunk, pass.slot, direction, {pass.batch, loss_scale}, kernels);
+  pass_graphs_.run(chunk_index(pass), pass.slot, direction, {pass.batch, loss_scale}, kernels);
 }
 
 Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_, device_, buffer_numel_); }
@@ -383,9 +382,7 @@ GptModel::Pass GptModel::begin_pass(int chunk, int slot, const MicroBatch& batch
                   batch.batch_size, micro_batch_size_);
   }
   select_slot(slot, what);
-  ADAMANT_CHECK(batch.first_sample_index + static_cast<std::uint64_t>(batch.batch_size) <= kernels::kMaxDropoutSample,
-                "{}: sample index {} is beyond the dropout generator's range of 2^{} samples", what,
-                batch.first_sample_index, 63 - kernels::kDropoutSiteBits);
+  kernels::check_dropout_samples(batch.first_sample_index, batch.batch_size, what);
   comm::copy_bytes_on_stream(static_cast<std::uint64_t*>(pass_samples_.data()) + slot, &batch.first_sample_index,
                              sizeof(std::uint64_t), *stream_);
   const std::size_t tokens = static_cast<std::size_t>(batch.batch_size) * config_.seq_length;
@@ -420,7 +417,7 @@ double GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, flo
   } else {
     // A replay runs no host code: the order the kernels finish the gradients in is kept from
     // the last run that issued them, and reported once the whole pass is issued.
-    std::vector<std::size_t>& finished = grads_finished_[static_cast<std::size_t>(pass.chunk - chunks_.data())];
+    std::vector<std::size_t>& finished = grads_finished_[static_cast<std::size_t>(chunk_index(pass))];
     run_pass(pass, PassDirection::backward, loss_scale, [&] {
       finished.clear();
       kernels([&finished](std::size_t param) { finished.push_back(param); });

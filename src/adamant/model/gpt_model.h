@@ -188,6 +188,7 @@ class GptModel {
     int slot = 0;
   };
 
+  int chunk_index(const Pass& pass) const { return static_cast<int>(pass.chunk - chunks_.data()); }
   void check_batch(const MicroBatch& batch, const char* what) const;
   // Checks the chunk and slot, selects the slot's saved activations and stages the first sample
   // index its dropout masks start from.
