@@ -232,7 +232,7 @@ TEST(GptModel, DropoutMaskFollowsTheSampleNotTheBatch) {
 // what the recording replays on a GPU: gpu_model_tests), so the losses and gradients are
 // the same bits; the finished gradients are reported after the whole backward, in the same
 // order. The dropout masks come from each pass's sample index in memory.
-TEST(GptModel, RecordedPassesChangeNoBitAndReportGradientsAfterTheBackward) {
+TEST(GptModel, RecordedPassesChangeNoBitAndReportGradientsAsTheyAreFinished) {
   GptConfig config = tiny_config();
   config.hidden_dropout = 0.1f;
   config.attention_dropout = 0.2f;
@@ -241,6 +241,8 @@ TEST(GptModel, RecordedPassesChangeNoBitAndReportGradientsAfterTheBackward) {
   GptModel direct(config, DType::f32, 2, Device::cpu(), 21);
   GptModel recorded(recorded_config, DType::f32, 2, Device::cpu(), 21);
   const ParamList& params = direct.params();
+  // Finished by the embedding backward, last (the word embedding's gets the classifier's share first).
+  const ParamSpec& position = params[params.index_of("embedding.position_embeddings.weight")];
   const auto batch = random_batch(config, 2, 22);
   // Other sample indices each step, a short micro-batch, a changed loss scale.
   const std::vector<std::pair<MicroBatch, float>> steps = {{batch.view(0), 1.0f},
@@ -253,14 +255,17 @@ TEST(GptModel, RecordedPassesChangeNoBitAndReportGradientsAfterTheBackward) {
     direct.zero_grads();
     recorded.zero_grads();
     std::vector<std::size_t> direct_order, recorded_order;
-    std::vector<float> embedding_when_first_reported;
+    std::vector<float> first_when_reported, position_when_first_reported;
     const double direct_loss =
         direct.forward_backward(steps[s].first, steps[s].second, [&](std::size_t p) { direct_order.push_back(p); });
     const double recorded_loss = recorded.forward_backward(steps[s].first, steps[s].second, [&](std::size_t p) {
       if (recorded_order.empty()) {
-        const ParamSpec& word = params[params.size() - 1];  // the last gradient backward finishes
-        const auto grads = recorded.grads().span<float>().subspan(word.offset, word.numel);
-        embedding_when_first_reported.assign(grads.begin(), grads.end());
+        const auto grads = recorded.grads().span<float>();
+        const ParamSpec& first = params[p];
+        first_when_reported.assign(grads.begin() + static_cast<std::ptrdiff_t>(first.offset),
+                                   grads.begin() + static_cast<std::ptrdiff_t>(first.offset + first.numel));
+        const auto position_grads = grads.subspan(position.offset, position.numel);
+        position_when_first_reported.assign(position_grads.begin(), position_grads.end());
       }
       recorded_order.push_back(p);
     });
@@ -268,15 +273,14 @@ TEST(GptModel, RecordedPassesChangeNoBitAndReportGradientsAfterTheBackward) {
     EXPECT_EQ(copy_of<float>(recorded.grads()), copy_of<float>(direct.grads()));
     EXPECT_EQ(recorded_order, direct_order);
     ASSERT_EQ(recorded_order.size(), params.size());
-    // Reported after the whole backward: the word embedding's gradient, finished last, is
-    // final when the first parameter (the final layernorm's) is reported.
-    const ParamSpec& word = params[params.size() - 1];
-    ASSERT_EQ(word.name, "embedding.word_embeddings.weight");
-    const auto final_word = copy_of<float>(recorded.grads());
-    EXPECT_TRUE(std::equal(embedding_when_first_reported.begin(), embedding_when_first_reported.end(),
-                           final_word.begin() + static_cast<std::ptrdiff_t>(word.offset)));
-    EXPECT_TRUE(std::any_of(embedding_when_first_reported.begin(), embedding_when_first_reported.end(),
-                            [](float g) { return g != 0.0f; }));
+    // Reported as each is finished: the first one reported is final then, while the position
+    // embedding's, finished last, is still zero.
+    const auto final_grads = copy_of<float>(recorded.grads());
+    const ParamSpec& first = params[recorded_order.front()];
+    EXPECT_TRUE(std::equal(first_when_reported.begin(), first_when_reported.end(),
+                           final_grads.begin() + static_cast<std::ptrdiff_t>(first.offset)));
+    EXPECT_TRUE(std::all_of(position_when_first_reported.begin(), position_when_first_reported.end(),
+                            [](float g) { return g == 0.0f; }));
   }
   EXPECT_EQ(recorded.recorded_passes(), 0);  // the CPU runs every pass directly
   // Validation passes (no dropout) are not recorded and agree too.

@@ -12,11 +12,13 @@
 // 2e-2 relative is a safe bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "adamant/comm/comm_stream.h"
 #include "adamant/core/buffer.h"
 #include "adamant/core/device.h"
 #include "adamant/core/error.h"
@@ -273,8 +275,8 @@ TEST(GpuGptModel, RecordedPassesChangeNoBit) {
       {{batch.view(4), other.view(6)}, 1.0f, 2},    // replayed twice
       {{other.view(9, 1, 1)}, 1.0f, 0},             // a short micro-batch: direct again
       {{batch.view(11, 0, 1)}, 1.0f, 2},            // recorded at its size
-      {{batch.view(12), other.view(14)}, 4.0f, 2},  // full size: direct, then recorded with the new scale
-      {{other.view(16)}, 4.0f, 2},                  // replayed
+      {{batch.view(12), other.view(14)}, 4.0f, 1},  // full size, new scale: the forward recorded on the second
+      {{other.view(16)}, 4.0f, 2},                  // the reporting backward recorded
   };
   std::vector<float> previous;
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -290,6 +292,60 @@ TEST(GpuGptModel, RecordedPassesChangeNoBit) {
     EXPECT_NE(actual.grads, previous) << "a replay left the last step's gradients";
     previous = actual.grads;
   }
+  // The backward that reports its gradients is recorded in stretches between the reports.
+  EXPECT_GT(recorded.recorded_graphs(), recorded.recorded_passes() + 10);
+}
+
+// What the trainer's gradient sync does when a bucket is complete (comm::CommStream::order_after):
+// another stream waits for an event recorded on the model's stream at the report. Each report
+// copies the reported gradient on that stream, and the first also the position embedding's,
+// which the backward finishes last: the copies must hold every gradient final and the position
+// embedding's still zero, in a replay as in a direct run.
+TEST(GpuGptModel, RecordedBackwardReportsEachGradientInStreamOrder) {
+  ADAMANT_REQUIRE_GPU();
+  GptConfig config = gpu_config_with_dropout();
+  config.cuda_graph = true;
+  GptModel model(config, DType::bf16, 2, gpu(), 9);
+  const ParamList& params = model.params();
+  // Finished by the embedding backward, last (the word embedding's gets the classifier's share first).
+  const ParamSpec& position = params[params.index_of("embedding.position_embeddings.weight")];
+  const Stream side(gpu());
+  Event reported(gpu());
+  const std::size_t bytes = model.grads().bytes();
+  Buffer copies(bytes, gpu()), position_at_first(position.numel * sizeof(float), gpu());
+  const auto batch = random_batch(config, 2, 71);
+  for (int step = 0; step < 4; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    model.zero_grads();
+    bool first = true;
+    auto* grads = static_cast<const float*>(model.grads().data);
+    model.forward_backward(batch.view(2 * step), 1.0f, [&](std::size_t p) {
+      reported.record(model.stream());
+      reported.wait_on(side);
+      const ParamSpec& spec = params[p];
+      comm::copy_bytes_on_stream(static_cast<float*>(copies.data()) + spec.offset, grads + spec.offset,
+                                 spec.numel * sizeof(float), side);
+      if (first) {
+        comm::copy_bytes_on_stream(position_at_first.data(), grads + position.offset, position.numel * sizeof(float),
+                                   side);
+        first = false;
+      }
+    });
+    side.synchronize();
+    const std::vector<float> final_grads = download<float>(model, model.grads());
+    std::vector<float> copied(final_grads.size()), position_copy(position.numel);
+    copy_bytes(copied.data(), Device::cpu(), copies.data(), gpu(), bytes);
+    copy_bytes(position_copy.data(), Device::cpu(), position_at_first.data(), gpu(), position.numel * sizeof(float));
+    for (const ParamSpec& spec : params.params) {
+      ASSERT_TRUE(std::equal(final_grads.begin() + static_cast<std::ptrdiff_t>(spec.offset),
+                             final_grads.begin() + static_cast<std::ptrdiff_t>(spec.offset + spec.numel),
+                             copied.begin() + static_cast<std::ptrdiff_t>(spec.offset)))
+          << spec.name << " was copied before its gradient was final";
+    }
+    EXPECT_TRUE(std::all_of(position_copy.begin(), position_copy.end(), [](float g) { return g == 0.0f; }))
+        << "the first report came after the position embedding's gradient: not during the backward";
+  }
+  EXPECT_GE(model.recorded_passes(), 2);  // steps 2 and 3 replayed both passes
 }
 
 TEST(GpuGptModel, DropoutMasksMatchTheCpuModel) {

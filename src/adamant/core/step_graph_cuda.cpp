@@ -1,44 +1,62 @@
-// CUDA graphs for StepGraph.
+// CUDA graphs for StepGraph: stream capture.
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 #include "adamant/core/cuda_check.h"
+#include "adamant/core/error.h"
 #include "adamant/core/step_graph.h"
 
-namespace adamant::cuda {
+namespace adamant {
 
-void* record_graph(void* stream, const std::function<void()>& work) {
-  auto* handle = static_cast<cudaStream_t>(stream);
-  if (cudaStreamBeginCapture(handle, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-    cudaGetLastError();  // clear it: the caller runs the work directly instead
-    return nullptr;
+namespace {
+
+class CudaGraphRecorder final : public GraphRecorder {
+ public:
+  bool begin(void* stream) override {
+    // Thread-local mode: a call of this thread that would break the recording (a host
+    // synchronisation, an allocation) fails instead of waiting on work that is not running.
+    if (cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      cudaGetLastError();  // clear it: the caller runs the work directly instead
+      return false;
+    }
+    return true;
   }
-  cudaGraph_t graph = nullptr;
-  try {
-    work();
-  } catch (...) {
-    cudaStreamEndCapture(handle, &graph);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    cudaGetLastError();
-    return nullptr;
+
+  void* end(void* stream) override {
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
+    if (ended != cudaSuccess || graph == nullptr) {
+      cudaGetLastError();
+      fail(
+          "recording a CUDA graph failed ({}): the recorded work did something a graph cannot hold, such as a host "
+          "synchronisation or an allocation",
+          cudaGetErrorString(ended));
+    }
+    std::size_t nodes = 0;
+    cudaError_t status = cudaGraphGetNodes(graph, nullptr, &nodes);
+    cudaGraphExec_t executable = nullptr;
+    if (status == cudaSuccess && nodes > 0) status = cudaGraphInstantiate(&executable, graph, 0);
+    cudaGraphDestroy(graph);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      fail("instantiating a recorded CUDA graph failed: {}", cudaGetErrorString(status));
+    }
+    return executable;  // nullptr when nothing was issued
   }
-  if (cudaStreamEndCapture(handle, &graph) != cudaSuccess || graph == nullptr) {
-    cudaGetLastError();
-    return nullptr;
+
+  void launch(void* graph, void* stream) override {
+    ADAMANT_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(stream)));
   }
-  cudaGraphExec_t executable = nullptr;
-  const cudaError_t status = cudaGraphInstantiate(&executable, graph, 0);
-  cudaGraphDestroy(graph);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    return nullptr;
-  }
-  return executable;
+
+  void destroy(void* graph) noexcept override { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph)); }
+};
+
+}  // namespace
+
+GraphRecorder& cuda_graph_recorder() {
+  static CudaGraphRecorder recorder;  // stateless
+  return recorder;
 }
 
-void launch_graph(void* executable, void* stream) {
-  ADAMANT_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(executable), static_cast<cudaStream_t>(stream)));
-}
-
-void destroy_graph(void* executable) noexcept { cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(executable)); }
-
-}  // namespace adamant::cuda
+}  // namespace adamant

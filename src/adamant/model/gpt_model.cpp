@@ -161,13 +161,13 @@ PassGraphs GptModel::make_pass_graphs() const {
   return PassGraphs(*stream_, static_cast<int>(stage_.chunks.size()), passes_in_flight_);
 }
 
-void GptModel::run_pass(const Pass& pass, PassDirection direction, float loss_scale,
-                        const std::function<void()>& kernels) {
+void GptModel::run_pass(const Pass& pass, PassDirection direction, float loss_scale, const StepGraph::Work& work,
+                        const StepGraph::OnPause& on_pause) {
   if (!pass.training) {  // validation: rare, and of any micro-batch size
-    kernels();
+    StepGraph::run_directly(work, on_pause);
     return;
   }
-  pass_graphs_.run(chunk_index(pass), pass.slot, direction, {pass.batch, loss_scale}, kernels);
+  pass_graphs_.run(chunk_index(pass), pass.slot, direction, {pass.batch, loss_scale}, work, on_pause);
 }
 
 Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_, device_, buffer_numel_); }
@@ -400,7 +400,7 @@ void GptModel::forward_pass(int chunk, int slot, const MicroBatch& batch, bool t
     stage_ids(batch.tokens, device_tokens_, static_cast<std::size_t>(slot) * micro_batch_size_ * config_.seq_length);
   }
   refresh_working_weights();
-  run_pass(pass, PassDirection::forward, 0.0f, [&] { forward(pass); });
+  run_pass(pass, PassDirection::forward, 0.0f, [&](const StepGraph::Pause&) { forward(pass); });
 }
 
 double GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,
@@ -408,24 +408,26 @@ double GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, flo
   const Pass pass = begin_pass(chunk, slot, batch, true, "backward_pass");
   const bool head = pass.chunk->layers.has_head;
   const Tensor targets = head ? stage_ids(batch.targets, device_targets_) : Tensor{};
-  auto kernels = [&](const GradReadyFn& finished) {
-    if (head) classifier(pass, targets, loss_scale / (static_cast<double>(pass.batch) * pass.seq), true);
-    backward(pass, finished);
-  };
-  if (!pass_graphs_.enabled()) {
-    kernels(on_grad_ready);
-  } else {
-    // A replay runs no host code: the order the kernels finish the gradients in is kept from
-    // the last run that issued them, and reported once the whole pass is issued.
-    std::vector<std::size_t>& finished = grads_finished_[static_cast<std::size_t>(chunk_index(pass))];
-    run_pass(pass, PassDirection::backward, loss_scale, [&] {
-      finished.clear();
-      kernels([&finished](std::size_t param) { finished.push_back(param); });
-    });
-    if (on_grad_ready) {
-      for (const std::size_t param : finished) on_grad_ready(param);
-    }
-  }
+  // Each finished gradient is a pause of the pass (core/step_graph.h), so that a replay, which
+  // runs no host code inside its graphs, reports it between them: in the order the last run
+  // that issued the kernels finished them.
+  std::vector<std::size_t>& reported = grads_finished_[static_cast<std::size_t>(chunk_index(pass))];
+  const GradReadyFn no_reports;
+  run_pass(
+      pass, PassDirection::backward, loss_scale,
+      [&](const StepGraph::Pause& pause) {
+        if (head) classifier(pass, targets, loss_scale / (static_cast<double>(pass.batch) * pass.seq), true);
+        if (!on_grad_ready) {
+          backward(pass, no_reports);
+          return;
+        }
+        reported.clear();
+        backward(pass, [&](std::size_t param) {
+          reported.push_back(param);
+          pause();
+        });
+      },
+      !on_grad_ready ? StepGraph::OnPause{} : [&](int k) { on_grad_ready(reported[static_cast<std::size_t>(k)]); });
   return head ? mean_loss(pass) : 0.0;  // read after backward is issued: the GPU never waits for the host
 }
 

@@ -28,9 +28,10 @@
 // that the same launches serve every micro-batch.
 //
 // Recorded passes (config.cuda_graph, model.enable_cuda_graph; pass_graphs.h): each training
-// pass of a chunk in a slot runs as one CUDA graph from its third run on. Its kernels are
-// the same, so are its results, bit for bit. The gradients it finishes are then reported to
-// on_grad_ready after the whole pass, in the same order, instead of as each is finished.
+// pass of a chunk in a slot runs as CUDA graphs from its third run on: one, or with
+// on_grad_ready one per stretch of kernels between finished gradients, each reported between
+// the graphs as a direct run reports it. Its kernels are the same, so are its results, bit
+// for bit.
 //
 // Tensor parallelism (Megatron's scheme, config.tensor_parallel_size ranks): each rank
 // holds its heads of the attention, its columns of the MLP and its rows of the padded
@@ -110,6 +111,8 @@ class GptModel {
   Device device() const { return device_; }
   // How many of its passes run as recorded CUDA graphs now (config.cuda_graph; 0 on the CPU).
   int recorded_passes() const { return pass_graphs_.recorded(); }
+  // How many graphs a replay of all of them launches (a backward reporting its gradients has several).
+  int recorded_graphs() const { return pass_graphs_.graphs(); }
 
   const GptConfig& config() const { return config_; }
   int tp_rank() const { return tp_rank_; }
@@ -138,7 +141,7 @@ class GptModel {
   // batch_size <= micro_batch_size, seq_length tokens each, dropout on). Returns the mean cross-entropy over its tokens
   // and adds d(loss_scale * mean loss)/dw into grads(). on_grad_ready, when set, is called once per parameter as soon
   // as its gradient is final in grads(), in the flat layout's order (final layernorm first, the tied word embedding
-  // last); with recorded passes (config.cuda_graph), once the whole backward is issued, in the same order.
+  // last); with recorded passes (config.cuda_graph) too, between the graphs of the backward.
   double forward_backward(const MicroBatch& batch, float loss_scale, const GradReadyFn& on_grad_ready = {});
 
   // Mean cross-entropy without gradients and without dropout (validation; one pipeline stage).
@@ -194,7 +197,8 @@ class GptModel {
   // index its dropout masks start from.
   Pass begin_pass(int chunk, int slot, const MicroBatch& batch, bool training, const char* what);
   // Runs a pass's kernels: directly, or as the recorded graph of (chunk, slot, direction).
-  void run_pass(const Pass& pass, PassDirection direction, float loss_scale, const std::function<void()>& kernels);
+  void run_pass(const Pass& pass, PassDirection direction, float loss_scale, const StepGraph::Work& work,
+                const StepGraph::OnPause& on_pause = {});
   // The pass graphs this model's stream and workspace call for (none with tensor parallelism).
   PassGraphs make_pass_graphs() const;
   const GptParamIndex& whole_model_index(const char* what) const;  // one stage of one chunk only
@@ -277,7 +281,8 @@ class GptModel {
   Buffer device_tokens_;   // i32 [passes_in_flight, micro_batch_size, seq_length] on the model's device
   Buffer device_targets_;  // i32 [micro_batch_size, seq_length]
   Buffer pass_samples_;    // u64 [passes_in_flight]: each slot's first sample index, which the dropout kernels read
-  // Per chunk: the parameters its backward finishes, in order (reported after a recorded pass).
+  // Per chunk: the parameters its backward finishes, in order: what the pauses of its recorded
+  // backward report.
   std::vector<std::vector<std::size_t>> grads_finished_;
   Buffer host_statistics_;  // per-token losses or one row of logits copied back to the host (grad_dtype_)
 };

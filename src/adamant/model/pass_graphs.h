@@ -10,6 +10,11 @@
 // What a recording fixes is its signature: the micro-batch size and the loss scale folded
 // into the classifier's gradient. A pass of another signature is recorded anew (a short last
 // micro-batch, a changed fp16 loss scale).
+//
+// A backward that reports its finished gradients (to start their buckets' reduce-scatters
+// during the backward) pauses after each (StepGraph's pauses): it is recorded as one graph per
+// stretch between reports, and kept apart from the same pass without reports (the earlier
+// micro-batches of a step), so that neither is recorded again for the other.
 #include <functional>
 #include <memory>
 #include <vector>
@@ -33,23 +38,27 @@ class PassGraphs {
   PassGraphs(const Stream& stream, int chunks, int slots);
 
   bool enabled() const { return stream_ != nullptr; }
-  // Runs `work`, the kernels of one pass, issued on the stream only: directly, or by the pass's graph.
-  void run(int chunk, int slot, PassDirection direction, const PassSignature& signature,
-           const std::function<void()>& work);
+  // Runs `work`, the kernels of one pass, issued on the stream only: directly, or by the pass's
+  // graphs. With on_pause set the work's pauses call it (StepGraph::run), and the pass is recorded
+  // apart from its runs without.
+  void run(int chunk, int slot, PassDirection direction, const PassSignature& signature, const StepGraph::Work& work,
+           const StepGraph::OnPause& on_pause = {});
   // How many passes are held as recorded graphs (none on the CPU, where run() calls the work).
   int recorded() const;
+  // How many graphs a replay of all of them launches.
+  int graphs() const;
 
  private:
   struct Entry {
     std::unique_ptr<StepGraph> graph;
     PassSignature signature;
   };
-  Entry& entry(int chunk, int slot, PassDirection direction);
+  Entry& entry(int chunk, int slot, PassDirection direction, bool pausing);
 
   const Stream* stream_ = nullptr;
   int chunks_ = 0;
   int slots_ = 0;
-  std::vector<Entry> entries_;  // [chunk][slot][direction]
+  std::vector<Entry> entries_;  // [chunk][slot][forward, backward, backward with pauses]
 };
 
 }  // namespace adamant::model

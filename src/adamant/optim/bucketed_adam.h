@@ -29,6 +29,7 @@ class BucketedAdam : public Optimizer, protected GradSync {
   void attach(Tensor model_weights, Tensor model_grads) override;
   double loss_scale() const override { return grads_.loss_scale(); }
   void on_grad_ready(std::size_t index) override;
+  bool overlaps_grad_sync() const override { return grads_.overlaps_sync(); }
   void wait_for_params() override {}  // nothing is published asynchronously unless the variant says so
   StepResult step(double lr, double grad_scale) override;
   double take_exposed_comm_ms() override { return grads_.comm_waits().take_done_ms(); }

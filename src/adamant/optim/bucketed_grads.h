@@ -63,6 +63,8 @@ class BucketedGrads {
 
   // Parameter `param`'s gradient is final: starts the sync of every bucket this completes (overlap_grad_sync).
   void on_grad_ready(std::size_t param);
+  // Whether on_grad_ready starts syncs during the backward (overlap on, several ranks).
+  bool overlaps_sync() const { return syncs() && options_.overlap_grad_sync && comm_.size() > 1; }
   // After backward: starts the buckets not started yet (in bucket order), waits for every sync, computes
   // the global grad norm (one host synchronisation) and the step's factor, and updates the loss scaler.
   StepScale finish_sync(double grad_scale);

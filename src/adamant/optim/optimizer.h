@@ -79,6 +79,10 @@ class Optimizer {
   virtual double loss_scale() const = 0;  // multiply the loss gradient by this (1 unless fp16)
   // During backward of the LAST micro-batch of a step: the gradient of param `index` is final in model_grads.
   virtual void on_grad_ready(std::size_t index) = 0;
+  // Whether on_grad_ready starts work that overlaps the backward (the gradient sync of a bucket over
+  // several data-parallel ranks, optimizer.overlap_grad_sync). When not, reporting is optional: step()
+  // does whatever was not started.
+  virtual bool overlaps_grad_sync() const = 0;
   // Before the first forward of a step: waits for the previous step's parameter all-gathers.
   virtual void wait_for_params() = 0;
   // After the last micro-batch's backward: finishes the gradient sync, global grad norm, clipping and unscaling

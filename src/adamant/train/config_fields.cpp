@@ -315,10 +315,10 @@ std::vector<FieldSpec> make_fields() {
       [](const TrainConfig& c) { return std::string(c.model.recompute_activation ? "selective" : "null"); }));
   f.push_back(field(
       "model.enable_cuda_graph",
-      "GPU: each training pass (forward or backward of a micro-batch) runs as a CUDA graph recorded on its second "
-      "run: one launch instead of hundreds, the same kernels and results. The finished gradients are handed to the "
-      "optimizer after the whole backward instead of as each is finished, so with data parallelism the buckets' "
-      "reduce-scatters no longer overlap the backward. Needs `model.tensor_model_parallel_size` 1",
+      "GPU: each training pass (forward or backward of a micro-batch) runs as CUDA graphs recorded on its second "
+      "run: a few launches instead of hundreds, the same kernels and results. With data parallelism the last "
+      "backward of a step is recorded in stretches between its finished gradients, so that the buckets' "
+      "reduce-scatters still start during it. Needs `model.tensor_model_parallel_size` 1",
       [](auto& c) -> auto& { return c.model.cuda_graph; }));
   f.push_back(field(
       "model.make_vocab_size_divisible_by",

@@ -193,13 +193,15 @@ std::string RunSetup::describe() const {
 
 std::string RunSetup::describe_recorded_passes() const {
   if (!config_.model.cuda_graph) return {};
-  // The CPU runs every pass directly but reports the finished gradients as a recorded pass does.
-  const bool overlap_lost = grid_.dp_size() > 1 && config_.optim.overlap_grad_sync;
+  const bool overlap = grid_.dp_size() > 1 && config_.optim.overlap_grad_sync;
   return fmt::format(
       "recorded passes: {}{}\n",
       device_.is_cuda() ? "each training pass runs as a CUDA graph from its third run"
                         : "none on the CPU, which runs each pass directly",
-      overlap_lost ? "; the gradient buckets' syncs start after each backward instead of during it" : "");
+      overlap && device_.is_cuda()
+          ? "; the last backward of a step is recorded in stretches, so that the gradient buckets' syncs start "
+            "between them, during the backward"
+          : "");
 }
 
 std::string RunSetup::describe_matmul_algorithms() const {

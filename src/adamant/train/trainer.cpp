@@ -128,7 +128,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   const int micro_batches = train_loader.num_micro_batches();
   const double grad_scale = 1.0 / (static_cast<double>(micro_batches) * grid.dp_size());
   const optim::LrSchedule schedule = setup.lr_schedule();
-  const model::GradReadyFn on_grad_ready = [&optimizer](std::size_t index) { optimizer.on_grad_ready(index); };
+  // Reported only where a report starts work (a recorded backward pauses for each report).
+  const model::GradReadyFn on_grad_ready = !optimizer.overlaps_grad_sync()
+                                               ? model::GradReadyFn{}
+                                               : [&optimizer](std::size_t index) { optimizer.on_grad_ready(index); };
   const RunCadence cadence(config);
 
   TrainSummary summary;
