@@ -8,8 +8,9 @@
 #   SIZE  126m | 1.3b | 2.7b | 6.7b (default 126m). 6.7b runs tensor parallel 2 with
 #         sequence parallelism times GPUS/2 data-parallel ranks.
 #   GPUS  GPUs to use (default 1); one micro-batch per data-parallel rank per step.
-#   RUNS  comma-separated, in order: ours, ours-graph (ours with recorded passes,
-#         model.enable_cuda_graph=true), and the peers ddp, fsdp2, zero (DDP +
+#   RUNS  comma-separated, in order: ours (the config as shipped), ours-graph and
+#         ours-direct (with model.enable_cuda_graph true or false: recorded passes on or off),
+#         and the peers ddp, fsdp2, zero (DDP +
 #         ZeroRedundancyOptimizer) or single (one GPU). Default: ours,single on one
 #         GPU, ours,ddp on more, ours,fsdp2 for 6.7b.
 # Environment: BUILD, STEPS (ours, default 12), MICRO_BATCH (per rank; default per size),
@@ -77,13 +78,14 @@ record() {
   fi
 }
 
-# ours [graph]: with "graph", every training pass replays a recorded CUDA graph.
+# ours [graph|direct]: recorded passes forced on or off (else as the config says).
 ours() {
   local variant=${1:-} graph_args=()
   [ "$variant" = graph ] && graph_args=(model.enable_cuda_graph=true)
+  [ "$variant" = direct ] && graph_args=(model.enable_cuda_graph=false)
   local name=ours${variant:+-$variant}-$size-g$gpus-s$seq-d$hidden_dropout-$attention_dropout
   local exp=/tmp/adamant-bench-$size-$gpus log=$logs/$name.log
-  echo "== Adamant GPT-3 $size, $gpus GPU(s) (dp $dp x tp $tp), micro-batch $mbs, seq $seq, dropout $hidden_dropout / $attention_dropout, distributed_fused_adam${variant:+, recorded passes}"
+  echo "== Adamant GPT-3 $size, $gpus GPU(s) (dp $dp x tp $tp), micro-batch $mbs, seq $seq, dropout $hidden_dropout / $attention_dropout, distributed_fused_adam${variant:+, passes: $variant}"
   rm -rf "$exp"
   local rc=0
   timeout --kill-after=20 "$timeout_s" mpirun --allow-run-as-root -np "$gpus" --bind-to none -x NCCL_NVLS_ENABLE=0 \
@@ -144,7 +146,8 @@ for run in ${runs//,/ }; do
   case "$run" in
     ours) ours ;;
     ours-graph) ours graph ;;
+    ours-direct) ours direct ;;
     ddp | fsdp2 | zero | single) peer "$run" ;;
-    *) echo "unknown run '$run': use ours, ours-graph, ddp, fsdp2, zero or single" >&2; exit 2 ;;
+    *) echo "unknown run '$run': use ours, ours-graph, ours-direct, ddp, fsdp2, zero or single" >&2; exit 2 ;;
   esac
 done

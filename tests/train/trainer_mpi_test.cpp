@@ -89,10 +89,9 @@ TEST(Trainer, Fp16WithDynamicLossScalingMatchesFusedAdam) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-// model.enable_cuda_graph reports a backward's finished gradients after the whole pass, so the
-// gradient buckets' reduce-scatters start then instead of during it: the same sums, the same
-// run, with dropout and two micro-batches per rank. (The CPU runs each pass directly; the
-// replays themselves are checked on a GPU, gpu_model_tests.)
+// model.enable_cuda_graph: the same run, with dropout and several micro-batches per rank, the
+// gradients reported as they are finished. (The CPU runs each pass directly; the replays and
+// the reports between their graphs are checked on a GPU, gpu_model_tests.)
 TEST(Trainer, RecordedPassesTrainAsDirectOnes) {
   const int ranks = world_size();
   const auto dir = shared_temp_dir("recorded-passes");

@@ -84,8 +84,7 @@ TEST(PipelineTraining, EveryLayoutTrainsAsTheWholeModelOnOneRank) {
     EXPECT_LT(split.train_losses.back(), split.train_losses.front());
   }
   if (ranks == 2) {
-    // Recorded passes (model.enable_cuda_graph) report each chunk's finished gradients after its whole
-    // backward: the same run, bit for bit, on interleaved stages.
+    // Recorded passes (model.enable_cuda_graph): the same run, bit for bit, on interleaved stages.
     train::TrainConfig interleaved = pipeline_config(prefix, dir / "interleaved-direct", {1, 2, 2});
     const train::TrainSummary direct = train_on_ranks(interleaved, ranks);
     interleaved.model.cuda_graph = true;

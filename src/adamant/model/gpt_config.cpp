@@ -74,13 +74,6 @@ void GptConfig::validate(const KeyOrigin& origin) const {
   check.fraction("model.hidden_dropout", hidden_dropout, kDropout);
   check.fraction("model.attention_dropout", attention_dropout, kDropout);
   check.positive("model.layernorm_epsilon", layernorm_epsilon, "the layernorm epsilon, e.g. 1e-5");
-  if (cuda_graph && tensor_parallel_size > 1) {
-    fail(
-        "model.enable_cuda_graph is true with model.tensor_model_parallel_size {}{}; the tensor-parallel collectives "
-        "inside each pass are not recorded, so set model.enable_cuda_graph=false or "
-        "model.tensor_model_parallel_size=1",
-        tensor_parallel_size, check.where("model.enable_cuda_graph"));
-  }
   if (vocab_size != 0) {
     ADAMANT_CHECK(vocab_size > 0, "the tokenizer's vocabulary size is {}; check model.tokenizer", vocab_size);
     padded_vocab_size();

@@ -30,8 +30,8 @@ struct GptConfig {
   // token and layer, the largest activation) are not kept: each layer's GELU backward writes
   // them back from the kept pre-activations, into one buffer shared by the layers.
   bool recompute_activation = false;
-  // model.enable_cuda_graph: each training pass runs as a recorded CUDA graph (pass_graphs.h);
-  // needs tensor_parallel_size 1.
+  // model.enable_cuda_graph: each training pass runs as recorded CUDA graphs (pass_graphs.h);
+  // with tensor parallelism (collectives inside the passes) every pass runs directly.
   bool cuda_graph = false;
   // model.openai_gelu: GPT-2's tanh approximation of GELU instead of the exact erf form.
   kernels::GeluForm gelu = kernels::GeluForm::exact;

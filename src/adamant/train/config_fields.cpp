@@ -318,7 +318,7 @@ std::vector<FieldSpec> make_fields() {
       "GPU: each training pass (forward or backward of a micro-batch) runs as CUDA graphs recorded on its second "
       "run: a few launches instead of hundreds, the same kernels and results. With data parallelism the last "
       "backward of a step is recorded in stretches between its finished gradients, so that the buckets' "
-      "reduce-scatters still start during it. Needs `model.tensor_model_parallel_size` 1",
+      "reduce-scatters still start during it. With `model.tensor_model_parallel_size` above 1 the passes run directly",
       [](auto& c) -> auto& { return c.model.cuda_graph; }));
   f.push_back(field(
       "model.make_vocab_size_divisible_by",

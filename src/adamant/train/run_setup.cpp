@@ -193,15 +193,15 @@ std::string RunSetup::describe() const {
 
 std::string RunSetup::describe_recorded_passes() const {
   if (!config_.model.cuda_graph) return {};
+  if (grid_.tp_size() > 1) {
+    return "recorded passes: none; with tensor parallelism each pass runs its collectives, so it runs directly\n";
+  }
+  if (!device_.is_cuda()) return "recorded passes: none on the CPU, which runs each pass directly\n";
   const bool overlap = grid_.dp_size() > 1 && config_.optim.overlap_grad_sync;
-  return fmt::format(
-      "recorded passes: {}{}\n",
-      device_.is_cuda() ? "each training pass runs as a CUDA graph from its third run"
-                        : "none on the CPU, which runs each pass directly",
-      overlap && device_.is_cuda()
-          ? "; the last backward of a step is recorded in stretches, so that the gradient buckets' syncs start "
-            "between them, during the backward"
-          : "");
+  return fmt::format("recorded passes: each training pass runs as a CUDA graph from its third run{}\n",
+                     overlap ? "; the last backward of a step in stretches, so that the gradient buckets' syncs "
+                               "start between them, during the backward"
+                             : "");
 }
 
 std::string RunSetup::describe_matmul_algorithms() const {
