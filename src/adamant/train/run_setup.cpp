@@ -197,11 +197,12 @@ std::string RunSetup::describe_recorded_passes() const {
     return "recorded passes: none; with tensor parallelism each pass runs its collectives, so it runs directly\n";
   }
   if (!device_.is_cuda()) return "recorded passes: none on the CPU, which runs each pass directly\n";
-  const bool overlap = grid_.dp_size() > 1 && config_.optim.overlap_grad_sync;
+  // The trainer reports gradients, and the backward is recorded in stretches, only then.
   return fmt::format("recorded passes: each training pass runs as a CUDA graph from its third run{}\n",
-                     overlap ? "; the last backward of a step in stretches, so that the gradient buckets' syncs "
-                               "start between them, during the backward"
-                             : "");
+                     optimizer_->overlaps_grad_sync()
+                         ? "; the last backward of a step in stretches, so that the gradient buckets' syncs "
+                           "start between them, during the backward"
+                         : "");
 }
 
 std::string RunSetup::describe_matmul_algorithms() const {
