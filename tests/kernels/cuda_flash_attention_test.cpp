@@ -246,8 +246,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaFlashAttention,
                                            FlashCase{{1, 1, 2, 80}, 0.1f}, FlashCase{{3, 65, 2, 128}, 0.0f},
                                            FlashCase{{3, 65, 2, 128}, 0.1f}, FlashCase{{2, 192, 3, 96}, 0.0f},
                                            FlashCase{{2, 192, 3, 96}, 0.1f}, FlashCase{{1, 129, 2, 64}, 0.1f},
-                                           // Several waves of blocks: dq's shares are added in
-                                           // order by blocks that do not all run at once.
+                                           // Several waves of blocks (768 per pass): not all of a
+                                           // head's blocks run at once.
                                            FlashCase{{2, 512, 96, 64}, 0.1f}),
                          case_name);
 

@@ -156,7 +156,7 @@ void GptModel::remake_workspace() {
 
 PassGraphs GptModel::make_pass_graphs() const {
   // Tensor parallelism runs collectives inside the passes, whose communicators keep host-side
-  // state per call (the collective watchdog): those passes run directly (GptConfig::validate refuses the pair).
+  // state per call (the collective watchdog): those passes run directly.
   if (!config_.cuda_graph || tensor_parallel_ != nullptr) return {};
   return PassGraphs(*stream_, static_cast<int>(stage_.chunks.size()), passes_in_flight_);
 }

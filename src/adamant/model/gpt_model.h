@@ -109,6 +109,9 @@ class GptModel {
   // null: cuBLASLt's heuristics choose). Remakes the workspace: call before the first step.
   void set_matmul_algorithms(std::shared_ptr<const kernels::MatmulAlgorithmTable> algorithms);
   Device device() const { return device_; }
+  // Whether its training passes are recorded (config.cuda_graph without tensor parallelism; the
+  // CPU's recordings run each pass directly).
+  bool records_passes() const { return pass_graphs_.enabled(); }
   // How many of its passes run as recorded CUDA graphs now (config.cuda_graph; 0 on the CPU).
   int recorded_passes() const { return pass_graphs_.recorded(); }
   // How many graphs a replay of all of them launches (a backward reporting its gradients has several).

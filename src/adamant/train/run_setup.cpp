@@ -193,7 +193,7 @@ std::string RunSetup::describe() const {
 
 std::string RunSetup::describe_recorded_passes() const {
   if (!config_.model.cuda_graph) return {};
-  if (grid_.tp_size() > 1) {
+  if (!model_->records_passes()) {  // the model runs passes with collectives inside directly
     return "recorded passes: none; with tensor parallelism each pass runs its collectives, so it runs directly\n";
   }
   if (!device_.is_cuda()) return "recorded passes: none on the CPU, which runs each pass directly\n";
