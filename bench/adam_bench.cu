@@ -17,36 +17,15 @@
 #include <vector>
 
 #include "adamant/kernels/cuda/launchers.h"
+#include "cuda_bench_util.cuh"
 
 namespace {
 
 using adamant::DType;
 namespace launchers = adamant::kernels::cuda::launchers;
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "adam_bench: %s failed: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
-
-// Owning device allocation.
-class DeviceArray {
- public:
-  explicit DeviceArray(std::size_t bytes) : bytes_(bytes) { check(cudaMalloc(&data_, bytes), "cudaMalloc"); }
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0;
-};
+using adamant::bench::check;
+using adamant::bench::DeviceArray;
 
 // The GPT-3 1.3B parameters (24 layers, hidden 2048, vocab 50304, sequence 2048)
 // packed back to back: (begin, end, decay) per tensor; biases and layernorms do not decay.
@@ -120,24 +99,7 @@ struct Result {
 
 // Median and minimum of `reps` timed runs after 3 warm-ups.
 Result time_it(const std::string& name, double bytes, double weights, int reps, const std::function<void()>& run) {
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  for (int i = 0; i < 3; ++i) run();
-  check(cudaDeviceSynchronize(), "warm-up");
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    check(cudaEventRecord(start), "cudaEventRecord");
-    run();
-    check(cudaEventRecord(stop), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
+  const std::vector<float> times = adamant::bench::sorted_times_ms(reps, run);
   const double median = times[times.size() / 2];
   Result r{name, bytes / weights, median, times.front(), bytes / (median * 1e-3) / 1e12};
   std::printf("%-44s %8.3f ms (min %8.3f)  %6.1f B/weight  %5.2f TB/s\n", name.c_str(), r.ms_median, r.ms_min,

@@ -17,72 +17,21 @@
 #include <vector>
 
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
+#include "cuda_bench_util.cuh"
 
 namespace {
 
 namespace launchers = adamant::kernels::cuda::flash_attention_launchers;
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "flash_attention_bench: %s failed: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
+using adamant::bench::check;
+using adamant::bench::DeviceArray;
+using adamant::bench::median_ms;
 
-// Owning device allocation.
-class DeviceArray {
- public:
-  explicit DeviceArray(std::size_t bytes) { check(cudaMalloc(&data_, bytes), "cudaMalloc"); }
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-
- private:
-  void* data_ = nullptr;
-};
-
-// Owning CUDA event pair for one timing.
-class EventPair {
- public:
-  EventPair() {
-    check(cudaEventCreate(&start_), "cudaEventCreate");
-    check(cudaEventCreate(&stop_), "cudaEventCreate");
-  }
-  ~EventPair() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  EventPair(const EventPair&) = delete;
-  EventPair& operator=(const EventPair&) = delete;
-  float time_ms(const std::function<void()>& run) {
-    check(cudaEventRecord(start_), "cudaEventRecord");
-    run();
-    check(cudaEventRecord(stop_), "cudaEventRecord");
-    check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
-    float ms = 0.0f;
-    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
-    return ms;
-  }
-
- private:
-  cudaEvent_t start_ = nullptr;
-  cudaEvent_t stop_ = nullptr;
-};
-
-// bf16 bits of a value uniform in [-1, 1) from a hash of the index: random, reproducible inputs.
+// bf16 bits of a value uniform in [-1, 1) from a hash of the index.
 __global__ void fill_bf16(std::uint16_t* x, std::int64_t n, std::uint64_t seed) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    std::uint64_t h = static_cast<std::uint64_t>(i) * 0x9e3779b97f4a7c15ull + seed;
-    h ^= h >> 31;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 29;
-    const float u = static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f;
-    x[i] = static_cast<std::uint16_t>(__float_as_uint(u) >> 16);
+    x[i] = static_cast<std::uint16_t>(__float_as_uint(adamant::bench::hashed_uniform(i, seed)) >> 16);
   }
 }
 
@@ -95,16 +44,6 @@ struct Result {
   Shape shape;
   double forward_ms, backward_ms, forward_tflops, backward_tflops;
 };
-
-double median_ms(int reps, const std::function<void()>& run) {
-  EventPair events;
-  for (int i = 0; i < 3; ++i) run();
-  check(cudaDeviceSynchronize(), "warm-up");
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) times.push_back(events.time_ms(run));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 Result measure(const Shape& shape, float dropout_probability, int reps) {
   const std::int64_t tokens = static_cast<std::int64_t>(shape.batch) * shape.seq;
@@ -171,8 +110,10 @@ int main(int argc, char** argv) {
               static_cast<double>(dropout), reps);
 
   // GPT-3 126M, 1.3B and 2.7B at sequence 2048, and 126M and 1.3B at 8192 (same tokens per batch).
-  const std::vector<Shape> shapes{{"126M", 8, 12, 2048, 64},   {"1.3B", 4, 16, 2048, 128},
-                                  {"2.7B", 4, 32, 2048, 80},   {"126M", 2, 12, 8192, 64},
+  const std::vector<Shape> shapes{{"126M", 8, 12, 2048, 64},
+                                  {"1.3B", 4, 16, 2048, 128},
+                                  {"2.7B", 4, 32, 2048, 80},
+                                  {"126M", 2, 12, 8192, 64},
                                   {"1.3B", 1, 16, 8192, 128}};
   std::vector<Result> results;
   for (const Shape& shape : shapes) results.push_back(measure(shape, dropout, reps));

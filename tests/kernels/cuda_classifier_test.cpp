@@ -158,6 +158,12 @@ TEST(CudaCrossEntropy, MatchesTheCpu) {
   ADAMANT_REQUIRE_GPU();
   const std::vector<CrossEntropyCase> cases = {
       {8, 50304, true, 1.0 / 16384, 0},  // GPT vocabulary, a typical 1/tokens scale
+      // More rows than multiprocessors: each cluster of the shared-memory form walks
+      // several rows, copying the next while it writes this one's gradient.
+      {300, 50304, true, 1.0 / 16384, 0},
+      {3, 60000, true, 1.0, 0},  // a row too large for shared memory: read twice from global memory
+      {9, 1004, true, 1.0, 0},   // an odd number of 4-wide groups: halves of 126 and 125
+      {5, 4, true, 1.0, 0},      // one group: the second half of the row is empty
       {8, 50304, false, 1.0, 0},
       {5, 50304, true, 1.0, 1},  // unaligned rows: the scalar path
       {64, 1000, true, 0.5, 0},
@@ -289,10 +295,10 @@ void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
 TEST(CudaFusedClassifier, MatchesTheCpu) {
   ADAMANT_REQUIRE_GPU();
   const std::vector<ClassifierCase> cases = {
-      {{100, 64, 50304}, 32, DType::bf16},  // GPT vocabulary, last chunk of 4 rows
-      {{100, 64, 1000}, 32, DType::bf16},
-      {{37, 48, 1000}, 100, DType::bf16},  // one chunk larger than the rows
-      {{50, 40, 1000}, 16, DType::f32},    // fp32 throughout: g stays fp32
+      {{100, 64, 50304}, 32, DType::bf16},   // GPT vocabulary, last chunk of 4 rows
+      {{300, 32, 50304}, 300, DType::bf16},  // a chunk of more rows than multiprocessors
+      {{100, 64, 1000}, 32, DType::bf16},   {{37, 48, 1000}, 100, DType::bf16},  // one chunk larger than the rows
+      {{50, 40, 1000}, 16, DType::f32},                                          // fp32 throughout: g stays fp32
   };
   std::uint64_t seed = 21;
   for (const auto& c : cases) check_classifier(c, seed++);

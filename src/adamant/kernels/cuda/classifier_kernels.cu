@@ -1,9 +1,15 @@
 // Softmax cross-entropy over the vocabulary or a tensor-parallel slice of it (one
 // block per row, online max and sum in one pass; for a slice, its statistics, or its
-// gradient from the whole vocabulary's log-sum-exp), the combination of the slices'
-// statistics. Launchers declared in classifier_launchers.h.
+// gradient from the whole vocabulary's log-sum-exp; the loss with its gradient from a
+// copy of the row in the shared memory of a cluster of two blocks where it fits), the
+// combination of the slices' statistics. Launchers declared in classifier_launchers.h.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
+#include "adamant/kernels/cuda/async_copy.cuh"
 #include "adamant/kernels/cuda/classifier_launchers.h"
 #include "adamant/kernels/cuda/device_common.cuh"
 
@@ -17,7 +23,6 @@ namespace {
 // rows are few per chunk, so each block should cover a row with as many loads in
 // flight as possible.
 constexpr int kRowThreads = 1024;
-constexpr int kRowWarps = kRowThreads / 32;
 
 // Running softmax statistics: the max seen so far and the sum of exp(x - max).
 struct MaxSum {
@@ -59,8 +64,11 @@ __device__ __forceinline__ MaxSum warp_reduce(MaxSum value) {
   return value;
 }
 
-// The block's total in a fixed order, returned to every thread.
+// The block's total in a fixed order, returned to every thread of a kThreads-thread block.
+template <int kThreads = kRowThreads>
 __device__ MaxSum block_reduce(MaxSum value) {
+  constexpr int kRowWarps = kThreads / 32;
+  static_assert(kRowWarps <= 32, "one warp adds the warps' totals");
   __shared__ MaxSum warp_totals[kRowWarps];
   __shared__ MaxSum total;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -198,13 +206,166 @@ __global__ void __launch_bounds__(kRowThreads) cross_entropy_rows_kernel(RowOper
   }
 }
 
+// ---- the loss and its gradient from rows staged in shared memory ----
+//
+// The streamed kernel above reads a row twice, and with two 200 KB rows per
+// multiprocessor in flight its second read misses the L2 and goes back to DRAM. Here a
+// cluster of two blocks owns a row, each block copying one half of its 16-byte groups
+// into shared memory once (cp.async, all of a thread's copies in flight at once), so
+// that a row is read from DRAM once. Two blocks of different rows share each
+// multiprocessor, so one block's reduction and exponentials overlap the other's copies.
+// The clusters are persistent and walk rows c, c + clusters, ...; after writing a
+// group's gradient, a thread at once starts copying the same group of its next row into
+// the same slot (no thread reads another's slots, so a slot needs no barrier before its
+// next copy), and the next row's reads overlap this row's writes.
+// Every thread of both blocks has waited for its copies of a row before the cluster
+// barrier that joins the halves' statistics, so the gradient written over the row's
+// global storage (bf16_in_row: over its front half, the first block's) never overtakes
+// a copy still reading it.
+constexpr int kStagedThreads = 512;
+constexpr int kStagedClusterBlocks = 2;
+
+// What each block of a cluster publishes for a row: its half's statistics and the
+// target's logit where the target falls in its half (else 0).
+struct HalfRowStats {
+  MaxSum stats;
+  float target_logit;
+};
+
+template <CrossEntropyGradient kGradient>
+__global__ void __cluster_dims__(kStagedClusterBlocks, 1, 1) __launch_bounds__(kStagedThreads, kStagedClusterBlocks)
+    cross_entropy_staged_rows_kernel(RowOperands operands, std::int64_t rows) {
+  static_assert(kGradient != CrossEntropyGradient::none, "a row read once needs no staging");
+  namespace cg = cooperative_groups;
+  extern __shared__ float4 staged[];
+  // Published by the parity of the row's round: the slot of round i is written again in
+  // round i + 2, after the barrier of round i + 1, which every reader of round i has passed.
+  __shared__ HalfRowStats published[2];
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int half = static_cast<int>(cluster.block_rank());
+  const std::int64_t vocab = operands.vocab;
+  const std::int64_t groups = vocab / detail::kLanes;
+  const std::int64_t half_groups = (groups + 1) / 2;
+  const std::int64_t first_group = half * half_groups;
+  const std::int64_t end_group = half == 0 ? half_groups : groups;
+  const float grad_scale = operands.grad_scale;
+  const std::int64_t clusters = gridDim.x / kStagedClusterBlocks;
+  const std::int64_t first_row = blockIdx.x / kStagedClusterBlocks;
+
+  auto copy_row = [&](std::int64_t row) {
+    const float4* source = reinterpret_cast<const float4*>(operands.logits + row * vocab);
+    for (std::int64_t g = first_group + threadIdx.x; g < end_group; g += kStagedThreads) {
+      detail::copy_async_16(staged + (g - first_group), source + g, true);
+    }
+    detail::commit_copies();
+  };
+  if (first_row < rows) copy_row(first_row);
+  int parity = 0;
+  for (std::int64_t row = first_row; row < rows; row += clusters, parity ^= 1) {
+    const std::int64_t target = operands.targets[row];
+    const bool target_in_row = target >= 0 && target < vocab;
+    const std::int64_t one_hot_index = target_in_row ? target : -1;
+    const std::int64_t target_group = target_in_row ? target / detail::kLanes : -1;
+    detail::wait_copies<0>();
+
+    MaxSum state{-INFINITY, 0.0f};
+    for (std::int64_t g = first_group + threadIdx.x; g < end_group; g += kStagedThreads) {
+      const float4 v = staged[g - first_group];
+      accumulate4(state, v.x, v.y, v.z, v.w);
+      if (g == target_group) {
+        const int lane = static_cast<int>(target % detail::kLanes);
+        published[parity].target_logit = lane == 0 ? v.x : lane == 1 ? v.y : lane == 2 ? v.z : v.w;
+      }
+    }
+    const MaxSum half_stats = block_reduce<kStagedThreads>(state);
+    if (threadIdx.x == 0) {
+      published[parity].stats = half_stats;
+      const bool target_here = target_group >= first_group && target_group < end_group;
+      if (!target_here) published[parity].target_logit = 0.0f;
+    }
+    cluster.sync();  // both halves published (release, acquire); every copy of the row has landed
+    const HalfRowStats front = *cluster.map_shared_rank(&published[parity], 0);
+    const HalfRowStats back = *cluster.map_shared_rank(&published[parity], 1);
+    const MaxSum stats = combine(front.stats, back.stats);
+    if (half == 0 && threadIdx.x == 0) {
+      operands.losses[row] =
+          target_in_row ? logf(stats.sum) + stats.max - (front.target_logit + back.target_logit) : NAN;
+    }
+
+    const float factor = grad_scale / stats.sum;
+    const std::int64_t next = row + clusters;
+    float* row_logits = operands.logits + row * vocab;
+    const float4* next_source = reinterpret_cast<const float4*>(operands.logits + next * vocab);
+    for (std::int64_t g = first_group + threadIdx.x; g < end_group; g += kStagedThreads) {
+      const float4 v = staged[g - first_group];
+      const std::int64_t i = g * detail::kLanes;
+      const float g0 = gradient_of(v.x, i, stats, factor, grad_scale, one_hot_index);
+      const float g1 = gradient_of(v.y, i + 1, stats, factor, grad_scale, one_hot_index);
+      const float g2 = gradient_of(v.z, i + 2, stats, factor, grad_scale, one_hot_index);
+      const float g3 = gradient_of(v.w, i + 3, stats, factor, grad_scale, one_hot_index);
+      if constexpr (kGradient == CrossEntropyGradient::f32_in_place) {
+        reinterpret_cast<float4*>(row_logits)[g] = make_float4(g0, g1, g2, g3);
+      } else {
+        reinterpret_cast<uint2*>(row_logits)[g] = make_uint2(detail::pack_bf16(g0, g1), detail::pack_bf16(g2, g3));
+      }
+      if (next < rows) detail::copy_async_16(staged + (g - first_group), next_source + g, true);
+    }
+    detail::commit_copies();
+  }
+  cluster.sync();  // neither block leaves while the other may still read its published statistics
+}
+
+// Shared memory each block of the staged kernel needs for a row of `vocab`, or 0 where it
+// cannot run: rows of float4 groups (vocab % 4 == 0, 16-byte aligned), the loss with a
+// gradient, and half a row small enough for two blocks a multiprocessor.
 template <RowReduction kReduction, CrossEntropyGradient kGradient>
-cudaError_t launch_rows(const RowOperands& operands, std::int64_t rows, cudaStream_t stream) {
+std::size_t staged_half_row_bytes(const RowOperands& operands, bool vectorized, int device) {
+  if constexpr (kReduction != RowReduction::loss || kGradient == CrossEntropyGradient::none) {
+    return 0;
+  } else {
+    if (!vectorized) return 0;
+    int per_multiprocessor = 0;
+    if (cudaDeviceGetAttribute(&per_multiprocessor, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) !=
+        cudaSuccess) {
+      return 0;
+    }
+    const std::size_t groups = static_cast<std::size_t>(operands.vocab) / detail::kLanes;
+    const std::size_t bytes = (groups + 1) / 2 * sizeof(float4);
+    // Each block's static shared memory and the 1 KB the system reserves per block come on top.
+    constexpr std::size_t kPerBlockExtra = 2048;
+    return kStagedClusterBlocks * (bytes + kPerBlockExtra) <= static_cast<std::size_t>(per_multiprocessor) ? bytes : 0;
+  }
+}
+
+template <RowReduction kReduction, CrossEntropyGradient kGradient>
+cudaError_t launch_rows(const RowOperands& operands, std::int64_t rows, RowReads reads, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (rows < 0 || rows > 0x7fffffff || operands.vocab <= 0) return cudaErrorInvalidValue;
   // float4 rows need every row start 16-byte aligned: an aligned base and vocab % 4 == 0.
   const bool vectorized =
       operands.vocab % detail::kLanes == 0 && reinterpret_cast<std::uintptr_t>(operands.logits) % 16 == 0;
+  if constexpr (kReduction == RowReduction::loss && kGradient != CrossEntropyGradient::none) {
+    int device = 0, multiprocessors = 0;
+    cudaError_t status = cudaGetDevice(&device);
+    if (status != cudaSuccess) return status;
+    const std::size_t staged_bytes = reads == RowReads::once_where_it_fits
+                                         ? staged_half_row_bytes<kReduction, kGradient>(operands, vectorized, device)
+                                         : 0;
+    if (staged_bytes > 0) {
+      status = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
+      if (status != cudaSuccess) return status;
+      const auto kernel = cross_entropy_staged_rows_kernel<kGradient>;
+      status =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(staged_bytes));
+      if (status != cudaSuccess) return status;
+      // One cluster a multiprocessor: its two blocks land on two multiprocessors, each of
+      // which holds two blocks.
+      const std::int64_t clusters = std::min<std::int64_t>(rows, multiprocessors);
+      kernel<<<static_cast<unsigned>(clusters * kStagedClusterBlocks), kStagedThreads, staged_bytes, stream>>>(operands,
+                                                                                                               rows);
+      return cudaGetLastError();
+    }
+  }
   const dim3 grid(static_cast<unsigned>(rows));
   if (vectorized) {
     cross_entropy_rows_kernel<true, kReduction, kGradient><<<grid, kRowThreads, 0, stream>>>(operands);
@@ -239,15 +400,15 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 cudaError_t softmax_cross_entropy(float* logits, const std::int32_t* targets, float* losses, std::int64_t rows,
                                   std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
-                                  cudaStream_t stream) {
+                                  cudaStream_t stream, RowReads reads) {
   const RowOperands operands{logits, targets, vocab, 0, grad_scale, losses, nullptr, nullptr, nullptr};
   switch (gradient) {
     case CrossEntropyGradient::none:
-      return launch_rows<RowReduction::loss, CrossEntropyGradient::none>(operands, rows, stream);
+      return launch_rows<RowReduction::loss, CrossEntropyGradient::none>(operands, rows, reads, stream);
     case CrossEntropyGradient::f32_in_place:
-      return launch_rows<RowReduction::loss, CrossEntropyGradient::f32_in_place>(operands, rows, stream);
+      return launch_rows<RowReduction::loss, CrossEntropyGradient::f32_in_place>(operands, rows, reads, stream);
     case CrossEntropyGradient::bf16_in_row:
-      return launch_rows<RowReduction::loss, CrossEntropyGradient::bf16_in_row>(operands, rows, stream);
+      return launch_rows<RowReduction::loss, CrossEntropyGradient::bf16_in_row>(operands, rows, reads, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -256,7 +417,8 @@ cudaError_t vocab_slice_statistics(float* logits, const std::int32_t* targets, s
                                    float* slice_lse, float* target_logit, std::int64_t rows, std::int64_t vocab,
                                    cudaStream_t stream) {
   const RowOperands operands{logits, targets, vocab, vocab_start, 1.0f, nullptr, slice_lse, target_logit, nullptr};
-  return launch_rows<RowReduction::slice_stats, CrossEntropyGradient::none>(operands, rows, stream);
+  return launch_rows<RowReduction::slice_stats, CrossEntropyGradient::none>(operands, rows,
+                                                                            RowReads::once_where_it_fits, stream);
 }
 
 cudaError_t vocab_slice_gradient(float* logits, const std::int32_t* targets, std::int64_t vocab_start, const float* lse,
@@ -265,9 +427,11 @@ cudaError_t vocab_slice_gradient(float* logits, const std::int32_t* targets, std
   const RowOperands operands{logits, targets, vocab, vocab_start, grad_scale, nullptr, nullptr, nullptr, lse};
   switch (gradient) {
     case CrossEntropyGradient::f32_in_place:
-      return launch_rows<RowReduction::given_lse, CrossEntropyGradient::f32_in_place>(operands, rows, stream);
+      return launch_rows<RowReduction::given_lse, CrossEntropyGradient::f32_in_place>(
+          operands, rows, RowReads::once_where_it_fits, stream);
     case CrossEntropyGradient::bf16_in_row:
-      return launch_rows<RowReduction::given_lse, CrossEntropyGradient::bf16_in_row>(operands, rows, stream);
+      return launch_rows<RowReduction::given_lse, CrossEntropyGradient::bf16_in_row>(
+          operands, rows, RowReads::once_where_it_fits, stream);
     case CrossEntropyGradient::none:
       break;  // nothing to compute
   }

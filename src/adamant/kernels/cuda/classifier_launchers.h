@@ -21,13 +21,26 @@ enum class CrossEntropyGradient : std::uint8_t {
   bf16_in_row,
 };
 
+// How the loss-and-gradient kernel reads a row it needs twice (for the loss, then for
+// its gradient). The two add a row's terms in different orders, so their results differ
+// in the last bits.
+enum class RowReads : std::uint8_t {
+  // Once from global memory into the shared memory of a cluster of two blocks, where
+  // vocab % 4 == 0, the logits are 16-byte aligned and half a row fits in half a
+  // multiprocessor's shared memory (vocab up to 57,344 on Hopper); twice from global
+  // memory otherwise.
+  once_where_it_fits,
+  // Twice from global memory (the form for larger rows; benchmarks compare the two).
+  twice,
+};
+
 // Per row r of logits [rows, vocab] (fp32): losses[r] = logsumexp(logits[r]) -
-// logits[r, targets[r]], one block per row and one pass over the row for the max and
-// the sum; then the gradient as `gradient` says. A target outside [0, vocab) gives a
-// NaN loss (and no one-hot term) instead of an out-of-bounds read.
+// logits[r, targets[r]], one pass over the row for the max and the sum; then the
+// gradient as `gradient` says. A target outside [0, vocab) gives a NaN loss (and no
+// one-hot term) instead of an out-of-bounds read.
 cudaError_t softmax_cross_entropy(float* logits, const std::int32_t* targets, float* losses, std::int64_t rows,
                                   std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
-                                  cudaStream_t stream);
+                                  cudaStream_t stream, RowReads reads = RowReads::once_where_it_fits);
 
 // The same row walk over a vocabulary slice: the rows of logits [rows, vocab] are the
 // columns [vocab_start, vocab_start + vocab) of the whole vocabulary, which targets

@@ -1,7 +1,7 @@
 #pragma once
 // Warp-level building blocks of the flash attention kernels: bf16 tensor-core
 // products (mma.sync m16n8k16, fp32 accumulation), shared-memory fragment loads
-// (ldmatrix, plain and transposed), asynchronous tile copies (cp.async) and the
+// (ldmatrix, plain and transposed), asynchronous tile copies (cp.async, async_copy.cuh) and the
 // padded tiles they work on. Only for *.cu files.
 //
 // Fragments of mma.m16n8k16, lane = 4 * group + pair (group 0..7, pair 0..3):
@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "adamant/kernels/cuda/async_copy.cuh"
 #include "adamant/kernels/cuda/device_common.cuh"
 
 namespace adamant::kernels::cuda::flash_detail {
@@ -52,27 +53,11 @@ constexpr bool supported_tiles() {
 }
 static_assert(supported_tiles<64>() && supported_tiles<80>() && supported_tiles<96>() && supported_tiles<128>());
 
-__device__ __forceinline__ std::uint32_t shared_address(const void* pointer) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
-// ---- asynchronous copies (zero fill where `valid` is false) ----
-
-__device__ __forceinline__ void copy_async_16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void copy_async_8(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(valid ? 8 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most kPending of the committed groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
+using detail::commit_copies;
+using detail::copy_async_16;
+using detail::copy_async_8;
+using detail::shared_address;
+using detail::wait_copies;
 
 // Starts copying rows [first_row, first_row + kRows) of one head's slice (kCols bf16 at
 // base + row * row_stride) into shared memory, 16-byte chunk c of tile row r to

@@ -1,0 +1,94 @@
+// Benchmark of the classifier's softmax cross-entropy with its gradient (the kernel
+// between the logits GEMM and the gradient GEMMs, kernels/cuda/classifier_kernels.cu)
+// on one chunk of the fused classifier at GPT-2's vocabulary: fp32 logits in, losses
+// and the bf16 gradient over each row's front half out. Each row read from global
+// memory once (staged in shared memory, as the classifier runs it) against twice
+// (the streamed form), against the device-to-device copy ceiling measured in the same
+// run. Bytes counted: 4 read and 2 written per logit. CUDA events, 3 warm-up runs,
+// then the median of --reps runs, the logits restored untimed before each run.
+//
+//   cross_entropy_bench [--reps 20] [--rows 2668] [--vocab 50304]
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "adamant/kernels/cuda/classifier_launchers.h"
+#include "cuda_bench_util.cuh"
+
+namespace {
+
+namespace launchers = adamant::kernels::cuda::launchers;
+using adamant::bench::check;
+using adamant::bench::DeviceArray;
+using adamant::bench::median_ms;
+
+// Logits about N(0, 3^2)-sized (uniform in [-5, 5)), targets spread over the vocabulary.
+__global__ void fill_inputs(float* logits, std::int64_t n, std::int32_t* targets, std::int64_t rows,
+                            std::int64_t vocab) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    logits[i] = 5.0f * adamant::bench::hashed_uniform(i, 7);
+    if (i < rows) targets[i] = static_cast<std::int32_t>((i * 7919) % vocab);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 20;
+  std::int64_t rows = 2668, vocab = 50304;  // 2^27 logits: a chunk of the fused classifier at GPT-2's vocabulary
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--rows" && i + 1 < argc) {
+      rows = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--vocab" && i + 1 < argc) {
+      vocab = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: cross_entropy_bench [--reps N] [--rows R] [--vocab V]\n");
+      return 2;
+    }
+  }
+  cudaDeviceProp props{};
+  check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
+  const std::int64_t n = rows * vocab;
+  const double bytes = 6.0 * static_cast<double>(n);
+  std::printf("device: %s, %d SMs; %lld rows of %lld fp32 logits, median of %d\n", props.name,
+              props.multiProcessorCount, static_cast<long long>(rows), static_cast<long long>(vocab), reps);
+
+  DeviceArray pristine(n * sizeof(float)), logits(n * sizeof(float)), copy_to(static_cast<std::size_t>(bytes) / 2);
+  DeviceArray targets(rows * sizeof(std::int32_t)), losses(rows * sizeof(float));
+  fill_inputs<<<props.multiProcessorCount * 8, 256>>>(pristine.as<float>(), n, targets.as<std::int32_t>(), rows, vocab);
+  check(cudaGetLastError(), "fill");
+  const auto restore = [&] {
+    check(cudaMemcpyAsync(logits.as<void>(), pristine.as<void>(), logits.bytes(), cudaMemcpyDeviceToDevice),
+          "restore the logits");
+  };
+  const auto run = [&](launchers::RowReads reads) {
+    return [&, reads] {
+      check(launchers::softmax_cross_entropy(logits.as<float>(), targets.as<std::int32_t>(), losses.as<float>(), rows,
+                                             vocab, launchers::CrossEntropyGradient::bf16_in_row, 1.0f / 16384, nullptr,
+                                             reads),
+            "softmax_cross_entropy");
+    };
+  };
+  // The ceiling: a copy that reads and writes as many bytes in all (3 per logit each way).
+  const double copy_ms = median_ms(reps, [&] {
+    check(cudaMemcpyAsync(copy_to.as<void>(), pristine.as<void>(), copy_to.bytes(), cudaMemcpyDeviceToDevice), "copy");
+  });
+  const double twice_ms = median_ms(reps, run(launchers::RowReads::twice), restore);
+  const double once_ms = median_ms(reps, run(launchers::RowReads::once_where_it_fits), restore);
+  const auto report = [&](const char* name, double ms) {
+    std::printf("%-40s %8.3f ms  %5.2f TB/s  %5.1f%% of the copy\n", name, ms, bytes / (ms * 1e-3) / 1e12,
+                100.0 * copy_ms / ms);
+  };
+  report("device-to-device copy (same bytes)", copy_ms);
+  report("rows read twice (streamed)", twice_ms);
+  report("rows read once (staged in shared memory)", once_ms);
+  std::printf("staged / streamed speed-up: %.2fx\n", twice_ms / once_ms);
+  return 0;
+}
