@@ -1,10 +1,12 @@
-// CUDA graphs for StepGraph: stream capture.
+// CUDA graphs for StepGraph: stream capture, memset nodes rewritten as kernels
+// (graph_memsets.h), instantiation.
 #include <cuda_runtime.h>
 
 #include <cstddef>
 
 #include "adamant/core/cuda_check.h"
 #include "adamant/core/error.h"
+#include "adamant/core/graph_memsets.h"
 #include "adamant/core/step_graph.h"
 
 namespace adamant {
@@ -35,12 +37,14 @@ class CudaGraphRecorder final : public GraphRecorder {
     }
     std::size_t nodes = 0;
     cudaError_t status = cudaGraphGetNodes(graph, nullptr, &nodes);
+    if (status == cudaSuccess && nodes > 0) status = replace_memsets_with_kernels(graph);
     cudaGraphExec_t executable = nullptr;
     if (status == cudaSuccess && nodes > 0) status = cudaGraphInstantiate(&executable, graph, 0);
     cudaGraphDestroy(graph);
     if (status != cudaSuccess) {
       cudaGetLastError();
-      fail("instantiating a recorded CUDA graph failed: {}", cudaGetErrorString(status));
+      fail("preparing a recorded CUDA graph (its memsets as kernels, then instantiation) failed: {}",
+           cudaGetErrorString(status));
     }
     return executable;  // nullptr when nothing was issued
   }
