@@ -13,6 +13,55 @@ import argparse
 import collections
 import re
 
+# One activity of the trace: device start and end (ns), kind, CUDA graph id (0: none), name.
+Activity = collections.namedtuple("Activity", "start end kind graph name")
+# The GPU idle for `ns` between the activity that ended last and the next one to start.
+Gap = collections.namedtuple("Gap", "ns before after")
+
+SIZE_BUCKETS = ((1, "< 1 us"), (2, "1-2 us"), (5, "2-5 us"), (20, "5-20 us"), (200, "20-200 us"),
+                (float("inf"), ">= 200 us"))
+
+
+def read_trace(lines):
+    """The activities of a trace's lines, in order of their start."""
+    activities = []
+    for number, line in enumerate(lines, 1):
+        fields = line.rstrip("\n").split("\t", 4)
+        if len(fields) != 5:
+            raise ValueError(f"line {number}: {len(fields)} tab-separated fields, expected 5 "
+                             "(kind, start, end, graph, name)")
+        kind, start, end, graph, name = fields
+        activities.append(Activity(int(start), int(end), kind, int(graph), name))
+    activities.sort()
+    return activities
+
+
+def idle_gaps(activities):
+    """Every interval in which no activity ran, between the first start and the last end.
+
+    Activities may overlap (several streams): a gap opens only after the latest end so far.
+    """
+    gaps = []
+    if not activities:
+        return gaps
+    busy_until, last = activities[0].end, activities[0]
+    for activity in activities[1:]:
+        if activity.start > busy_until:
+            gaps.append(Gap(activity.start - busy_until, last, activity))
+        if activity.end > busy_until:
+            busy_until, last = activity.end, activity
+    return gaps
+
+
+def size_bucket(ns):
+    return next(label for limit, label in SIZE_BUCKETS if ns / 1e3 < limit)
+
+
+def place(gap):
+    """What a gap sits between: the two kinds, and whether one CUDA graph holds both."""
+    inside = gap.before.graph == gap.after.graph != 0
+    return f"{gap.before.kind} -> {gap.after.kind}, {'inside a graph' if inside else 'between graphs or outside'}"
+
 
 def short_name(name):
     """A kernel's own name: the last "..._kernel" identifier of a mangled name, else the name cut short."""
@@ -25,10 +74,19 @@ def short_name(name):
         start = i + len(digits.group(0))
         identifiers.append(name[start:start + int(digits.group(0))])
         i = start + int(digits.group(0))
-    kernels = [i for i in identifiers if i.endswith("kernel")]
+    kernels = [identifier for identifier in identifiers if identifier.endswith("kernel")]
     if kernels:
         return kernels[-1]
     return re.sub(r"[<(].*", "", name)[:48]
+
+
+def totals(gaps, key):
+    """(count, idle ms) per key(gap), costliest first."""
+    sums = collections.defaultdict(lambda: [0, 0.0])
+    for gap in gaps:
+        sums[key(gap)][0] += 1
+        sums[key(gap)][1] += gap.ns / 1e6
+    return sorted(sums.items(), key=lambda item: -item[1][1])
 
 
 def main():
@@ -37,54 +95,23 @@ def main():
     parser.add_argument("--skip", type=float, default=0.6, help="fraction of the activities to leave out (default 0.6)")
     parser.add_argument("--top", type=int, default=12, help="transitions to list (default 12)")
     args = parser.parse_args()
-
-    activities = []
     with open(args.trace) as f:
-        for line in f:
-            kind, start, end, graph, name = line.rstrip("\n").split("\t", 4)
-            activities.append((int(start), int(end), kind, int(graph), name))
-    activities.sort()
+        activities = read_trace(f)
     activities = activities[int(len(activities) * args.skip):]
     if len(activities) < 2:
         raise SystemExit(f"{args.trace}: fewer than two activities after --skip {args.skip}")
 
-    gaps = []  # (ns, previous activity, next activity)
-    busy_until, last = activities[0][1], activities[0]
-    for activity in activities[1:]:
-        if activity[0] > busy_until:
-            gaps.append((activity[0] - busy_until, last, activity))
-        if activity[1] > busy_until:
-            busy_until, last = activity[1], activity
-    span = busy_until - activities[0][0]
-    idle = sum(g[0] for g in gaps)
-    counts = collections.Counter(a[2] for a in activities)
-    print(f"{len(activities)} activities ({dict(counts)}) over {span / 1e6:.2f} ms; "
+    gaps = idle_gaps(activities)
+    span = max(a.end for a in activities) - activities[0].start
+    idle = sum(g.ns for g in gaps)
+    kinds = dict(collections.Counter(a.kind for a in activities))
+    print(f"{len(activities)} activities ({kinds}) over {span / 1e6:.2f} ms; "
           f"idle {idle / 1e6:.3f} ms ({idle / span:.1%}) in {len(gaps)} gaps")
-
-    by_size = collections.defaultdict(lambda: [0, 0.0])
-    for ns, _, _ in gaps:
-        us = ns / 1e3
-        label = next(l for limit, l in ((1, "< 1 us"), (2, "1-2 us"), (5, "2-5 us"), (20, "5-20 us"),
-                                         (200, "20-200 us"), (float("inf"), ">= 200 us")) if us < limit)
-        by_size[label][0] += 1
-        by_size[label][1] += ns / 1e6
-    print("by gap size: " + ", ".join(f"{k} {v[1]:.3f} ms ({v[0]})" for k, v in by_size.items()))
-
-    by_kind = collections.defaultdict(lambda: [0, 0.0])
-    for ns, before, after in gaps:
-        inside = "inside a graph" if before[3] == after[3] != 0 else "between graphs or outside"
-        by_kind[f"{before[2]} -> {after[2]}, {inside}"][0] += 1
-        by_kind[f"{before[2]} -> {after[2]}, {inside}"][1] += ns / 1e6
-    for label, (n, ms) in sorted(by_kind.items(), key=lambda kv: -kv[1][1]):
+    print("by gap size: " + ", ".join(f"{label} {ms:.3f} ms ({n})" for label, (n, ms) in totals(gaps, lambda g: size_bucket(g.ns))))
+    for label, (n, ms) in totals(gaps, place):
         print(f"  {ms:8.3f} ms {n:6d} x  {label}")
-
-    transitions = collections.defaultdict(lambda: [0, 0.0])
-    for ns, before, after in gaps:
-        key = f"{short_name(before[4])} -> {short_name(after[4])}"
-        transitions[key][0] += 1
-        transitions[key][1] += ns / 1e6
     print("costliest transitions:")
-    for label, (n, ms) in sorted(transitions.items(), key=lambda kv: -kv[1][1])[:args.top]:
+    for label, (n, ms) in totals(gaps, lambda g: f"{short_name(g.before.name)} -> {short_name(g.after.name)}")[:args.top]:
         print(f"  {ms:8.3f} ms {n:6d} x  {label}  ({1e3 * ms / n:.1f} us each)")
 
 
