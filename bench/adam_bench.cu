@@ -60,19 +60,11 @@ std::vector<std::int64_t> gpt3_1p3b_segments() {
   return table;
 }
 
-__device__ float hash_uniform(std::uint64_t i, std::uint64_t seed) {
-  std::uint64_t x = i * 0x9e3779b97f4a7c15ull + seed;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 29;
-  return static_cast<float>(x >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-}
-
 // x = lo + (hi - lo) * u, u uniform in [0, 1): random, non-zero data for timing.
 __global__ void fill_uniform(float* x, std::int64_t n, std::uint64_t seed, float lo, float hi) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    x[i] = lo + (hi - lo) * hash_uniform(static_cast<std::uint64_t>(i), seed);
+    x[i] = lo + (hi - lo) * adamant::bench::hashed_unit(i, seed);
   }
 }
 

@@ -10,6 +10,7 @@
 //   cross_entropy_bench [--reps 20] [--rows 2668] [--vocab 50304]
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
