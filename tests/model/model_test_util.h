@@ -90,8 +90,8 @@ std::array<double, 2> run_chained_stages(const std::vector<std::unique_ptr<GptMo
     const MicroBatch mb = batch.view(2 * m, 2 * m, 2);
     for (int v = virtual_stages - 1; v >= 0; --v) {
       if (v + 1 < virtual_stages) hand_over(stage(v + 1).input_grad(slot(m, v + 1), 2), stage(v).output_grad(2));
-      const double loss = stage(v).backward_pass(v / p, slot(m, v), mb, loss_scale);
-      if (v + 1 == virtual_stages) losses[static_cast<std::size_t>(m)] = loss;
+      stage(v).backward_pass(v / p, slot(m, v), mb, loss_scale);
+      if (v + 1 == virtual_stages) losses[static_cast<std::size_t>(m)] = stage(v).take_loss_sum();
     }
   }
   return losses;

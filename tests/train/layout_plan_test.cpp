@@ -161,7 +161,7 @@ TEST(LayoutPlan, ModelMemoryIsWhatTheModelAllocates) {
         model::model_memory(gpt, DType::bf16, 2, Device::cpu(), padded, model::pipeline_stage(gpt, stage), passes);
     const std::size_t before = allocation_stats(Device::cpu()).in_use_bytes;
     const model::GptModel model(gpt, DType::bf16, 2, Device::cpu(), 1, padded, nullptr, stage, passes);
-    EXPECT_EQ(allocation_stats(Device::cpu()).in_use_bytes - before, planned.on_device() + planned.host_statistics);
+    EXPECT_EQ(allocation_stats(Device::cpu()).in_use_bytes - before, planned.on_device() + planned.on_host());
     EXPECT_EQ(planned.weights, 2 * padded);
     EXPECT_EQ(planned.grads, 4 * padded);
   }

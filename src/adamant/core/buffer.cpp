@@ -24,10 +24,24 @@ Buffer::Buffer(std::size_t bytes, Device device) : bytes_(bytes), device_(device
   note_allocation(device, bytes);
 }
 
+Buffer Buffer::host_for(std::size_t bytes, Device peer) {
+  if (peer.is_cpu() || bytes == 0) return Buffer(bytes, Device::cpu());
+  Buffer b;
+  b.data_ = cuda::host_alloc_pinned(bytes);
+  b.bytes_ = bytes;
+  b.device_ = Device::cpu();
+  b.page_locked_ = true;
+  note_allocation(b.device_, bytes);
+  return b;
+}
+
 Buffer::~Buffer() { release(); }
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)), device_(other.device_) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      device_(other.device_),
+      page_locked_(std::exchange(other.page_locked_, false)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -35,6 +49,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     device_ = other.device_;
+    page_locked_ = std::exchange(other.page_locked_, false);
   }
   return *this;
 }
@@ -42,7 +57,9 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 void Buffer::release() noexcept {
   if (data_ == nullptr) return;
   note_release(device_, bytes_);
-  if (device_.is_cpu()) {
+  if (page_locked_) {
+    cuda::host_free_pinned(data_);
+  } else if (device_.is_cpu()) {
     std::free(data_);
   } else {
     cuda::free(data_, device_.index);

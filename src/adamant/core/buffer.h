@@ -15,6 +15,10 @@ class Buffer {
 
   Buffer() = default;
   Buffer(std::size_t bytes, Device device);
+  // Host memory that `peer`'s streams copy into asynchronously: page-locked when `peer` is a GPU
+  // (a copy into pageable memory would make the host wait for the stream), plain host memory
+  // when it is the CPU.
+  static Buffer host_for(std::size_t bytes, Device peer);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -32,6 +36,7 @@ class Buffer {
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   Device device_{};
+  bool page_locked_ = false;
 };
 
 // Copies between any two devices (host<->device, device<->device, host<->host).

@@ -8,6 +8,10 @@ namespace adamant::cuda {
 void* malloc_zeroed(std::size_t bytes, int device);
 void free(void* ptr, int device) noexcept;
 void copy(void* dst, const void* src, std::size_t bytes);  // cudaMemcpyDefault, synchronous
+// Page-locked host memory, zeroed: what an asynchronous device-to-host copy lands in without
+// making the host wait for the stream.
+void* host_alloc_pinned(std::size_t bytes);
+void host_free_pinned(void* ptr) noexcept;
 void set_device(int device);
 int device_count();  // 0 in a CPU-only build or with no GPU visible
 // Device memory in use by every user of the GPU (total - free from cudaMemGetInfo): this process's

@@ -1,5 +1,7 @@
 #include <cuda_runtime.h>
 
+#include <cstring>
+
 #include "adamant/core/cuda_check.h"
 #include "adamant/core/cuda_runtime.h"
 #include "adamant/core/device.h"
@@ -27,6 +29,15 @@ void copy(void* dst, const void* src, std::size_t bytes) {
   // non-blocking streams are not ordered after it, so wait here: copy() is synchronous.
   ADAMANT_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
+
+void* host_alloc_pinned(std::size_t bytes) {
+  void* ptr = nullptr;
+  ADAMANT_CUDA_CHECK(cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault));
+  std::memset(ptr, 0, bytes);
+  return ptr;
+}
+
+void host_free_pinned(void* ptr) noexcept { cudaFreeHost(ptr); }
 
 void set_device(int device) { ADAMANT_CUDA_CHECK(cudaSetDevice(device)); }
 

@@ -15,6 +15,8 @@ namespace {
 void* malloc_zeroed(std::size_t, int) { no_cuda(); }
 void free(void*, int) noexcept {}
 void copy(void*, const void*, std::size_t) { no_cuda(); }
+void* host_alloc_pinned(std::size_t) { no_cuda(); }
+void host_free_pinned(void*) noexcept {}
 void set_device(int) { no_cuda(); }
 std::size_t device_memory_in_use(int) { no_cuda(); }
 std::size_t device_memory_total(int) { no_cuda(); }

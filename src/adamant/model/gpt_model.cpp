@@ -25,17 +25,6 @@ namespace {
 // Smaller loops stay on one thread: waking the team costs more than it saves.
 constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 15;
 
-// Sum of the first n values of a host buffer of fp32 or fp64 statistics, in order, in fp64.
-double host_sum(const Buffer& values, DType dtype, std::size_t n) {
-  double sum = 0.0;
-  if (dtype == DType::f64) {
-    for (std::size_t i = 0; i < n; ++i) sum += static_cast<const double*>(values.data())[i];
-  } else {
-    for (std::size_t i = 0; i < n; ++i) sum += static_cast<const float*>(values.data())[i];
-  }
-  return sum;
-}
-
 // Philox stream of one parameter's initial values: a hash of its name (so a layer's
 // weights do not depend on how many layers follow), top bit set to stay apart from
 // the dropout streams.
@@ -130,6 +119,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   pass_samples_ = Buffer(memory.pass_samples, device_);
   grads_finished_.resize(chunks_.size());
   host_statistics_ = Buffer(memory.host_statistics, Device::cpu());
+  loss_reads_ = LossReadback(static_cast<std::size_t>(micro_batch_size_) * config_.seq_length, grad_dtype_, device_);
   init_weights();
 }
 
@@ -344,13 +334,8 @@ Tensor GptModel::slot_tokens(int slot, std::size_t count) {
   return Tensor::flat(static_cast<std::int32_t*>(device_tokens_.data()) + at, DType::i32, device_, count);
 }
 
-double GptModel::mean_loss(const Pass& pass) {
-  const std::size_t n = static_cast<std::size_t>(pass.batch) * pass.seq;
-  const Tensor losses = act(layout_.losses, n);
-  stream_->synchronize();
-  copy_bytes(host_statistics_.data(), Device::cpu(), losses.data, device_, losses.bytes());
-  // In order, in fp64: the reported loss does not depend on threads.
-  return host_sum(host_statistics_, grad_dtype_, n) / static_cast<double>(n);
+void GptModel::queue_loss_read(const Pass& pass) {
+  loss_reads_.queue(act(layout_.losses, static_cast<std::size_t>(pass.batch) * pass.seq), *stream_);
 }
 
 std::size_t GptModel::tied_embedding() const {
@@ -403,8 +388,8 @@ void GptModel::forward_pass(int chunk, int slot, const MicroBatch& batch, bool t
   run_pass(pass, PassDirection::forward, 0.0f, [&](const StepGraph::Pause&) { forward(pass); });
 }
 
-double GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,
-                               const GradReadyFn& on_grad_ready) {
+void GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,
+                             const GradReadyFn& on_grad_ready) {
   const Pass pass = begin_pass(chunk, slot, batch, true, "backward_pass");
   const bool head = pass.chunk->layers.has_head;
   const Tensor targets = head ? stage_ids(batch.targets, device_targets_) : Tensor{};
@@ -428,15 +413,19 @@ double GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, flo
         });
       },
       !on_grad_ready ? StepGraph::OnPause{} : [&](int k) { on_grad_ready(reported[static_cast<std::size_t>(k)]); });
-  return head ? mean_loss(pass) : 0.0;  // read after backward is issued: the GPU never waits for the host
+  if (head) queue_loss_read(pass);
 }
 
 double GptModel::evaluate_loss(int chunk, int slot, const MicroBatch& batch) {
   const Pass pass = begin_pass(chunk, slot, batch, false, "evaluate_loss");
   ADAMANT_CHECK(pass.chunk->layers.has_head, "evaluate_loss: chunk {} of pipeline stage {} has no classifier", chunk,
                 stage_.stage);
+  ADAMANT_CHECK(loss_reads_.untaken() == 0,
+                "evaluate_loss: the losses of {} training pass(es) have not been taken; call take_loss_sum first",
+                loss_reads_.untaken());
   classifier(pass, stage_ids(batch.targets, device_targets_), 0.0, false);
-  return mean_loss(pass);
+  queue_loss_read(pass);
+  return loss_reads_.take_sum_of_means();
 }
 
 Tensor GptModel::stream_rows(const Region& region, int batch_size) {
@@ -476,8 +465,12 @@ void GptModel::copy(const Tensor& src, Tensor dst) {
 
 double GptModel::forward_backward(const MicroBatch& batch, float loss_scale, const GradReadyFn& on_grad_ready) {
   whole_model_index("forward_backward");
+  ADAMANT_CHECK(loss_reads_.untaken() == 0,
+                "forward_backward: the losses of {} earlier pass(es) have not been taken; call take_loss_sum first",
+                loss_reads_.untaken());
   forward_pass(0, 0, batch, true);
-  return backward_pass(0, 0, batch, loss_scale, on_grad_ready);
+  backward_pass(0, 0, batch, loss_scale, on_grad_ready);
+  return loss_reads_.take_sum_of_means();
 }
 
 double GptModel::forward_loss(const MicroBatch& batch) {

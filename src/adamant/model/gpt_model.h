@@ -65,6 +65,7 @@
 #include "adamant/kernels/workspace.h"
 #include "adamant/model/activations.h"
 #include "adamant/model/gpt_config.h"
+#include "adamant/model/loss_readback.h"
 #include "adamant/model/model_memory.h"
 #include "adamant/model/param_layout.h"
 #include "adamant/model/pass_graphs.h"
@@ -145,6 +146,7 @@ class GptModel {
   // and adds d(loss_scale * mean loss)/dw into grads(). on_grad_ready, when set, is called once per parameter as soon
   // as its gradient is final in grads(), in the flat layout's order (final layernorm first, the tied word embedding
   // last); with recorded passes (config.cuda_graph) too, between the graphs of the backward.
+  // Waits for the GPU to read the loss back (a schedule of passes reads it later: take_loss_sum).
   double forward_backward(const MicroBatch& batch, float loss_scale, const GradReadyFn& on_grad_ready = {});
 
   // Mean cross-entropy without gradients and without dropout (validation; one pipeline stage).
@@ -157,12 +159,18 @@ class GptModel {
   // training: dropout on (backward_pass follows); off for evaluate_loss.
   void forward_pass(int chunk, int slot, const MicroBatch& batch, bool training);
   // The chunk's backward: a head chunk first runs the classifier on the micro-batch's targets and
-  // returns the mean loss; another chunk needs d(output) in output_grad() first and returns 0.
-  // Gradients are added into grads() as forward_backward does; a chunk without the embedding leaves
-  // d(input) in input_grad(slot), where it stays until the slot's next forward_pass.
-  double backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,
-                       const GradReadyFn& on_grad_ready = {});
-  // A head chunk's mean cross-entropy after forward_pass(training = false).
+  // queues the copy of its losses to the host (take_loss_sum reads them); another chunk needs
+  // d(output) in output_grad() first. Gradients are added into grads() as forward_backward does; a
+  // chunk without the embedding leaves d(input) in input_grad(slot), where it stays until the
+  // slot's next forward_pass. Never waits for the GPU.
+  void backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,
+                     const GradReadyFn& on_grad_ready = {});
+  // The sum of the mean losses of the head chunk's backward passes since the last call, added in
+  // the order they ran (0 when none ran). Waits for the GPU up to the last of them only: call it
+  // after issuing the work that follows (the optimizer's step) so that the GPU never waits.
+  double take_loss_sum() { return loss_reads_.take_sum_of_means(); }
+  // A head chunk's mean cross-entropy after forward_pass(training = false); no training pass's
+  // loss may be waiting to be taken.
   double evaluate_loss(int chunk, int slot, const MicroBatch& batch);
   // [local rows of batch_size samples, hidden]: what passes between stages (1/tp of the rows with
   // sequence parallelism).
@@ -235,7 +243,7 @@ class GptModel {
   void backward(const Pass& pass, const GradReadyFn& on_grad_ready);
   void classifier(const Pass& pass, const Tensor& targets, double grad_scale, bool with_grad);
   // Mean of the classifier's per-token losses of the last pass (waits for the stream).
-  double mean_loss(const Pass& pass);
+  void queue_loss_read(const Pass& pass);
   void finish_grad(std::size_t param, const GradReadyFn& on_grad_ready);
   void zero(Tensor t);
   void copy(const Tensor& src, Tensor dst);  // in stream order
@@ -287,7 +295,8 @@ class GptModel {
   // Per chunk: the parameters its backward finishes, in order: what the pauses of its recorded
   // backward report.
   std::vector<std::vector<std::size_t>> grads_finished_;
-  Buffer host_statistics_;  // per-token losses or one row of logits copied back to the host (grad_dtype_)
+  Buffer host_statistics_;   // one row of logits copied back to the host (grad_dtype_)
+  LossReadback loss_reads_;  // the head's per-token losses, copied back after each pass
 };
 
 }  // namespace adamant::model

@@ -36,7 +36,7 @@ struct ModelDtypes {
 };
 ModelDtypes model_dtypes(DType weight_dtype, Device device);
 
-// Bytes of each buffer; host_statistics is on the host, the others on the model's device.
+// Bytes of each buffer; host_statistics and host_loss_reads are on the host, the others on the model's device.
 struct ModelMemory {
   std::size_t weights = 0;
   std::size_t working_weights = 0;
@@ -49,6 +49,9 @@ struct ModelMemory {
   std::size_t targets = 0;       // target ids of the pass running
   std::size_t pass_samples = 0;  // each pass in flight's first sample index (its dropout masks)
   std::size_t host_statistics = 0;
+  std::size_t host_loss_reads = 0;  // LossReadback: page-locked on a GPU
+
+  std::size_t on_host() const { return host_statistics + host_loss_reads; }
 
   std::size_t on_device() const {
     return weights + working_weights + grads + micro_grads + activations + tokens + targets + pass_samples;

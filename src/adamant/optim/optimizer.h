@@ -92,7 +92,7 @@ class Optimizer {
   // Exposed communication: milliseconds the compute stream stood idle waiting for collectives (parameter
   // all-gathers in wait_for_params(), the gradient reduce-scatters or all-reduces and the grad-norm all-reduce in
   // step()) in the waits timed since the last call whose timing is known without blocking. Read it after a host
-  // synchronisation (the trainer's loss read-back): every wait up to the step's grad-norm read is known then; a
+  // synchronisation (the step's grad-norm read): every wait up to it is known then; a
   // wait at the very end of step() may only be counted by the next call.
   virtual double take_exposed_comm_ms() = 0;
   // Optimizer state held by this rank: fp32 main weights (or u16 remainders; none when the fp32 model weights

@@ -48,8 +48,8 @@ void PipelineRunner::forward(const model::MicroBatch& batch, int chunk, int slot
   }
 }
 
-double PipelineRunner::train_step(std::span<const model::MicroBatch> batches, float loss_scale,
-                                  const model::GradReadyFn& on_grad_ready) {
+void PipelineRunner::train_step(std::span<const model::MicroBatch> batches, float loss_scale,
+                                const model::GradReadyFn& on_grad_ready) {
   ADAMANT_CHECK(static_cast<int>(batches.size()) == layout_.micro_batches,
                 "PipelineRunner: {} micro-batches for a schedule of {}", batches.size(), layout_.micro_batches);
   const Stream& stream = model_.stream();
@@ -57,7 +57,6 @@ double PipelineRunner::train_step(std::span<const model::MicroBatch> batches, fl
   const model::GradReadyFn hook = !on_grad_ready ? model::GradReadyFn{} : [&](std::size_t param) {
     if (param != tied_embedding_) on_grad_ready(param);
   };
-  double loss_sum = 0;
   for (const PipelineStep& step : schedule_) {
     const model::MicroBatch& batch = batches[static_cast<std::size_t>(step.micro_batch)];
     int& slot = slot_of_pass_[static_cast<std::size_t>(step.micro_batch * layout_.virtual_stages + step.chunk)];
@@ -72,8 +71,7 @@ double PipelineRunner::train_step(std::span<const model::MicroBatch> batches, fl
     }
     send.wait(stream);  // the output's send: received by now, as its gradient came back
     const bool last_micro_batch = step.micro_batch + 1 == layout_.micro_batches;
-    loss_sum +=
-        model_.backward_pass(step.chunk, slot, batch, loss_scale, last_micro_batch ? hook : model::GradReadyFn{});
+    model_.backward_pass(step.chunk, slot, batch, loss_scale, last_micro_batch ? hook : model::GradReadyFn{});
     if (!first_virtual(step.chunk)) {
       comms_.gradients->order_after(stream);
       send = comms_.gradients->send_async(model_.input_grad(slot, batch.batch_size), previous_stage());
@@ -83,7 +81,6 @@ double PipelineRunner::train_step(std::span<const model::MicroBatch> batches, fl
   }
   wait_all_sends();
   sum_tied_embedding(on_grad_ready);
-  return loss_sum;
 }
 
 double PipelineRunner::evaluate(std::span<const model::MicroBatch> batches) {

@@ -36,9 +36,12 @@ class PipelineRunner {
 
   // Forward and backward of this data-parallel rank's micro-batches (micro_batches of them), the
   // gradients added into model.grads(); on_grad_ready is called once per parameter when its gradient
-  // is final. Returns the sum of the micro-batch losses on the last stage, 0 on the others.
-  double train_step(std::span<const model::MicroBatch> batches, float loss_scale,
-                    const model::GradReadyFn& on_grad_ready);
+  // is final. Issues the work without waiting for the GPU; take_loss_sum() reads the losses.
+  void train_step(std::span<const model::MicroBatch> batches, float loss_scale,
+                  const model::GradReadyFn& on_grad_ready);
+  // The sum of the last train_step's micro-batch losses on the last stage, 0 on the others. Waits
+  // for the GPU to finish that step's backward passes: call it after issuing the optimizer's step.
+  double take_loss_sum() { return model_.take_loss_sum(); }
   // Forwards without dropout; the sum of the micro-batch losses on the last stage, 0 on the others.
   double evaluate(std::span<const model::MicroBatch> batches);
 

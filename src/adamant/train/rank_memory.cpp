@@ -68,9 +68,9 @@ RankMemory stage_memory(const TrainConfig& config, const model::GptConfig& gpt, 
                  optimizer.workspaces;
   if (device.is_cuda()) {
     r.workspaces += kCudaGemmWorkspaceBytes;
-    r.host = static_cast<double>(model.host_statistics);
+    r.host = static_cast<double>(model.on_host());
   } else {
-    r.workspaces += static_cast<double>(model.host_statistics);
+    r.workspaces += static_cast<double>(model.on_host());
   }
   return r;
 }
