@@ -1,7 +1,7 @@
 #pragma once
 // What the CUDA benchmarks share: a CUDA error ends the program with the call that
-// failed, an owning device allocation, event timing (the sorted times of runs after
-// three warm-ups) and reproducible random fills. Only for bench/*.cu.
+// failed, an owning device allocation, event timing of the GPU's work alone (the sorted
+// times of runs after three warm-ups) and reproducible random fills. Only for bench/*.cu.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,6 +38,19 @@ class DeviceArray {
   std::size_t bytes_ = 0;
 };
 
+// Keeps the GPU busy for about `nanoseconds`, so that the host has issued a run's launches
+// before the GPU reaches its start event: the time measured is then the GPU's alone, without
+// the host's launch latency (a framework's peer, bench/torch_*_peer.py, does the same).
+static __global__ void hold_gpu_kernel(std::uint64_t nanoseconds) {
+  std::uint64_t start = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (;;) {
+    std::uint64_t now = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start >= nanoseconds) return;
+  }
+}
+
 // Owning CUDA event pair: the time of the work `run` enqueues on the default stream.
 class EventPair {
  public:
@@ -51,7 +64,9 @@ class EventPair {
   }
   EventPair(const EventPair&) = delete;
   EventPair& operator=(const EventPair&) = delete;
+  static constexpr std::uint64_t kHoldNanoseconds = 200'000;  // far above any run's launch time
   float time_ms(const std::function<void()>& run) {
+    hold_gpu_kernel<<<1, 1>>>(kHoldNanoseconds);
     check(cudaEventRecord(start_), "cudaEventRecord");
     run();
     check(cudaEventRecord(stop_), "cudaEventRecord");

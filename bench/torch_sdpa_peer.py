@@ -3,7 +3,8 @@
 
 Times torch.nn.functional.scaled_dot_product_attention(is_causal=True) forward and
 backward, bf16, layout (B, H, L, d), on the attention shapes of GPT-3 126M, 1.3B and
-2.7B at sequence 2048 and 126M and 1.3B at 8192; --dropout P as flash_attention_bench's. CUDA events, 3 warm-ups, median of --reps.
+2.7B at sequence 2048 and 126M and 1.3B at 8192; --dropout P as flash_attention_bench's. CUDA events around
+the GPU's work alone (the GPU spins while the host issues each run), 3 warm-ups, median of --reps.
 FLOPs are counted as flash_attention_bench counts them: forward 2 B H L^2 d,
 backward 2.5 times that. --backend pins one SDPA backend (default: PyTorch's choice).
 With --compare OURS.json (flash_attention_bench --json) it prints the side-by-side
@@ -23,14 +24,21 @@ SHAPES = [("126M", 8, 12, 2048, 64), ("1.3B", 4, 16, 2048, 128), ("2.7B", 4, 32,
           ("126M", 2, 12, 8192, 64), ("1.3B", 1, 16, 8192, 128)]
 
 
+# GPU cycles of the spin before each timed run (about 0.5 ms): the host issues the run's kernels
+# (Python and autograd take tens of microseconds) while the GPU spins, so the events time the
+# GPU's work alone, as flash_attention_bench's do (bench/cuda_bench_util.cuh).
+HOLD_CYCLES = 1_000_000
+
+
 def time_cuda(fn, reps):
-    """Median milliseconds of reps runs after 3 warm-ups."""
+    """Median milliseconds of the GPU's work in reps runs after 3 warm-ups."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(reps):
+        torch.cuda._sleep(HOLD_CYCLES)
         start.record()
         fn()
         stop.record()
