@@ -3,7 +3,9 @@
 // memset (inside CUDA graphs too, with the graph's id) and writes them at exit to
 // $ADAMANT_TIMELINE_OUT.<pid>.tsv (default kernel_timeline.<pid>.tsv), one line each:
 // kind (kernel, memcpy, memset), start ns, end ns, graph id (0 outside graphs), name.
-// bench/kernel_timeline/idle_gaps.py reports where the GPU sat idle between them.
+// bench/kernel_timeline/idle_gaps.py reports where the GPU sat idle between them, and
+// kernel_parts.py the kernel time a step by part of the model, for any program traced
+// (PyTorch's too, so that ours and the peer compare kernel by kernel).
 //
 //   CUDA_INJECTION64_PATH=build/bench/kernel_timeline/libkernel_timeline.so
 //     ADAMANT_TIMELINE_OUT=/tmp/run build/adamant train ...   (one command line)
