@@ -231,6 +231,31 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
                            split_sample_index(dropout_, offset_gpu), stream);
   stream.synchronize();
   testing::expect_bitwise_equal(third_gpu.download(), first_run, "d_qkv with the sample offset in memory");
+
+  // With a score scratch (head sizes 64 and 128), the query pass reads the score gradients
+  // the key pass stored: dk and dv are the same bits, dq within the same bound, and runs
+  // repeat bit for bit.
+  if (shape_.head_dim != 64 && shape_.head_dim != 128) return;
+  MirroredArray<std::uint16_t> scores(flash_attention_scores_bytes(shape_) / 2, DType::bf16);
+  auto stored_gpu = poisoned_bf16(qkv_.size());
+  flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
+                           logsumexp_gpu.device_view(), stored_gpu.device_view(), shape_, dropout_, stream,
+                           scores.device_view());
+  stream.synchronize();
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const std::vector<std::uint16_t> stored_run = stored_gpu.download();
+  expect_within_bf16_bound(download_floats(stored_gpu), d_qkv, magnitude, "d_qkv from stored score gradients");
+  const std::int64_t channels = shape_.heads * shape_.head_dim;
+  for (std::size_t i = 0; i < stored_run.size(); ++i) {
+    if (static_cast<std::int64_t>(i) % (3 * channels) < channels) continue;  // dq
+    ASSERT_EQ(stored_run[i], first_run[i]) << "dk or dv element " << i << " differs with stored score gradients";
+  }
+  auto stored_again = poisoned_bf16(qkv_.size());
+  flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
+                           logsumexp_gpu.device_view(), stored_again.device_view(), shape_, dropout_, stream,
+                           scores.device_view());
+  stream.synchronize();
+  testing::expect_bitwise_equal(stored_again.download(), stored_run, "d_qkv of a second run from stored scores");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaFlashAttention,

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 
 #include "adamant/core/stream.h"
@@ -20,11 +21,18 @@
 #include "adamant/kernels/attention.h"
 #include "adamant/kernels/dispatch.h"
 #include "adamant/kernels/dropout.h"
+#include "adamant/kernels/flash_attention_scores.h"
 
 namespace adamant::kernels {
 
 // The head sizes the CUDA kernels are instantiated for.
 inline constexpr std::array<std::int64_t, 4> kCudaFlashHeadDims{64, 80, 96, 128};
+
+// A scratch of flash_attention_scores_bytes (kernels/flash_attention_scores.h) lets the GPU's
+// backward read the score gradients its key pass stored instead of recomputing them.
+inline std::size_t flash_attention_scores_bytes(const AttentionShape& shape) {
+  return flash_attention_scores_bytes(shape.batch, shape.heads, shape.seq);
+}
 
 namespace cpu {
 void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, const AttentionShape& shape,
@@ -38,7 +46,7 @@ void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, co
                              const DropoutArgs& dropout_args, const Stream& stream);
 void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                               Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
-                              const Stream& stream);
+                              const Stream& stream, const Tensor& d_scores);
 }  // namespace cuda
 
 namespace detail {
@@ -86,10 +94,11 @@ inline void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsum
 }
 
 // d_qkv (overwritten, must not overlap the inputs) from d_out, given forward's out
-// and logsumexp and the same dropout arguments.
+// and logsumexp and the same dropout arguments. d_scores: empty, or a scratch of
+// flash_attention_scores_bytes(shape) (see there).
 inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                                      Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
-                                     const Stream& stream) {
+                                     const Stream& stream, const Tensor& d_scores = {}) {
   const KernelCall call = KernelCall::model("flash_attention_backward", qkv, stream);
   detail::check_shape(call, shape);
   detail::check_dropout(call, dropout_args, shape.batch);
@@ -109,8 +118,8 @@ inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, con
   }
   if (tokens == 0) return;
   call.run([&] { cpu::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args); },
-           ADAMANT_CUDA_CALL(
-               cuda::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args, stream)));
+           ADAMANT_CUDA_CALL(cuda::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args,
+                                                            stream, d_scores)));
 }
 
 }  // namespace adamant::kernels

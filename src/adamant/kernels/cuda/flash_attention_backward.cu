@@ -122,6 +122,7 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
   if (flash_detail::uses_wgmma(problem.head_dim)) {
     status = launch_backward_key_pass_wgmma(operands, problem, dropout, stream);
     if (status != cudaSuccess) return status;
+    if (operands.d_scores != nullptr) return launch_backward_stored_query_pass_wgmma(operands, problem, stream);
     return launch_backward_query_pass_wgmma(operands, problem, dropout, stream);
   }
   status = launch_backward_key_pass(operands, problem, dropout, stream);

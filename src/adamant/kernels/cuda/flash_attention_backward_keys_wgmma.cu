@@ -19,6 +19,7 @@
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
 #include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
+#include "adamant/kernels/cuda/flash_attention_stored_scores.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 #include "adamant/kernels/cuda/wgmma.cuh"
 
@@ -44,7 +45,7 @@ struct WgmmaKeyPassConfig {
   static constexpr std::size_t kBytes = kStatistics + kStages * kStreamRows * 2 * sizeof(float) + kSwizzleAlignment;
 };
 
-template <int kHeadDim, bool kDropout>
+template <int kHeadDim, bool kDropout, bool kStoreScores>
 __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBlocks)
     flash_backward_key_wgmma_kernel(BackwardOperands operands, Problem problem, Dropout dropout, float scale,
                                     float scale_log2) {
@@ -202,6 +203,26 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
       a_from_c(probs[kk], s[2 * kk], s[2 * kk + 1]);
       a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);
     }
+    if constexpr (kStoreScores) {
+      // This warpgroup's ds^T tile for the query pass (flash_attention_stored_scores.cuh):
+      // register a[r] of k16 step kk holds keys row (r odd: + 8), queries 16 kk + 8 (r / 2)
+      // + 2 pair + {0, 1}, one 4-byte pair of a swizzled row.
+      const int key_tile = first_key / kStreamRows + warpgroup;
+      if (block >= key_tile) {
+        unsigned char* image = reinterpret_cast<unsigned char*>(operands.d_scores) +
+                               score_tile_offset(static_cast<int>(blockIdx.x), seq, key_tile, block);
+        const int row = (warp % 4) * kWarpRows + group;
+#pragma unroll
+        for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int tile_row = row + (r & 1) * 8;
+            *reinterpret_cast<std::uint32_t*>(image + swizzled_chunk_offset<kStreamRows>(tile_row, 2 * kk + r / 2) +
+                                              4 * pair) = d_scores[kk][r];
+          }
+        }
+      }
+    }
     if constexpr (!Config::kOverlap) {
       issue_gradients(block);
       wgmma_commit();
@@ -235,7 +256,12 @@ cudaError_t launch_backward_key_pass_wgmma(const BackwardOperands& operands, con
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-    return launch_over_row_blocks(flash_backward_key_wgmma_kernel<kHeadDim, kDropout>,
+    if (operands.d_scores != nullptr) {
+      return launch_over_row_blocks(flash_backward_key_wgmma_kernel<kHeadDim, kDropout, true>,
+                                    WgmmaKeyPassConfig<kHeadDim>::kBytes, problem, stream, operands, problem, dropout,
+                                    scale, kLog2E * scale);
+    }
+    return launch_over_row_blocks(flash_backward_key_wgmma_kernel<kHeadDim, kDropout, false>,
                                   WgmmaKeyPassConfig<kHeadDim>::kBytes, problem, stream, operands, problem, dropout,
                                   scale, kLog2E * scale);
   });

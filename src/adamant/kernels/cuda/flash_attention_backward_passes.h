@@ -6,7 +6,8 @@
 //     parked as two fp32 at the start of the token's dq slice of d_qkv;
 //  2. key pass: dk and dv, one block per 128 keys;
 //  3. query pass: dq, one block per 128 queries, written over the statistics of its own
-//     rows after reading them.
+//     rows after reading them; with BackwardOperands::d_scores, from the score gradients
+//     the key pass stored instead of recomputing them.
 // Each pass has a wgmma kernel for head sizes 64 and 128 (*_wgmma.cu) and an mma.sync
 // one for 80 and 96.
 // No output element is summed by more than one thread, in a fixed order, so runs
@@ -27,5 +28,8 @@ cudaError_t launch_backward_key_pass_wgmma(const BackwardOperands& operands, con
                                            const Dropout& dropout, cudaStream_t stream);
 cudaError_t launch_backward_query_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
                                              const Dropout& dropout, cudaStream_t stream);
+// The query pass from the score gradients the key pass stored (operands.d_scores).
+cudaError_t launch_backward_stored_query_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
+                                                    cudaStream_t stream);
 
 }  // namespace adamant::kernels::cuda::flash_attention_launchers

@@ -17,6 +17,9 @@ namespace {
 
 namespace launchers = flash_attention_launchers;
 
+// The head sizes whose backward can read stored score gradients (the wgmma kernels').
+bool reads_stored_scores(std::int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
+
 launchers::Problem problem_of(const AttentionShape& shape) {
   return {static_cast<int>(shape.batch), static_cast<int>(shape.seq), static_cast<int>(shape.heads),
           static_cast<int>(shape.head_dim)};
@@ -60,11 +63,20 @@ void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, co
 
 void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                               Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
-                              const Stream& stream) {
+                              const Stream& stream, const Tensor& d_scores) {
   constexpr const char* kOp = "flash_attention_backward";
   const CudaLaunchGuard guard(qkv.device, kOp);
-  const launchers::BackwardOperands operands{bits_of(d_out), bits_of(qkv), bits_of(out),
-                                             static_cast<const float*>(logsumexp.data), mutable_bits_of(d_qkv)};
+  const bool stores_scores = d_scores.data != nullptr && reads_stored_scores(shape.head_dim);
+  if (stores_scores) {
+    ADAMANT_CHECK(d_scores.device == qkv.device && d_scores.bytes() >= flash_attention_scores_bytes(shape) &&
+                      reinterpret_cast<std::uintptr_t>(d_scores.data) % 16 == 0,
+                  "{}: a score scratch of {} bytes on {}; it needs {} bytes, 16-byte aligned, on {}", kOp,
+                  d_scores.bytes(), d_scores.device.str(), flash_attention_scores_bytes(shape), qkv.device.str());
+  }
+  const launchers::BackwardOperands operands{
+      bits_of(d_out),         bits_of(qkv),
+      bits_of(out),           static_cast<const float*>(logsumexp.data),
+      mutable_bits_of(d_qkv), stores_scores ? static_cast<std::uint16_t*>(d_scores.data) : nullptr};
   check_launch(launchers::flash_attention_backward(operands, problem_of(shape), dropout_of(dropout_args),
                                                    cuda_stream_of(stream)),
                kOp, shape);

@@ -53,6 +53,10 @@ struct BackwardOperands {
   const std::uint16_t* out;
   const float* logsumexp;
   std::uint16_t* d_qkv;  // overwritten; its query part is scratch until dq is written
+  // Null, or room for kernels::flash_attention_scores_bytes: the key pass then leaves each
+  // tile's score gradients there and the query pass reads them instead of recomputing them
+  // (head sizes 64 and 128).
+  std::uint16_t* d_scores = nullptr;
 };
 
 cudaError_t flash_attention_forward(const ForwardOperands& operands, const Problem& problem, const Dropout& dropout,
