@@ -159,35 +159,27 @@ __device__ __forceinline__ void mma_shared_a_first(float (&d)[8][4], std::uint64
         "=f"(d[7][0]), "=f"(d[7][1]), "=f"(d[7][2]), "=f"(d[7][3])
       : "l"(a), "l"(b));
 }
-// d += a . b, m64n64k16, both K-major in shared memory.
-__device__ __forceinline__ void mma_shared_a(float (&d)[8][4], std::uint64_t a, std::uint64_t b) {
+// d += a . b, m64n64k16, both operands in shared memory: K-major (kTranspose 0) or both
+// MN-major (1: a's 16 k rows hold its 64 M as columns, b's its 64 N).
+template <int kTranspose>
+__device__ __forceinline__ void mma_shared(float (&d)[8][4], std::uint64_t a, std::uint64_t b) {
   asm volatile(
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
       "%24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, 1, 1, 1, 0, 0;\n"
+      "%32, %33, 1, 1, 1, %34, %34;\n"
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
         "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
         "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
         "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
         "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "l"(a), "l"(b));
+      : "l"(a), "l"(b), "n"(kTranspose));
 }
-
-// d += a . b, m64n64k16, both MN-major in shared memory: a's 16 k rows hold its 64 M as
-// columns (mn_major of a tile whose rows are k), b's its 64 N.
+__device__ __forceinline__ void mma_shared_a(float (&d)[8][4], std::uint64_t a, std::uint64_t b) {
+  mma_shared<0>(d, a, b);
+}
 __device__ __forceinline__ void mma_shared_mn(float (&d)[8][4], std::uint64_t a, std::uint64_t b) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, 1, 1, 1, 1, 1;\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
-        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
-        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
-        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "l"(a), "l"(b));
+  mma_shared<1>(d, a, b);
 }
 
 // d = a b^T, m64n64 over k = 16 kSteps: rows [a_first_row, a_first_row + 64) of swizzled
