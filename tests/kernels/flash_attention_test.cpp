@@ -168,6 +168,24 @@ TEST(CpuFlashAttention, FloatMatchesDouble) {
   for (std::size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse32[i], lse[i], 1e-5) << i;
 }
 
+// The GPU backward's score scratch holds one 64 x 64 bf16 tile for every pair of a key tile
+// and a query tile on or below the diagonal, per sample and head: counted pair by pair here.
+TEST(FlashAttentionScores, ScratchHoldsEveryTileOnOrBelowTheDiagonal) {
+  for (const std::int64_t seq : {1, 63, 64, 65, 128, 2047, 2048, 8192}) {
+    const std::int64_t tiles = (seq + 63) / 64;
+    std::int64_t pairs = 0;
+    for (std::int64_t query_tile = 0; query_tile < tiles; ++query_tile) {
+      for (std::int64_t key_tile = 0; key_tile <= query_tile; ++key_tile) ++pairs;
+    }
+    const AttentionShape shape{3, seq, 5, 64};
+    EXPECT_EQ(flash_attention_scores_bytes(shape), static_cast<std::size_t>(3 * 5 * pairs * 64 * 64 * 2))
+        << "seq " << seq;
+  }
+  EXPECT_EQ(flash_attention_scores_bytes(AttentionShape{0, 2048, 12, 64}), 0u);
+  // GPT-3 126M, micro-batch 8: 528 tiles a head, 96 heads in all.
+  EXPECT_EQ(flash_attention_scores_bytes(AttentionShape{8, 2048, 12, 64}), std::size_t{96} * 528 * 8192);
+}
+
 TEST(CpuFlashAttention, DispatcherRejectsBadOperands) {
   const AttentionShape shape{1, 4, 1, 2};
   Stream stream;
