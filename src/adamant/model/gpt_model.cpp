@@ -338,6 +338,12 @@ void GptModel::queue_loss_read(const Pass& pass) {
   loss_reads_.queue(act(layout_.losses, static_cast<std::size_t>(pass.batch) * pass.seq), *stream_);
 }
 
+void GptModel::check_losses_taken(const char* what) const {
+  ADAMANT_CHECK(loss_reads_.untaken() == 0,
+                "{}: the losses of {} training pass(es) have not been taken; call take_loss_sum first", what,
+                loss_reads_.untaken());
+}
+
 std::size_t GptModel::tied_embedding() const {
   if (stage_.stages == 1) return kAbsentParam;
   for (const Chunk& chunk : chunks_) {
@@ -420,9 +426,7 @@ double GptModel::evaluate_loss(int chunk, int slot, const MicroBatch& batch) {
   const Pass pass = begin_pass(chunk, slot, batch, false, "evaluate_loss");
   ADAMANT_CHECK(pass.chunk->layers.has_head, "evaluate_loss: chunk {} of pipeline stage {} has no classifier", chunk,
                 stage_.stage);
-  ADAMANT_CHECK(loss_reads_.untaken() == 0,
-                "evaluate_loss: the losses of {} training pass(es) have not been taken; call take_loss_sum first",
-                loss_reads_.untaken());
+  check_losses_taken("evaluate_loss");
   classifier(pass, stage_ids(batch.targets, device_targets_), 0.0, false);
   queue_loss_read(pass);
   return loss_reads_.take_sum_of_means();
@@ -465,9 +469,7 @@ void GptModel::copy(const Tensor& src, Tensor dst) {
 
 double GptModel::forward_backward(const MicroBatch& batch, float loss_scale, const GradReadyFn& on_grad_ready) {
   whole_model_index("forward_backward");
-  ADAMANT_CHECK(loss_reads_.untaken() == 0,
-                "forward_backward: the losses of {} earlier pass(es) have not been taken; call take_loss_sum first",
-                loss_reads_.untaken());
+  check_losses_taken("forward_backward");
   forward_pass(0, 0, batch, true);
   backward_pass(0, 0, batch, loss_scale, on_grad_ready);
   return loss_reads_.take_sum_of_means();

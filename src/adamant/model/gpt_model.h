@@ -162,7 +162,8 @@ class GptModel {
   // queues the copy of its losses to the host (take_loss_sum reads them); another chunk needs
   // d(output) in output_grad() first. Gradients are added into grads() as forward_backward does; a
   // chunk without the embedding leaves d(input) in input_grad(slot), where it stays until the
-  // slot's next forward_pass. Never waits for the GPU.
+  // slot's next forward_pass. Waits for the GPU only when more passes' losses wait to be taken
+  // than the model holds room for, and then only for copies issued before this pass.
   void backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,
                      const GradReadyFn& on_grad_ready = {});
   // The sum of the mean losses of the head chunk's backward passes since the last call, added in
@@ -242,8 +243,10 @@ class GptModel {
   void forward(const Pass& pass);
   void backward(const Pass& pass, const GradReadyFn& on_grad_ready);
   void classifier(const Pass& pass, const Tensor& targets, double grad_scale, bool with_grad);
-  // Mean of the classifier's per-token losses of the last pass (waits for the stream).
+  // Queues the copy of the classifier's per-token losses of `pass` to the host (loss_reads_).
   void queue_loss_read(const Pass& pass);
+  // Refuses `what` while training passes' losses wait to be taken (take_loss_sum).
+  void check_losses_taken(const char* what) const;
   void finish_grad(std::size_t param, const GradReadyFn& on_grad_ready);
   void zero(Tensor t);
   void copy(const Tensor& src, Tensor dst);  // in stream order

@@ -17,7 +17,7 @@ namespace adamant::model {
 class LossReadback {
  public:
   // Host room for `passes` passes of up to `max_tokens` losses of `dtype` (fp32 or fp64)
-  // computed on `device`. A pass queued when all of it is taken first adds the passes
+  // computed on `device`. A pass queued when that room is full first adds the passes
   // waiting into the running sum: a wait for copies issued before the pass's own work.
   static constexpr int kDefaultPasses = 2;
   LossReadback() = default;  // room for nothing: assign a made one before queueing

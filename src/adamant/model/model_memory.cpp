@@ -66,7 +66,7 @@ ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_
   m.tokens = static_cast<std::size_t>(passes_in_flight) * tokens * sizeof(std::int32_t);
   m.targets = tokens * sizeof(std::int32_t);
   m.pass_samples = static_cast<std::size_t>(passes_in_flight) * sizeof(std::uint64_t);
-  m.host_statistics = std::max(tokens, static_cast<std::size_t>(config.padded_vocab_size())) * grad_size;
+  m.host_statistics = static_cast<std::size_t>(config.padded_vocab_size()) * grad_size;
   m.host_loss_reads = LossReadback::host_bytes(tokens, dtypes.grad);
   return m;
 }

@@ -45,10 +45,10 @@ struct ModelMemory {
   std::size_t activations = 0;  // activations_saved_per_pass * passes_in_flight + activations_scratch
   std::size_t activations_saved_per_pass = 0;
   std::size_t activations_scratch = 0;
-  std::size_t tokens = 0;        // token ids of every pass in flight
-  std::size_t targets = 0;       // target ids of the pass running
-  std::size_t pass_samples = 0;  // each pass in flight's first sample index (its dropout masks)
-  std::size_t host_statistics = 0;
+  std::size_t tokens = 0;           // token ids of every pass in flight
+  std::size_t targets = 0;          // target ids of the pass running
+  std::size_t pass_samples = 0;     // each pass in flight's first sample index (its dropout masks)
+  std::size_t host_statistics = 0;  // one row of logits copied back (next_token_logits)
   std::size_t host_loss_reads = 0;  // LossReadback: page-locked on a GPU
 
   std::size_t on_host() const { return host_statistics + host_loss_reads; }

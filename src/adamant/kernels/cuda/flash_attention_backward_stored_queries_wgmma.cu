@@ -76,8 +76,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int t = 0; t < 8; ++t) dq_t[h][t][0] = dq_t[h][t][1] = dq_t[h][t][2] = dq_t[h][t][3] = 0.0f;
   }
-  fence_accumulators(dq_t[0]);  // set before any product is issued
-  if constexpr (kHalves > 1) fence_accumulators(dq_t[1]);
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) fence_accumulators(dq_t[h]);  // set before any product is issued
   load(0);
   commit_copies();
   for (int key_tile = 0; key_tile < key_tiles; ++key_tile) {
