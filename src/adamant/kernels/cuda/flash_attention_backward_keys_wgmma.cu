@@ -42,7 +42,13 @@ struct WgmmaKeyPassConfig {
   static constexpr std::size_t kQueries = kValues + swizzled_tile_bytes<kHeadDim, kBlockRows>();
   static constexpr std::size_t kDOut = kQueries + kStages * kStreamTile;
   static constexpr std::size_t kStatistics = kDOut + kStages * kStreamTile;  // stages of (D, lse log2 e)
-  static constexpr std::size_t kBytes = kStatistics + kStages * kStreamRows * 2 * sizeof(float) + kSwizzleAlignment;
+  // With stored scores, each warpgroup stages its ds^T images here: two buffers where
+  // there is room, so that a tile's image waits for the copy of the tile before last.
+  static constexpr std::size_t kStaging = kStatistics + kStages * kStreamRows * 2 * sizeof(float);
+  static constexpr int kStagingBuffers = kHeadDim == 64 ? 2 : 1;
+  static constexpr std::size_t bytes(bool store_scores) {
+    return kStaging + (store_scores ? kStagingBuffers * 2 * kScoreTileBytes : 0) + kSwizzleAlignment;
+  }
 };
 
 template <int kHeadDim, bool kDropout, bool kStoreScores>
@@ -142,8 +148,17 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
 #pragma unroll
     for (int r = 0; r < 4; ++r) probs[kk][r] = d_scores[kk][r] = 0u;
   }
+  // The thread that stores its warpgroup's images, and the staging buffer of a tile.
+  const bool stores_images = kStoreScores && threadIdx.x % 128 == 0;
+  auto staging_of = [&](int block) {
+    const int buffer = (block - first_query_block) % Config::kStagingBuffers;
+    return shared + Config::kStaging + (buffer * 2 + warpgroup) * kScoreTileBytes;
+  };
   for (int block = first_query_block; block < query_blocks; ++block) {
     const int block_first = block * kStreamRows;
+    // This tile's staging buffer is free once the copy that last used it has read it;
+    // the barrier below tells the warpgroup.
+    if (stores_images) wait_images_read<Config::kStagingBuffers - 1>();
     wait_copies<kStages - 3>();  // this tile has landed
     fence_async_shared();
     __syncthreads();
@@ -207,19 +222,28 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
       // This warpgroup's ds^T tile for the query pass (flash_attention_stored_scores.cuh):
       // register a[r] of k16 step kk holds keys row (r odd: + 8), queries 16 kk + 8 (r / 2)
       // + 2 pair + {0, 1}, one 4-byte pair of a swizzled row.
+      // The image is built in the tile's staging buffer, published to the async proxy
+      // and, once the whole warpgroup has written it, copied out by one thread.
       const int key_tile = first_key / kStreamRows + warpgroup;
       if (block >= key_tile) {
-        unsigned char* image = reinterpret_cast<unsigned char*>(operands.d_scores) +
-                               score_tile_offset(static_cast<int>(blockIdx.x), seq, key_tile, block);
+        unsigned char* staging = staging_of(block);
         const int row = (warp % 4) * kWarpRows + group;
 #pragma unroll
         for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const int tile_row = row + (r & 1) * 8;
-            *reinterpret_cast<std::uint32_t*>(image + swizzled_chunk_offset<kStreamRows>(tile_row, 2 * kk + r / 2) +
+            *reinterpret_cast<std::uint32_t*>(staging + swizzled_chunk_offset<kStreamRows>(tile_row, 2 * kk + r / 2) +
                                               4 * pair) = d_scores[kk][r];
           }
+        }
+        fence_async_shared();
+        warpgroup_barrier(1 + warpgroup);
+        if (stores_images) {
+          store_image_async(reinterpret_cast<unsigned char*>(operands.d_scores) +
+                                score_tile_offset(static_cast<int>(blockIdx.x), seq, key_tile, block),
+                            shared_address(staging), evict_first_policy());
+          commit_image_stores();
         }
       }
     }
@@ -237,6 +261,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   fence_accumulators(dv);
   fence_accumulators(dk);
   wait_copies<0>();
+  if (stores_images) wait_images_stored();
   if (!group_active) return;
 
   // The warp's own key and value rows are read only by its warpgroup's products, all
@@ -258,12 +283,12 @@ cudaError_t launch_backward_key_pass_wgmma(const BackwardOperands& operands, con
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
     if (operands.d_scores != nullptr) {
       return launch_over_row_blocks(flash_backward_key_wgmma_kernel<kHeadDim, kDropout, true>,
-                                    WgmmaKeyPassConfig<kHeadDim>::kBytes, problem, stream, operands, problem, dropout,
-                                    scale, kLog2E * scale);
+                                    WgmmaKeyPassConfig<kHeadDim>::bytes(true), problem, stream, operands, problem,
+                                    dropout, scale, kLog2E * scale);
     }
     return launch_over_row_blocks(flash_backward_key_wgmma_kernel<kHeadDim, kDropout, false>,
-                                  WgmmaKeyPassConfig<kHeadDim>::kBytes, problem, stream, operands, problem, dropout,
-                                  scale, kLog2E * scale);
+                                  WgmmaKeyPassConfig<kHeadDim>::bytes(false), problem, stream, operands, problem,
+                                  dropout, scale, kLog2E * scale);
   });
 }
 
