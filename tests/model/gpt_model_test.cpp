@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "adamant/core/half.h"
+#include "adamant/model/model_memory.h"
+#include "adamant/model/pipeline_stage.h"
 #include "model_test_util.h"
 
 namespace adamant::model {
@@ -314,6 +316,39 @@ TEST(GptModel, RejectsBadInputWithClearErrors) {
   EXPECT_THROW(model.forward_loss(batch.view(0, 0, 1)), Error);
   EXPECT_THROW(GptModel(config, DType::f32, 1, Device::cuda(0), 1), Error);
   EXPECT_THROW(GptModel(config, DType::i32, 1, Device::cpu(), 1), Error);
+}
+
+// The attention backward's score scratch: one 64 x 64 bf16 tile per key and query tile pair on
+// or below the diagonal, per sample and local head (kernels/flash_attention_scores.h), taken
+// on a GPU at head size 64 with attention dropout only, and counted in the model's memory.
+TEST(ModelMemory, AttentionScoreScratchAtHeadSize64WithAttentionDropoutOnAGpu) {
+  GptConfig config = testing::two_layer_config(768, 12, 2048, 50257);  // GPT-3 126M's attention
+  config.attention_dropout = 0.1f;
+  const Device gpu = Device::cuda(0);
+  // 32 tiles a sequence: 32 * 33 / 2 = 528 pairs of 8 KiB, for 8 samples of 12 heads.
+  EXPECT_EQ(attention_score_scratch_bytes(config, 8, gpu), std::size_t{8} * 12 * 528 * 8192);
+  EXPECT_EQ(attention_score_scratch_bytes(config, 8, Device::cpu()), 0u);
+  EXPECT_EQ(attention_score_scratch_bytes(config, 0, gpu), 0u);
+  const ModelMemory with_scratch =
+      model_memory(config, DType::bf16, 8, gpu, 0, pipeline_stage(config, 0), /*passes_in_flight=*/1);
+  EXPECT_EQ(with_scratch.attention_scores, std::size_t{8} * 12 * 528 * 8192);
+
+  GptConfig tensor_parallel = config;  // each rank holds its 6 heads' tiles
+  tensor_parallel.tensor_parallel_size = 2;
+  EXPECT_EQ(attention_score_scratch_bytes(tensor_parallel, 8, gpu), std::size_t{8} * 6 * 528 * 8192);
+
+  GptConfig no_dropout = config;  // recomputing the scores costs about as much as reading them
+  no_dropout.attention_dropout = 0.0f;
+  EXPECT_EQ(attention_score_scratch_bytes(no_dropout, 8, gpu), 0u);
+  const ModelMemory without_scratch =
+      model_memory(no_dropout, DType::bf16, 8, gpu, 0, pipeline_stage(no_dropout, 0), /*passes_in_flight=*/1);
+  EXPECT_EQ(without_scratch.attention_scores, 0u);
+  EXPECT_EQ(with_scratch.on_device() - without_scratch.on_device(), std::size_t{8} * 12 * 528 * 8192);
+
+  GptConfig head_size_128 = config;  // GPT-3 1.3B's head size: recomputing is as fast
+  head_size_128.hidden_size = 2048;
+  head_size_128.num_attention_heads = 16;
+  EXPECT_EQ(attention_score_scratch_bytes(head_size_128, 4, gpu), 0u);
 }
 
 }  // namespace

@@ -122,4 +122,18 @@ inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, con
                                                             stream, d_scores)));
 }
 
+// The model's call: the backward takes the score scratch `workspace` holds, if it holds one
+// (WorkspaceNeeds::attention_scores_bytes, at least flash_attention_scores_bytes(shape)).
+inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
+                                     Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
+                                     const Workspace& workspace, const Stream& stream) {
+  KernelCall::model("flash_attention_backward", qkv, stream).uses(workspace);
+  Tensor scratch;
+  if (workspace.attention_scores() != nullptr) {
+    scratch = Tensor(workspace.attention_scores(), DType::u8, workspace.device(),
+                     {static_cast<std::int64_t>(workspace.needs().attention_scores_bytes)});
+  }
+  flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args, stream, scratch);
+}
+
 }  // namespace adamant::kernels

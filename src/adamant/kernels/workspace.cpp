@@ -14,7 +14,10 @@ Workspace::Workspace(Device device, const Stream& stream, const WorkspaceNeeds& 
   ADAMANT_CHECK(stream.device().is_cpu() || stream.device() == device,
                 "Workspace on {}: its stream is on {}; use a stream of the workspace's device", device.str(),
                 stream.device().str());
-  if (device.is_cuda()) resources_.reset(cuda::make_workspace_resources(device, needs));
+  if (device.is_cuda()) {
+    resources_.reset(cuda::make_workspace_resources(device, needs));
+    attention_scores_ = cuda::attention_scores_of(*resources_);
+  }
 }
 
 }  // namespace adamant::kernels

@@ -8,11 +8,14 @@
 //    bias-gradient sums borrow between products (gemm, linear_*, the classifiers,
 //    decode_linear);
 //  - layernorm_backward's column sums, for up to `layernorm_rows` x `layernorm_cols`;
-//  - squared_norm's partial sums.
+//  - squared_norm's partial sums;
+//  - flash_attention_backward's score scratch, `attention_scores_bytes` of it
+//    (kernels/flash_attention_scores.h).
 // A workspace serves one stream: calls on a stream run in order, so they can share one, and
 // a kernel refuses the workspace of another stream. On the CPU it holds nothing, but the
 // kernels check what it was made for on both backends, so a run that sizes it wrongly fails
 // in CPU tests too.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -30,12 +33,14 @@ struct WorkspaceNeeds {
   std::int64_t layernorm_rows = 0;
   std::int64_t layernorm_cols = 0;
   bool squared_norm = false;
+  std::size_t attention_scores_bytes = 0;
 };
 
 namespace cuda {
 class WorkspaceResources;  // a GPU workspace's memory and handles (kernels/cuda/workspace_resources.h)
 // Made and freed by kernels/cuda/workspace_cuda.cpp; a build without CUDA refuses to make one.
 WorkspaceResources* make_workspace_resources(Device device, const WorkspaceNeeds& needs);
+void* attention_scores_of(WorkspaceResources& resources);
 struct WorkspaceResourcesDeleter {
   void operator()(WorkspaceResources* resources) const noexcept;
 };
@@ -58,6 +63,9 @@ class Workspace {
   bool serves(Device device, const Stream& stream) const {
     return device == device_ && stream.handle() == stream_handle_;
   }
+  // The score scratch as bytes on the workspace's GPU; empty where it has none (on the CPU, or
+  // made without attention_scores_bytes).
+  void* attention_scores() const { return attention_scores_; }
   // A GPU workspace's resources (CUDA builds; kernels/cuda only).
   cuda::WorkspaceResources& resources() const { return *resources_; }
 
@@ -65,6 +73,7 @@ class Workspace {
   Device device_{};
   void* stream_handle_ = nullptr;
   WorkspaceNeeds needs_{};
+  void* attention_scores_ = nullptr;
   std::unique_ptr<cuda::WorkspaceResources, cuda::WorkspaceResourcesDeleter> resources_;
 };
 

@@ -254,7 +254,7 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
         dropout_at(pass, config_.attention_dropout, attention_site(l, tp_rank_));
     kernels::flash_attention_backward(d_attention, act(a.qkv, 3 * NW), act(a.attention, NW),
                                       act(a.logsumexp, static_cast<std::size_t>(B * H * L)), d_qkv, {B, L, H, D},
-                                      attention_dropout, *stream_);
+                                      attention_dropout, workspace_, *stream_);
     kernels::linear_backward(d_qkv, act(a.ln1, NC), weight(w.qkv_weight), d_ln_sums, micro_grad(w.qkv_weight),
                              micro_grad(w.qkv_bias), {B * L, C, 3 * W}, workspace_, *stream_,
                              kernels::WeightGrad::accumulate);

@@ -5,6 +5,7 @@
 
 #include "adamant/kernels/cross_entropy.h"
 #include "adamant/kernels/dispatch.h"
+#include "adamant/kernels/flash_attention_scores.h"
 #include "adamant/model/loss_readback.h"
 #include "adamant/model/param_layout.h"
 
@@ -46,6 +47,11 @@ ModelDtypes model_dtypes(DType weight_dtype, Device device) {
   return d;
 }
 
+std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_batch_size, Device device) {
+  if (!device.is_cuda() || config.head_dim() != 64 || config.attention_dropout <= 0.0f) return 0;
+  return kernels::flash_attention_scores_bytes(std::max(micro_batch_size, 0), config.local_heads(), config.seq_length);
+}
+
 ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device,
                          std::size_t padded_numel, const PipelineStage& stage, int passes_in_flight) {
   const ParamList params = build_stage_param_list(config, stage);
@@ -68,6 +74,7 @@ ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_
   m.pass_samples = static_cast<std::size_t>(passes_in_flight) * sizeof(std::uint64_t);
   m.host_statistics = static_cast<std::size_t>(config.padded_vocab_size()) * grad_size;
   m.host_loss_reads = LossReadback::host_bytes(tokens, dtypes.grad);
+  m.attention_scores = attention_score_scratch_bytes(config, micro_batch_size, device);
   return m;
 }
 

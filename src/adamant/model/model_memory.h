@@ -45,18 +45,27 @@ struct ModelMemory {
   std::size_t activations = 0;  // activations_saved_per_pass * passes_in_flight + activations_scratch
   std::size_t activations_saved_per_pass = 0;
   std::size_t activations_scratch = 0;
-  std::size_t tokens = 0;           // token ids of every pass in flight
-  std::size_t targets = 0;          // target ids of the pass running
-  std::size_t pass_samples = 0;     // each pass in flight's first sample index (its dropout masks)
-  std::size_t host_statistics = 0;  // one row of logits copied back (next_token_logits)
-  std::size_t host_loss_reads = 0;  // LossReadback: page-locked on a GPU
+  std::size_t tokens = 0;            // token ids of every pass in flight
+  std::size_t targets = 0;           // target ids of the pass running
+  std::size_t pass_samples = 0;      // each pass in flight's first sample index (its dropout masks)
+  std::size_t host_statistics = 0;   // one row of logits copied back (next_token_logits)
+  std::size_t host_loss_reads = 0;   // LossReadback: page-locked on a GPU
+  std::size_t attention_scores = 0;  // in the model's kernel workspace: attention_score_scratch_bytes
 
   std::size_t on_host() const { return host_statistics + host_loss_reads; }
 
   std::size_t on_device() const {
-    return weights + working_weights + grads + micro_grads + activations + tokens + targets + pass_samples;
+    return weights + working_weights + grads + micro_grads + activations + tokens + targets + pass_samples +
+           attention_scores;
   }
 };
+
+// The score scratch of the GPU flash attention backward (kernels/flash_attention_scores.h) the
+// model keeps in its kernel workspace: at head size 64 with attention dropout, where reading
+// the stored score gradients saves the query pass redrawing the dropout mask (9-12% of the
+// attention backward on an H200); none elsewhere, where recomputing costs about as much
+// and the memory is better kept.
+std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_batch_size, Device device);
 
 // GptModel(config, weight_dtype, micro_batch_size, device, seed, padded_numel, tp, stage, passes_in_flight).
 ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device,

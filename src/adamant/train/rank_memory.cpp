@@ -64,7 +64,8 @@ RankMemory stage_memory(const TrainConfig& config, const model::GptConfig& gpt, 
   r.grads = static_cast<double>(model.grads);
   r.optimizer_state = optimizer.state;
   r.activations = static_cast<double>(model.activations);
-  r.workspaces = static_cast<double>(model.working_weights + model.micro_grads + model.tokens + model.targets) +
+  r.workspaces = static_cast<double>(model.working_weights + model.micro_grads + model.tokens + model.targets +
+                                     model.attention_scores) +
                  optimizer.workspaces;
   if (device.is_cuda()) {
     r.workspaces += kCudaGemmWorkspaceBytes;

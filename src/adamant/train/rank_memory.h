@@ -20,8 +20,8 @@ struct RankMemory {
   double optimizer_state = 0;  // main weights (or remainders), exp_avg, exp_avg_sq: this rank's shard
   double activations = 0;      // saved activations of every pass in flight plus the shared scratch
   // Everything else: the fp32 working copy of 16-bit weights (CPU), the per-micro-batch gradient scratch,
-  // token ids, the optimizer's segment tables and bf16 gradient staging, the GEMM workspace (GPU), and on a
-  // CPU run the host statistics row.
+  // token ids, the optimizer's segment tables and bf16 gradient staging, the GEMM workspace and the
+  // attention backward's score scratch (GPU), and on a CPU run the host statistics row.
   double workspaces = 0;
   double host = 0;  // host memory the run holds besides (a GPU run's statistics row)
 
