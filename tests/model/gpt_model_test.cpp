@@ -319,36 +319,49 @@ TEST(GptModel, RejectsBadInputWithClearErrors) {
 }
 
 // The attention backward's score scratch: one 64 x 64 bf16 tile per key and query tile pair on
-// or below the diagonal, per sample and local head (kernels/flash_attention_scores.h), taken
-// on a GPU at head size 64 with attention dropout only, and counted in the model's memory.
+// or below the diagonal, per sample and local head (kernels/flash_attention_scores.h), on a
+// GPU at head size 64 with attention dropout only, and taken into the model's memory where it
+// adds at most an eighth of the activations.
 TEST(ModelMemory, AttentionScoreScratchAtHeadSize64WithAttentionDropoutOnAGpu) {
-  GptConfig config = testing::two_layer_config(768, 12, 2048, 50257);  // GPT-3 126M's attention
+  GptConfig config = testing::two_layer_config(768, 12, 2048, 50257);  // GPT-3 126M
+  config.num_layers = 12;
   config.attention_dropout = 0.1f;
   const Device gpu = Device::cuda(0);
   // 32 tiles a sequence: 32 * 33 / 2 = 528 pairs of 8 KiB, for 8 samples of 12 heads.
-  EXPECT_EQ(attention_score_scratch_bytes(config, 8, gpu), std::size_t{8} * 12 * 528 * 8192);
+  const std::size_t scores = std::size_t{8} * 12 * 528 * 8192;
+  EXPECT_EQ(attention_score_scratch_bytes(config, 8, gpu), scores);
   EXPECT_EQ(attention_score_scratch_bytes(config, 8, Device::cpu()), 0u);
   EXPECT_EQ(attention_score_scratch_bytes(config, 0, gpu), 0u);
-  const ModelMemory with_scratch =
-      model_memory(config, DType::bf16, 8, gpu, 0, pipeline_stage(config, 0), /*passes_in_flight=*/1);
-  EXPECT_EQ(with_scratch.attention_scores, std::size_t{8} * 12 * 528 * 8192);
+  const ModelMemory with_scratch = model_memory(config, DType::bf16, 8, gpu, 0, pipeline_stage(config, 0), 1);
+  ASSERT_GE(with_scratch.activations, kAttentionScoresShare * scores);
+  EXPECT_EQ(with_scratch.attention_scores, scores);
 
   GptConfig tensor_parallel = config;  // each rank holds its 6 heads' tiles
   tensor_parallel.tensor_parallel_size = 2;
-  EXPECT_EQ(attention_score_scratch_bytes(tensor_parallel, 8, gpu), std::size_t{8} * 6 * 528 * 8192);
+  EXPECT_EQ(attention_score_scratch_bytes(tensor_parallel, 8, gpu), scores / 2);
 
   GptConfig no_dropout = config;  // recomputing the scores costs about as much as reading them
   no_dropout.attention_dropout = 0.0f;
   EXPECT_EQ(attention_score_scratch_bytes(no_dropout, 8, gpu), 0u);
   const ModelMemory without_scratch =
-      model_memory(no_dropout, DType::bf16, 8, gpu, 0, pipeline_stage(no_dropout, 0), /*passes_in_flight=*/1);
+      model_memory(no_dropout, DType::bf16, 8, gpu, 0, pipeline_stage(no_dropout, 0), 1);
   EXPECT_EQ(without_scratch.attention_scores, 0u);
-  EXPECT_EQ(with_scratch.on_device() - without_scratch.on_device(), std::size_t{8} * 12 * 528 * 8192);
+  EXPECT_EQ(with_scratch.on_device() - without_scratch.on_device(), scores);
 
   GptConfig head_size_128 = config;  // GPT-3 1.3B's head size: recomputing is as fast
   head_size_128.hidden_size = 2048;
   head_size_128.num_attention_heads = 16;
   EXPECT_EQ(attention_score_scratch_bytes(head_size_128, 4, gpu), 0u);
+
+  // Sequence 8192, micro-batch 2: 128 * 129 / 2 = 8256 pairs a head, 1.6 GB for 24 heads,
+  // more than an eighth of the same tokens' activations: not taken.
+  GptConfig long_sequence = config;
+  long_sequence.seq_length = long_sequence.max_position_embeddings = 8192;
+  EXPECT_EQ(attention_score_scratch_bytes(long_sequence, 2, gpu), std::size_t{2} * 12 * 8256 * 8192);
+  const ModelMemory long_memory =
+      model_memory(long_sequence, DType::bf16, 2, gpu, 0, pipeline_stage(long_sequence, 0), 1);
+  ASSERT_LT(long_memory.activations, kAttentionScoresShare * attention_score_scratch_bytes(long_sequence, 2, gpu));
+  EXPECT_EQ(long_memory.attention_scores, 0u);
 }
 
 }  // namespace

@@ -39,15 +39,16 @@ std::uint64_t init_stream(std::string_view name) {
 
 // What the model's kernels keep between calls (kernels/workspace.h): the GEMMs' cuBLASLt
 // state (with the recorded algorithms, if any), layernorm backward's column sums over up to a
-// micro-batch of rows, and the attention backward's score scratch where it takes one.
-kernels::WorkspaceNeeds workspace_needs(const GptConfig& config, int micro_batch_size, Device device,
+// micro-batch of rows, and the attention backward's score scratch where the model takes one
+// (ModelMemory::attention_scores).
+kernels::WorkspaceNeeds workspace_needs(const GptConfig& config, int micro_batch_size, std::size_t attention_scores,
                                         std::shared_ptr<const kernels::MatmulAlgorithmTable> matmul_algorithms) {
   kernels::WorkspaceNeeds needs;
   needs.matmul = true;
   needs.matmul_algorithms = std::move(matmul_algorithms);
   needs.layernorm_rows = static_cast<std::int64_t>(std::max(micro_batch_size, 0)) * config.seq_length;
   needs.layernorm_cols = config.hidden_size;
-  needs.attention_scores_bytes = attention_score_scratch_bytes(config, micro_batch_size, device);
+  needs.attention_scores_bytes = attention_scores;
   return needs;
 }
 
@@ -77,7 +78,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       buffer_numel_(std::max(params_.total_numel, padded_numel)),
       passes_in_flight_(passes_in_flight),
       own_stream_(device),
-      workspace_(own_stream_, workspace_needs(config, micro_batch_size, device, nullptr)),
+      workspace_(own_stream_, workspace_needs(config, micro_batch_size, 0, nullptr)),
       pass_graphs_(make_pass_graphs()) {
   ADAMANT_CHECK(passes_in_flight >= 1, "GptModel: {} passes in flight; a stage holds at least one", passes_in_flight);
   for (const ModelChunk& chunk : stage_.chunks) chunks_.push_back({chunk, index_chunk_params(params_, chunk)});
@@ -108,6 +109,8 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   const ModelMemory memory =
       model_memory(config_, weight_dtype_, micro_batch_size_, device_, padded_numel, stage_, passes_in_flight_);
   layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes_.activations, stage_.chunks.front().num_layers);
+  attention_scores_ = memory.attention_scores;
+  if (attention_scores_ > 0) remake_workspace();  // the initializer's had no score scratch
   weights_ = Buffer(memory.weights, device_);
   if (memory.working_weights > 0) working_weights_ = Buffer(memory.working_weights, device_);
   grads_ = Buffer(memory.grads, device_);
@@ -142,7 +145,8 @@ void GptModel::set_matmul_algorithms(std::shared_ptr<const kernels::MatmulAlgori
 void GptModel::remake_workspace() {
   // The old workspace goes before the new one is made, so that set-up never holds both.
   { const kernels::Workspace released = std::move(workspace_); }
-  workspace_ = kernels::Workspace(*stream_, workspace_needs(config_, micro_batch_size_, device_, matmul_algorithms_));
+  workspace_ =
+      kernels::Workspace(*stream_, workspace_needs(config_, micro_batch_size_, attention_scores_, matmul_algorithms_));
   pass_graphs_ = make_pass_graphs();  // recordings hold the old stream and workspace
 }
 

@@ -280,8 +280,9 @@ class GptModel {
   Stream own_stream_;
   const Stream* stream_ = &own_stream_;
   std::shared_ptr<const kernels::MatmulAlgorithmTable> matmul_algorithms_;  // null: the heuristics choose
-  kernels::Workspace workspace_;                                            // for *stream_
-  PassGraphs pass_graphs_;                                                  // on *stream_, with workspace_
+  std::size_t attention_scores_ = 0;  // bytes of the workspace's score scratch (ModelMemory::attention_scores)
+  kernels::Workspace workspace_;      // for *stream_
+  PassGraphs pass_graphs_;            // on *stream_, with workspace_
 
   Buffer weights_;
   Buffer

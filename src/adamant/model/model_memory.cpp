@@ -74,7 +74,8 @@ ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_
   m.pass_samples = static_cast<std::size_t>(passes_in_flight) * sizeof(std::uint64_t);
   m.host_statistics = static_cast<std::size_t>(config.padded_vocab_size()) * grad_size;
   m.host_loss_reads = LossReadback::host_bytes(tokens, dtypes.grad);
-  m.attention_scores = attention_score_scratch_bytes(config, micro_batch_size, device);
+  const std::size_t scores = attention_score_scratch_bytes(config, micro_batch_size, device);
+  if (scores <= m.activations / kAttentionScoresShare) m.attention_scores = scores;
   return m;
 }
 

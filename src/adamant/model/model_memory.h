@@ -50,7 +50,7 @@ struct ModelMemory {
   std::size_t pass_samples = 0;      // each pass in flight's first sample index (its dropout masks)
   std::size_t host_statistics = 0;   // one row of logits copied back (next_token_logits)
   std::size_t host_loss_reads = 0;   // LossReadback: page-locked on a GPU
-  std::size_t attention_scores = 0;  // in the model's kernel workspace: attention_score_scratch_bytes
+  std::size_t attention_scores = 0;  // in the model's kernel workspace: attention_score_scratch_bytes, or 0
 
   std::size_t on_host() const { return host_statistics + host_loss_reads; }
 
@@ -60,12 +60,15 @@ struct ModelMemory {
   }
 };
 
-// The score scratch of the GPU flash attention backward (kernels/flash_attention_scores.h) the
-// model keeps in its kernel workspace: at head size 64 with attention dropout, where reading
-// the stored score gradients saves the query pass redrawing the dropout mask (9-12% of the
-// attention backward on an H200); none elsewhere, where recomputing costs about as much
-// and the memory is better kept.
+// The score scratch of the GPU flash attention backward (kernels/flash_attention_scores.h) for
+// the model's kernel workspace: at head size 64 with attention dropout, where reading the
+// stored score gradients saves the query pass redrawing the dropout mask (9-12% of the
+// attention backward on an H200); none elsewhere, where recomputing costs about as much and
+// the memory is better kept. The scratch grows with the square of the sequence, so
+// model_memory takes it only where it adds at most kAttentionScoresShare of the activations
+// (GPT-3 126M at micro-batch 8 and sequence 2048, not at 8192).
 std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_batch_size, Device device);
+inline constexpr std::size_t kAttentionScoresShare = 8;  // at most 1 / 8
 
 // GptModel(config, weight_dtype, micro_batch_size, device, seed, padded_numel, tp, stage, passes_in_flight).
 ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device,
