@@ -309,5 +309,54 @@ TEST(CudaFlashAttentionErrors, HeadDim80IsAccepted) {
   expect_within(logsumexp.download(), reference.value, reference.bound, "logsumexp at head_dim 80");
 }
 
+// A score scratch too small for the shape, or misaligned, is refused before anything runs,
+// with what it needs; d_qkv keeps its contents. The same holds for the model's call, whose
+// scratch is its workspace's.
+TEST(CudaFlashAttentionErrors, ScoreScratchTooSmallOrMisalignedIsAnError) {
+  ADAMANT_REQUIRE_GPU();
+  const AttentionShape shape{1, 128, 2, 64};
+  const std::size_t needed = flash_attention_scores_bytes(shape);
+  ASSERT_EQ(needed, std::size_t{2} * 3 * 8192);  // two heads of three 64 x 64 tiles on or below the diagonal
+  auto qkv = upload_bf16(random_bf16_values(128 * 3 * 2 * 64, 41, 1.0));
+  auto out = poisoned_bf16(128 * 2 * 64), d_out = poisoned_bf16(128 * 2 * 64);
+  auto logsumexp = poisoned_floats(2 * 128);
+  auto d_qkv = poisoned_bf16(qkv.host.size());
+  const std::vector<std::uint16_t> before = d_qkv.download();
+  MirroredArray<std::uint16_t> scratch(needed / 2 + 8, DType::bf16);
+  const Stream stream(testing::gpu());
+  auto expect_refused = [&](const Tensor& given, const std::string& bytes, const char* what) {
+    try {
+      flash_attention_backward(d_out.device_view(), qkv.device_view(), out.device_view(), logsumexp.device_view(),
+                               d_qkv.device_view(), shape, {}, stream, given);
+      FAIL() << what << " was accepted";
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("score scratch of " + bytes + " bytes"), std::string::npos) << message;
+      EXPECT_NE(message.find("needs " + std::to_string(needed) + " bytes, 16-byte aligned"), std::string::npos)
+          << message;
+    }
+    stream.synchronize();
+    testing::expect_bitwise_equal(d_qkv.download(), before, std::string("d_qkv after ") + what);
+  };
+  const Tensor whole = scratch.device_view();
+  expect_refused(Tensor(whole.data, DType::u8, whole.device, {static_cast<std::int64_t>(needed - 16)}),
+                 std::to_string(needed - 16), "a scratch 16 bytes short");
+  expect_refused(
+      Tensor(static_cast<char*>(whole.data) + 2, DType::u8, whole.device, {static_cast<std::int64_t>(needed)}),
+      std::to_string(needed), "a scratch 2 bytes off alignment");
+
+  WorkspaceNeeds short_needs;
+  short_needs.attention_scores_bytes = needed - 16;
+  const Workspace workspace(stream, short_needs);
+  try {
+    flash_attention_backward(d_out.device_view(), qkv.device_view(), out.device_view(), logsumexp.device_view(),
+                             d_qkv.device_view(), shape, {}, workspace, stream);
+    FAIL() << "a workspace with a short score scratch was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("needs " + std::to_string(needed) + " bytes"), std::string::npos)
+        << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace adamant::kernels
