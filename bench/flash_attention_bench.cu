@@ -5,9 +5,11 @@
 // causal attention: forward 2 B H L^2 d (half of the dense 4 B H L^2 d), backward
 // 2.5 times that. At head sizes 64 and 128 the backward is timed a second time with the
 // score scratch (kernels/flash_attention_scores.h): the query pass reading the score
-// gradients the key pass stored. bench/torch_sdpa_peer.py times PyTorch on the same shapes.
+// gradients the key pass stored, and with --score-slots N a third time with a scratch for
+// only N (sample, head) slots, which runs the two passes a group of slots at a time.
+// bench/torch_sdpa_peer.py times PyTorch on the same shapes.
 //
-//   flash_attention_bench [--reps 20] [--dropout 0] [--json out.json]
+//   flash_attention_bench [--reps 20] [--dropout 0] [--score-slots N] [--json out.json]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,10 +48,12 @@ struct Shape {
 struct Result {
   Shape shape;
   double forward_ms, backward_ms, forward_tflops, backward_tflops;
-  double backward_stored_ms;  // with the score scratch (head sizes 64 and 128; else 0)
+  double backward_stored_ms;   // with the score scratch (head sizes 64 and 128; else 0)
+  double backward_grouped_ms;  // with a scratch for --score-slots slots (else 0)
+  int score_slots;
 };
 
-Result measure(const Shape& shape, float dropout_probability, int reps) {
+Result measure(const Shape& shape, float dropout_probability, int reps, int score_slots) {
   const std::int64_t tokens = static_cast<std::int64_t>(shape.batch) * shape.seq;
   const std::int64_t channels = static_cast<std::int64_t>(shape.heads) * shape.head_dim;
   const std::int64_t qkv_numel = tokens * 3 * channels, out_numel = tokens * channels;
@@ -71,7 +75,7 @@ Result measure(const Shape& shape, float dropout_probability, int reps) {
   const launchers::BackwardOperands backward{d_out.as<std::uint16_t>(), qkv.as<std::uint16_t>(),
                                              out.as<std::uint16_t>(), logsumexp.as<float>(), d_qkv.as<std::uint16_t>()};
 
-  Result r{shape, 0, 0, 0, 0, 0};
+  Result r{shape, 0, 0, 0, 0, 0, 0, 0};
   r.forward_ms = median_ms(reps, [&] {
     check(launchers::flash_attention_forward(forward, problem, dropout, nullptr), "flash_attention_forward");
   });
@@ -82,9 +86,16 @@ Result measure(const Shape& shape, float dropout_probability, int reps) {
     DeviceArray scores(adamant::kernels::flash_attention_scores_bytes(shape.batch, shape.heads, shape.seq));
     launchers::BackwardOperands stored = backward;
     stored.d_scores = scores.as<std::uint16_t>();
+    stored.score_slots = shape.batch * shape.heads;
     r.backward_stored_ms = median_ms(reps, [&] {
       check(launchers::flash_attention_backward(stored, problem, dropout, nullptr), "flash_attention_backward");
     });
+    if (score_slots > 0) {
+      stored.score_slots = r.score_slots = std::min(score_slots, shape.batch * shape.heads);
+      r.backward_grouped_ms = median_ms(reps, [&] {
+        check(launchers::flash_attention_backward(stored, problem, dropout, nullptr), "flash_attention_backward");
+      });
+    }
   }
   const double forward_flops =
       2.0 * shape.batch * shape.heads * static_cast<double>(shape.seq) * shape.seq * shape.head_dim;
@@ -92,9 +103,9 @@ Result measure(const Shape& shape, float dropout_probability, int reps) {
   r.backward_tflops = 2.5 * forward_flops / (r.backward_ms * 1e-3) / 1e12;
   std::printf(
       "%-5s B=%d H=%2d L=%d d=%3d   forward %8.3f ms %6.1f TFLOP/s   backward %8.3f ms %6.1f TFLOP/s"
-      "   from stored scores %8.3f ms\n",
+      "   from stored scores %8.3f ms   with %d slot(s) %8.3f ms\n",
       shape.model, shape.batch, shape.heads, shape.seq, shape.head_dim, r.forward_ms, r.forward_tflops, r.backward_ms,
-      r.backward_tflops, r.backward_stored_ms);
+      r.backward_tflops, r.backward_stored_ms, r.score_slots, r.backward_grouped_ms);
   std::fflush(stdout);
   return r;
 }
@@ -104,6 +115,7 @@ Result measure(const Shape& shape, float dropout_probability, int reps) {
 int main(int argc, char** argv) {
   int reps = 20;
   float dropout = 0.0f;
+  int score_slots = 0;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -111,10 +123,12 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--dropout" && i + 1 < argc) {
       dropout = static_cast<float>(std::atof(argv[++i]));
+    } else if (arg == "--score-slots" && i + 1 < argc) {
+      score_slots = std::max(0, std::atoi(argv[++i]));
     } else if (arg == "--json" && i + 1 < argc) {
       json_path = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: flash_attention_bench [--reps N] [--dropout P] [--json PATH]\n");
+      std::fprintf(stderr, "usage: flash_attention_bench [--reps N] [--dropout P] [--score-slots N] [--json PATH]\n");
       return 2;
     }
   }
@@ -130,7 +144,7 @@ int main(int argc, char** argv) {
                                   {"126M", 2, 12, 8192, 64},
                                   {"1.3B", 1, 16, 8192, 128}};
   std::vector<Result> results;
-  for (const Shape& shape : shapes) results.push_back(measure(shape, dropout, reps));
+  for (const Shape& shape : shapes) results.push_back(measure(shape, dropout, reps, score_slots));
 
   if (!json_path.empty()) {
     FILE* file = std::fopen(json_path.c_str(), "w");
@@ -145,10 +159,11 @@ int main(int argc, char** argv) {
       std::fprintf(file,
                    "    {\"model\": \"%s\", \"batch\": %d, \"heads\": %d, \"seq\": %d, \"head_dim\": %d, "
                    "\"forward_ms\": %.4f, \"backward_ms\": %.4f, \"forward_tflops\": %.2f, "
-                   "\"backward_tflops\": %.2f, \"backward_stored_ms\": %.4f}%s\n",
+                   "\"backward_tflops\": %.2f, \"backward_stored_ms\": %.4f, \"score_slots\": %d, "
+                   "\"backward_grouped_ms\": %.4f}%s\n",
                    r.shape.model, r.shape.batch, r.shape.heads, r.shape.seq, r.shape.head_dim, r.forward_ms,
-                   r.backward_ms, r.forward_tflops, r.backward_tflops, r.backward_stored_ms,
-                   i + 1 < results.size() ? "," : "");
+                   r.backward_ms, r.forward_tflops, r.backward_tflops, r.backward_stored_ms, r.score_slots,
+                   r.backward_grouped_ms, i + 1 < results.size() ? "," : "");
     }
     std::fprintf(file, "  ]\n}\n");
     std::fclose(file);

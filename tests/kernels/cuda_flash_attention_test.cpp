@@ -256,6 +256,22 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
                            scores.device_view());
   stream.synchronize();
   testing::expect_bitwise_equal(stored_again.download(), stored_run, "d_qkv of a second run from stored scores");
+
+  // A scratch for fewer (sample, head) slots than there are runs the passes a group of slots
+  // at a time, with the same bits: groups of one, and as even groups as one slot fewer allows.
+  const std::int64_t slots = shape_.batch * shape_.heads;
+  const std::size_t slot_bytes = flash_attention_scores_bytes(1, 1, shape_.seq);
+  for (const std::int64_t held : {std::int64_t{1}, slots - 1}) {
+    if (held < 1) continue;
+    const Tensor whole = scores.device_view();
+    const Tensor part(whole.data, DType::u8, whole.device, {static_cast<std::int64_t>(held * slot_bytes + 16)});
+    auto grouped = poisoned_bf16(qkv_.size());
+    flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
+                             logsumexp_gpu.device_view(), grouped.device_view(), shape_, dropout_, stream, part);
+    stream.synchronize();
+    testing::expect_bitwise_equal(grouped.download(), stored_run,
+                                  "d_qkv from a score scratch of " + std::to_string(held) + " slot(s)");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaFlashAttention,
@@ -309,14 +325,15 @@ TEST(CudaFlashAttentionErrors, HeadDim80IsAccepted) {
   expect_within(logsumexp.download(), reference.value, reference.bound, "logsumexp at head_dim 80");
 }
 
-// A score scratch too small for the shape, or misaligned, is refused before anything runs,
+// A score scratch too small for one (sample, head), or misaligned, is refused before anything runs,
 // with what it needs; d_qkv keeps its contents. The same holds for the model's call, whose
 // scratch is its workspace's.
 TEST(CudaFlashAttentionErrors, ScoreScratchTooSmallOrMisalignedIsAnError) {
   ADAMANT_REQUIRE_GPU();
   const AttentionShape shape{1, 128, 2, 64};
-  const std::size_t needed = flash_attention_scores_bytes(shape);
-  ASSERT_EQ(needed, std::size_t{2} * 3 * 8192);  // two heads of three 64 x 64 tiles on or below the diagonal
+  const std::size_t all = flash_attention_scores_bytes(shape);
+  ASSERT_EQ(all, std::size_t{2} * 3 * 8192);  // two heads of three 64 x 64 tiles on or below the diagonal
+  const std::size_t needed = all / 2;         // one head at a time is the least
   auto qkv = upload_bf16(random_bf16_values(128 * 3 * 2 * 64, 41, 1.0));
   auto out = poisoned_bf16(128 * 2 * 64), d_out = poisoned_bf16(128 * 2 * 64);
   auto logsumexp = poisoned_floats(2 * 128);
@@ -332,7 +349,9 @@ TEST(CudaFlashAttentionErrors, ScoreScratchTooSmallOrMisalignedIsAnError) {
     } catch (const Error& error) {
       const std::string message = error.what();
       EXPECT_NE(message.find("score scratch of " + bytes + " bytes"), std::string::npos) << message;
-      EXPECT_NE(message.find("needs " + std::to_string(needed) + " bytes, 16-byte aligned"), std::string::npos)
+      EXPECT_NE(message.find("needs at least " + std::to_string(needed) + " bytes (one sample and head; " +
+                             std::to_string(all) + " for all at once), 16-byte aligned"),
+                std::string::npos)
           << message;
     }
     stream.synchronize();
@@ -353,7 +372,7 @@ TEST(CudaFlashAttentionErrors, ScoreScratchTooSmallOrMisalignedIsAnError) {
                              d_qkv.device_view(), shape, {}, workspace, stream);
     FAIL() << "a workspace with a short score scratch was accepted";
   } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find("needs " + std::to_string(needed) + " bytes"), std::string::npos)
+    EXPECT_NE(std::string(error.what()).find("needs at least " + std::to_string(needed) + " bytes"), std::string::npos)
         << error.what();
   }
 }

@@ -322,7 +322,7 @@ TEST(GptModel, RejectsBadInputWithClearErrors) {
 // or below the diagonal, per sample and local head (kernels/flash_attention_scores.h), on a
 // GPU at head size 64 with attention dropout only, and taken into the model's memory where it
 // adds at most an eighth of the activations.
-TEST(ModelMemory, AttentionScoreScratchAtHeadSize64WithAttentionDropoutOnAGpu) {
+TEST(ModelMemory, AttentionScoreScratchAtHeadSize64OnAGpu) {
   GptConfig config = testing::two_layer_config(768, 12, 2048, 50257);  // GPT-3 126M
   config.num_layers = 12;
   config.attention_dropout = 0.1f;
@@ -334,34 +334,52 @@ TEST(ModelMemory, AttentionScoreScratchAtHeadSize64WithAttentionDropoutOnAGpu) {
   EXPECT_EQ(attention_score_scratch_bytes(config, 0, gpu), 0u);
   const ModelMemory with_scratch = model_memory(config, DType::bf16, 8, gpu, 0, pipeline_stage(config, 0), 1);
   ASSERT_GE(with_scratch.activations, kAttentionScoresShare * scores);
-  EXPECT_EQ(with_scratch.attention_scores, scores);
+  EXPECT_EQ(with_scratch.attention_scores, scores);  // all 96 slots at once
 
   GptConfig tensor_parallel = config;  // each rank holds its 6 heads' tiles
   tensor_parallel.tensor_parallel_size = 2;
   EXPECT_EQ(attention_score_scratch_bytes(tensor_parallel, 8, gpu), scores / 2);
 
-  GptConfig no_dropout = config;  // recomputing the scores costs about as much as reading them
+  GptConfig no_dropout = config;  // without dropout too, if by less
   no_dropout.attention_dropout = 0.0f;
-  EXPECT_EQ(attention_score_scratch_bytes(no_dropout, 8, gpu), 0u);
-  const ModelMemory without_scratch =
-      model_memory(no_dropout, DType::bf16, 8, gpu, 0, pipeline_stage(no_dropout, 0), 1);
-  EXPECT_EQ(without_scratch.attention_scores, 0u);
-  EXPECT_EQ(with_scratch.on_device() - without_scratch.on_device(), scores);
+  EXPECT_EQ(attention_score_scratch_bytes(no_dropout, 8, gpu), scores);
+  EXPECT_EQ(model_memory(no_dropout, DType::bf16, 8, gpu, 0, pipeline_stage(no_dropout, 0), 1).attention_scores,
+            scores);
 
   GptConfig head_size_128 = config;  // GPT-3 1.3B's head size: recomputing is as fast
   head_size_128.hidden_size = 2048;
   head_size_128.num_attention_heads = 16;
   EXPECT_EQ(attention_score_scratch_bytes(head_size_128, 4, gpu), 0u);
+  const ModelMemory without_scratch =
+      model_memory(head_size_128, DType::bf16, 4, gpu, 0, pipeline_stage(head_size_128, 0), 1);
+  EXPECT_EQ(without_scratch.attention_scores, 0u);
+  EXPECT_EQ(without_scratch.on_device(), without_scratch.weights + without_scratch.working_weights +
+                                             without_scratch.grads + without_scratch.micro_grads +
+                                             without_scratch.activations + without_scratch.tokens +
+                                             without_scratch.targets + without_scratch.pass_samples);
 
-  // Sequence 8192, micro-batch 2: 128 * 129 / 2 = 8256 pairs a head, 1.6 GB for 24 heads,
-  // more than an eighth of the same tokens' activations: not taken.
+  // Sequence 8192, micro-batch 2: 128 * 129 / 2 = 8256 pairs a head, 1.6 GB for 24 slots, more
+  // than an eighth of the same tokens' activations: the model takes as many slots as fit in
+  // that eighth (the backward runs its passes a group at a time), at least the four whose 512
+  // key tiles fill the GPU.
   GptConfig long_sequence = config;
   long_sequence.seq_length = long_sequence.max_position_embeddings = 8192;
-  EXPECT_EQ(attention_score_scratch_bytes(long_sequence, 2, gpu), std::size_t{2} * 12 * 8256 * 8192);
+  const std::size_t slot = std::size_t{8256} * 8192;
+  EXPECT_EQ(attention_score_scratch_bytes(long_sequence, 2, gpu), 24 * slot);
   const ModelMemory long_memory =
       model_memory(long_sequence, DType::bf16, 2, gpu, 0, pipeline_stage(long_sequence, 0), 1);
-  ASSERT_LT(long_memory.activations, kAttentionScoresShare * attention_score_scratch_bytes(long_sequence, 2, gpu));
-  EXPECT_EQ(long_memory.attention_scores, 0u);
+  const std::size_t fitting = long_memory.activations / kAttentionScoresShare / slot;
+  ASSERT_GE(fitting, 4u);
+  ASSERT_LT(fitting, 24u);
+  EXPECT_EQ(long_memory.attention_scores, fitting * slot);
+
+  // One layer at sequence 8192 and micro-batch 1: an eighth of its activations holds fewer
+  // slots than fill the GPU, so none are taken.
+  GptConfig short_model = long_sequence;
+  short_model.num_layers = 1;
+  const ModelMemory short_memory = model_memory(short_model, DType::bf16, 1, gpu, 0, pipeline_stage(short_model, 0), 1);
+  ASSERT_LT(short_memory.activations / kAttentionScoresShare / slot, 4u);
+  EXPECT_EQ(short_memory.attention_scores, 0u);
 }
 
 }  // namespace

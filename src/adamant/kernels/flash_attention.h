@@ -29,7 +29,9 @@ namespace adamant::kernels {
 inline constexpr std::array<std::int64_t, 4> kCudaFlashHeadDims{64, 80, 96, 128};
 
 // A scratch of flash_attention_scores_bytes (kernels/flash_attention_scores.h) lets the GPU's
-// backward read the score gradients its key pass stored instead of recomputing them.
+// backward read the score gradients its key pass stored instead of recomputing them. A
+// scratch for fewer (sample, head) slots (at least one: flash_attention_scores_bytes(1, 1,
+// seq) each) runs the backward's two passes over as even groups of slots as it holds.
 inline std::size_t flash_attention_scores_bytes(const AttentionShape& shape) {
   return flash_attention_scores_bytes(shape.batch, shape.heads, shape.seq);
 }
@@ -94,8 +96,8 @@ inline void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsum
 }
 
 // d_qkv (overwritten, must not overlap the inputs) from d_out, given forward's out
-// and logsumexp and the same dropout arguments. d_scores: empty, or a scratch of
-// flash_attention_scores_bytes(shape) (see there).
+// and logsumexp and the same dropout arguments. d_scores: empty, or a score scratch for
+// one or more (sample, head) slots (see flash_attention_scores_bytes).
 inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                                      Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
                                      const Stream& stream, const Tensor& d_scores = {}) {
@@ -123,7 +125,7 @@ inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, con
 }
 
 // The model's call: the backward takes the score scratch `workspace` holds, if it holds one
-// (WorkspaceNeeds::attention_scores_bytes, at least flash_attention_scores_bytes(shape)).
+// (WorkspaceNeeds::attention_scores_bytes, one or more slots' flash_attention_scores_bytes).
 inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                                      Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
                                      const Workspace& workspace, const Stream& stream) {

@@ -16,8 +16,9 @@ Workspace::Workspace(Device device, const Stream& stream, const WorkspaceNeeds& 
                 stream.device().str());
   if (device.is_cuda()) {
     resources_.reset(cuda::make_workspace_resources(device, needs));
-    attention_scores_ = cuda::attention_scores_of(*resources_);
   }
 }
+
+void* Workspace::attention_scores() const { return resources_ ? cuda::attention_scores_of(*resources_) : nullptr; }
 
 }  // namespace adamant::kernels

@@ -52,6 +52,9 @@ class Workspace {
   // stands for a GPU's default stream there.
   Workspace(const Stream& stream, const WorkspaceNeeds& needs);
   Workspace(Device device, const Stream& stream, const WorkspaceNeeds& needs);
+  // Serves no stream and holds nothing, as a moved-from workspace: for an owner that learns
+  // its needs only after its members are made, and then moves a real one in.
+  Workspace() = default;
   Workspace(Workspace&& other) noexcept = default;
   Workspace& operator=(Workspace&& other) noexcept = default;
   Workspace(const Workspace&) = delete;
@@ -65,7 +68,7 @@ class Workspace {
   }
   // The score scratch as bytes on the workspace's GPU; empty where it has none (on the CPU, or
   // made without attention_scores_bytes).
-  void* attention_scores() const { return attention_scores_; }
+  void* attention_scores() const;
   // A GPU workspace's resources (CUDA builds; kernels/cuda only).
   cuda::WorkspaceResources& resources() const { return *resources_; }
 
@@ -73,7 +76,6 @@ class Workspace {
   Device device_{};
   void* stream_handle_ = nullptr;
   WorkspaceNeeds needs_{};
-  void* attention_scores_ = nullptr;
   std::unique_ptr<cuda::WorkspaceResources, cuda::WorkspaceResourcesDeleter> resources_;
 };
 

@@ -77,9 +77,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       seed_(seed),
       buffer_numel_(std::max(params_.total_numel, padded_numel)),
       passes_in_flight_(passes_in_flight),
-      own_stream_(device),
-      workspace_(own_stream_, workspace_needs(config, micro_batch_size, 0, nullptr)),
-      pass_graphs_(make_pass_graphs()) {
+      own_stream_(device) {
   ADAMANT_CHECK(passes_in_flight >= 1, "GptModel: {} passes in flight; a stage holds at least one", passes_in_flight);
   for (const ModelChunk& chunk : stage_.chunks) chunks_.push_back({chunk, index_chunk_params(params_, chunk)});
   ADAMANT_CHECK(weight_dtype == DType::f32 || weight_dtype == DType::bf16 || weight_dtype == DType::f16 ||
@@ -110,7 +108,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       model_memory(config_, weight_dtype_, micro_batch_size_, device_, padded_numel, stage_, passes_in_flight_);
   layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes_.activations, stage_.chunks.front().num_layers);
   attention_scores_ = memory.attention_scores;
-  if (attention_scores_ > 0) remake_workspace();  // the initializer's had no score scratch
+  remake_workspace();  // made once its score scratch is known
   weights_ = Buffer(memory.weights, device_);
   if (memory.working_weights > 0) working_weights_ = Buffer(memory.working_weights, device_);
   grads_ = Buffer(memory.grads, device_);

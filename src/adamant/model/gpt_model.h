@@ -281,7 +281,7 @@ class GptModel {
   const Stream* stream_ = &own_stream_;
   std::shared_ptr<const kernels::MatmulAlgorithmTable> matmul_algorithms_;  // null: the heuristics choose
   std::size_t attention_scores_ = 0;  // bytes of the workspace's score scratch (ModelMemory::attention_scores)
-  kernels::Workspace workspace_;      // for *stream_
+  kernels::Workspace workspace_;      // for *stream_; made in the constructor's body
   PassGraphs pass_graphs_;            // on *stream_, with workspace_
 
   Buffer weights_;

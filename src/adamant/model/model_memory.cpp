@@ -48,8 +48,19 @@ ModelDtypes model_dtypes(DType weight_dtype, Device device) {
 }
 
 std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_batch_size, Device device) {
-  if (!device.is_cuda() || config.head_dim() != 64 || config.attention_dropout <= 0.0f) return 0;
+  if (!device.is_cuda() || config.head_dim() != 64) return 0;
   return kernels::flash_attention_scores_bytes(std::max(micro_batch_size, 0), config.local_heads(), config.seq_length);
+}
+
+std::size_t attention_score_scratch_taken(const GptConfig& config, int micro_batch_size, Device device,
+                                          std::size_t activations) {
+  const std::size_t all = attention_score_scratch_bytes(config, micro_batch_size, device);
+  if (all == 0) return 0;
+  const std::size_t slot = kernels::flash_attention_scores_bytes(1, 1, config.seq_length);
+  const std::size_t slots = std::min(all, activations / kAttentionScoresShare) / slot;
+  const auto key_tiles =
+      static_cast<std::size_t>((config.seq_length + kernels::kFlashScoreTileRows - 1) / kernels::kFlashScoreTileRows);
+  return slots * key_tiles >= kAttentionScoreGroupKeyTiles ? slots * slot : 0;
 }
 
 ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device,
@@ -74,8 +85,7 @@ ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_
   m.pass_samples = static_cast<std::size_t>(passes_in_flight) * sizeof(std::uint64_t);
   m.host_statistics = static_cast<std::size_t>(config.padded_vocab_size()) * grad_size;
   m.host_loss_reads = LossReadback::host_bytes(tokens, dtypes.grad);
-  const std::size_t scores = attention_score_scratch_bytes(config, micro_batch_size, device);
-  if (scores <= m.activations / kAttentionScoresShare) m.attention_scores = scores;
+  m.attention_scores = attention_score_scratch_taken(config, micro_batch_size, device, m.activations);
   return m;
 }
 

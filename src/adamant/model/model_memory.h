@@ -50,7 +50,7 @@ struct ModelMemory {
   std::size_t pass_samples = 0;      // each pass in flight's first sample index (its dropout masks)
   std::size_t host_statistics = 0;   // one row of logits copied back (next_token_logits)
   std::size_t host_loss_reads = 0;   // LossReadback: page-locked on a GPU
-  std::size_t attention_scores = 0;  // in the model's kernel workspace: attention_score_scratch_bytes, or 0
+  std::size_t attention_scores = 0;  // in the model's kernel workspace: attention_score_scratch_taken
 
   std::size_t on_host() const { return host_statistics + host_loss_reads; }
 
@@ -61,14 +61,21 @@ struct ModelMemory {
 };
 
 // The score scratch of the GPU flash attention backward (kernels/flash_attention_scores.h) for
-// the model's kernel workspace: at head size 64 with attention dropout, where reading the
-// stored score gradients saves the query pass redrawing the dropout mask (9-12% of the
-// attention backward on an H200); none elsewhere, where recomputing costs about as much and
-// the memory is better kept. The scratch grows with the square of the sequence, so
-// model_memory takes it only where it adds at most kAttentionScoresShare of the activations
-// (GPT-3 126M at micro-batch 8 and sequence 2048, not at 8192).
+// all of a micro-batch's (sample, head) slots, at head size 64, where reading the stored score
+// gradients beats recomputing them in the query pass (most with attention dropout, whose mask
+// the query pass would draw again: 9-12% of the attention backward on an H200, 2-7% without);
+// none elsewhere, where recomputing costs about as much and the memory is better kept.
 std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_batch_size, Device device);
-inline constexpr std::size_t kAttentionScoresShare = 8;  // at most 1 / 8
+// What the model takes of it: the scratch grows with the square of the sequence, so only as
+// many slots as fit in kAttentionScoresShare of the activations (the backward then runs its
+// passes a group of slots at a time), and none when that group would hold fewer than
+// kAttentionScoreGroupKeyTiles key tiles (too few blocks to fill the GPU in each pass).
+// GPT-3 126M at micro-batch 8 and sequence 2048 takes all 96 slots; at sequence 8192 and
+// micro-batch 2 a group of its 24.
+std::size_t attention_score_scratch_taken(const GptConfig& config, int micro_batch_size, Device device,
+                                          std::size_t activations);
+inline constexpr std::size_t kAttentionScoresShare = 8;           // at most 1 / 8
+inline constexpr std::size_t kAttentionScoreGroupKeyTiles = 512;  // 256 key-pass blocks of 128 keys
 
 // GptModel(config, weight_dtype, micro_batch_size, device, seed, padded_numel, tp, stage, passes_in_flight).
 ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device,

@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kThreads)
   const int key_tiles = min(first_tile + 2, query_tiles);  // up to the block's last query tile
   const std::uint16_t* k_base = place.q(operands.qkv) + channels;
   const auto* scores = reinterpret_cast<const unsigned char*>(operands.d_scores);
-  const int head_index = static_cast<int>(blockIdx.x);
+  const int slot = static_cast<int>(blockIdx.x);  // in the scratch
 
   auto load = [&](int key_tile) {
     unsigned char* stage = shared + static_cast<std::size_t>(key_tile % kStages) * Config::kStageBytes;
@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 0; w < 2; ++w) {
       const int query_tile = first_tile + w;
       if (key_tile > query_tile || query_tile >= query_tiles) continue;  // no such tile: its warpgroup skips it
-      const unsigned char* image = scores + score_tile_offset(head_index, seq, key_tile, query_tile);
+      const unsigned char* image = scores + score_tile_offset(slot, seq, key_tile, query_tile);
       unsigned char* dst = stage + Config::kKeyTile + w * kScoreTileBytes;
       for (int c = static_cast<int>(threadIdx.x); c < kTileChunks; c += kThreads) {
         copy_async_16(dst + 16 * c, image + 16 * c, true);

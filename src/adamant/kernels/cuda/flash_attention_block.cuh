@@ -26,13 +26,14 @@ __device__ __forceinline__ void with_masking(bool masked, F&& f) {
   }
 }
 
-// The grid is (batch * heads, row blocks of kBlockRows): blockIdx.x is the (sample, head).
+// The grid is (the launch's (sample, head) slots, row blocks of kBlockRows): blockIdx.x is
+// the slot's place among them (Problem::first_slot).
 template <int kHeadDim>
 struct BlockPlace {
   __device__ explicit BlockPlace(const flash_attention_launchers::Problem& problem)
       : seq(problem.seq),
-        sample(static_cast<int>(blockIdx.x) / problem.heads),
-        head(static_cast<int>(blockIdx.x) % problem.heads),
+        sample((problem.first_slot + static_cast<int>(blockIdx.x)) / problem.heads),
+        head((problem.first_slot + static_cast<int>(blockIdx.x)) % problem.heads),
         warp(static_cast<int>(threadIdx.x) / kWarpSize),
         lane(static_cast<int>(threadIdx.x) % kWarpSize),
         group(lane / 4),

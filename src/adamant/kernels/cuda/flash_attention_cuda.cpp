@@ -4,6 +4,8 @@
 // current, and turn launch failures into adamant::Error.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "adamant/core/cuda_launch_guard.h"
@@ -66,17 +68,22 @@ void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tens
                               const Stream& stream, const Tensor& d_scores) {
   constexpr const char* kOp = "flash_attention_backward";
   const CudaLaunchGuard guard(qkv.device, kOp);
-  const bool stores_scores = d_scores.data != nullptr && reads_stored_scores(shape.head_dim);
+  const bool stores_scores =
+      d_scores.data != nullptr && reads_stored_scores(shape.head_dim) && shape.batch > 0 && shape.seq > 0;
+  launchers::BackwardOperands operands{bits_of(d_out), bits_of(qkv), bits_of(out),
+                                       static_cast<const float*>(logsumexp.data), mutable_bits_of(d_qkv)};
   if (stores_scores) {
-    ADAMANT_CHECK(d_scores.device == qkv.device && d_scores.bytes() >= flash_attention_scores_bytes(shape) &&
+    const std::size_t slot_bytes = flash_attention_scores_bytes(1, 1, shape.seq);
+    ADAMANT_CHECK(d_scores.device == qkv.device && d_scores.bytes() >= slot_bytes &&
                       reinterpret_cast<std::uintptr_t>(d_scores.data) % 16 == 0,
-                  "{}: a score scratch of {} bytes on {}; it needs {} bytes, 16-byte aligned, on {}", kOp,
-                  d_scores.bytes(), d_scores.device.str(), flash_attention_scores_bytes(shape), qkv.device.str());
+                  "{}: a score scratch of {} bytes on {}; it needs at least {} bytes (one sample and head; {} for "
+                  "all at once), 16-byte aligned, on {}",
+                  kOp, d_scores.bytes(), d_scores.device.str(), slot_bytes, flash_attention_scores_bytes(shape),
+                  qkv.device.str());
+    operands.d_scores = static_cast<std::uint16_t*>(d_scores.data);
+    operands.score_slots =
+        static_cast<int>(std::min(d_scores.bytes() / slot_bytes, static_cast<std::size_t>(shape.batch * shape.heads)));
   }
-  const launchers::BackwardOperands operands{
-      bits_of(d_out),         bits_of(qkv),
-      bits_of(out),           static_cast<const float*>(logsumexp.data),
-      mutable_bits_of(d_qkv), stores_scores ? static_cast<std::uint16_t*>(d_scores.data) : nullptr};
   check_launch(launchers::flash_attention_backward(operands, problem_of(shape), dropout_of(dropout_args),
                                                    cuda_stream_of(stream)),
                kOp, shape);

@@ -46,7 +46,7 @@ __device__ __forceinline__ unsigned char* align_shared(unsigned char* shared) {
   return shared + ((kAlignment - address % kAlignment) % kAlignment);
 }
 
-// kernel<<<(batch * heads, blocks of kBlockRows rows), kThreads, shared_bytes, stream>>>(args...),
+// kernel<<<(problem's slots, blocks of kBlockRows rows), kThreads, shared_bytes, stream>>>(args...),
 // after raising the kernel's dynamic shared memory limit to shared_bytes.
 template <typename Kernel, typename... Args>
 cudaError_t launch_over_row_blocks(Kernel kernel, std::size_t shared_bytes,
@@ -55,7 +55,7 @@ cudaError_t launch_over_row_blocks(Kernel kernel, std::size_t shared_bytes,
   const cudaError_t status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
   if (status != cudaSuccess) return status;
-  const dim3 grid(static_cast<unsigned>(problem.batch * problem.heads),
+  const dim3 grid(static_cast<unsigned>(problem.slots()),
                   static_cast<unsigned>((problem.seq + kBlockRows - 1) / kBlockRows));
   kernel<<<grid, kThreads, shared_bytes, stream>>>(args...);
   return cudaGetLastError();

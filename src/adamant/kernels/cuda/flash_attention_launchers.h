@@ -16,6 +16,11 @@ struct Problem {
   int seq;
   int heads;
   int head_dim;
+  // The (sample, head) slots a launch covers, slot = sample * heads + head: all of them, or
+  // slot_count from first_slot (the backward's passes over a score scratch that holds fewer).
+  int first_slot = 0;
+  int slot_count = -1;  // -1: batch * heads
+  int slots() const { return slot_count < 0 ? batch * heads : slot_count; }
 };
 
 // Attention dropout as kernels/dropout.h defines it: the Philox stream of sample b is
@@ -53,10 +58,13 @@ struct BackwardOperands {
   const std::uint16_t* out;
   const float* logsumexp;
   std::uint16_t* d_qkv;  // overwritten; its query part is scratch until dq is written
-  // Null, or room for kernels::flash_attention_scores_bytes: the key pass then leaves each
+  // Null, or room for the score gradients of score_slots (sample, head) slots
+  // (kernels::flash_attention_scores_bytes of one slot each): the key pass then leaves each
   // tile's score gradients there and the query pass reads them instead of recomputing them
-  // (head sizes 64 and 128).
+  // (head sizes 64 and 128). With fewer slots than batch * heads the two passes run a group
+  // of slots at a time.
   std::uint16_t* d_scores = nullptr;
+  int score_slots = 0;
 };
 
 cudaError_t flash_attention_forward(const ForwardOperands& operands, const Problem& problem, const Dropout& dropout,

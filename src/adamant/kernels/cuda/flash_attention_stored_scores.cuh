@@ -26,9 +26,10 @@ __host__ __device__ constexpr std::int64_t score_tiles_per_head(int seq) {
   return tiles * (tiles + 1) / 2;
 }
 
-// Byte offset of tile (key tile, query tile) of (sample, head) = head_index.
-__device__ __forceinline__ std::int64_t score_tile_offset(int head_index, int seq, int key_tile, int query_tile) {
-  const std::int64_t tile = static_cast<std::int64_t>(head_index) * score_tiles_per_head(seq) +
+// Byte offset of tile (key tile, query tile) of the launch's slot `slot` (blockIdx.x: the
+// scratch holds the slots of the group being run, Problem::first_slot on).
+__device__ __forceinline__ std::int64_t score_tile_offset(int slot, int seq, int key_tile, int query_tile) {
+  const std::int64_t tile = static_cast<std::int64_t>(slot) * score_tiles_per_head(seq) +
                             static_cast<std::int64_t>(query_tile) * (query_tile + 1) / 2 + key_tile;
   return tile * static_cast<std::int64_t>(kScoreTileBytes);
 }
