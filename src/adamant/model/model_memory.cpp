@@ -57,10 +57,16 @@ std::size_t attention_score_scratch_taken(const GptConfig& config, int micro_bat
   const std::size_t all = attention_score_scratch_bytes(config, micro_batch_size, device);
   if (all == 0) return 0;
   const std::size_t slot = kernels::flash_attention_scores_bytes(1, 1, config.seq_length);
-  const std::size_t slots = std::min(all, activations / kAttentionScoresShare) / slot;
+  const std::size_t fitting = std::min(all, activations / kAttentionScoresShare) / slot;
+  if (fitting == 0) return 0;
+  // The backward runs as even groups as the scratch allows: room for more slots than its
+  // largest group would hold nothing.
+  const std::size_t slots = all / slot;
+  const std::size_t groups = (slots + fitting - 1) / fitting;
+  const std::size_t group = (slots + groups - 1) / groups;
   const auto key_tiles =
       static_cast<std::size_t>((config.seq_length + kernels::kFlashScoreTileRows - 1) / kernels::kFlashScoreTileRows);
-  return slots * key_tiles >= kAttentionScoreGroupKeyTiles ? slots * slot : 0;
+  return group * key_tiles >= kAttentionScoreGroupKeyTiles ? group * slot : 0;
 }
 
 ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device,

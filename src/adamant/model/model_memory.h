@@ -67,14 +67,16 @@ struct ModelMemory {
 // none elsewhere, where recomputing costs about as much and the memory is better kept.
 std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_batch_size, Device device);
 // What the model takes of it: the scratch grows with the square of the sequence, so only as
-// many slots as fit in kAttentionScoresShare of the activations (the backward then runs its
-// passes a group of slots at a time), and none when that group would hold fewer than
-// kAttentionScoreGroupKeyTiles key tiles (too few blocks to fill the GPU in each pass).
-// GPT-3 126M at micro-batch 8 and sequence 2048 takes all 96 slots; at sequence 8192 and
-// micro-batch 2 a group of its 24.
+// many slots as fit in kAttentionScoresShare of the activations, rounded down to the largest
+// of the even groups the backward then runs its passes in (kernels/flash_attention.h), and
+// none when that group would hold fewer than kAttentionScoreGroupKeyTiles key tiles (too few
+// blocks to fill the GPU in each pass). GPT-3 126M at micro-batch 8 and sequence 2048 takes
+// all 96 slots; at sequence 8192 and micro-batch 2, two groups of 12 of its 24 (each group
+// costs the passes a ramp and a tail: 1.53 ms a layer for all 24 at once, 1.55 in two groups,
+// 1.60 in three, 1.66 recomputing, on an H200).
 std::size_t attention_score_scratch_taken(const GptConfig& config, int micro_batch_size, Device device,
                                           std::size_t activations);
-inline constexpr std::size_t kAttentionScoresShare = 8;           // at most 1 / 8
+inline constexpr std::size_t kAttentionScoresShare = 6;           // at most 1 / 6
 inline constexpr std::size_t kAttentionScoreGroupKeyTiles = 512;  // 256 key-pass blocks of 128 keys
 
 // GptModel(config, weight_dtype, micro_batch_size, device, seed, padded_numel, tp, stage, passes_in_flight).
