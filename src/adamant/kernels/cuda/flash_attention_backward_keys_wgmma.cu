@@ -148,8 +148,8 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
 #pragma unroll
     for (int r = 0; r < 4; ++r) probs[kk][r] = d_scores[kk][r] = 0u;
   }
-  // The thread that stores its warpgroup's images, and the staging buffer of a tile.
-  const bool stores_images = kStoreScores && threadIdx.x % 128 == 0;
+  // The thread that stores its warp's rows of the images, and the staging buffer of a tile.
+  const bool stores_images = kStoreScores && lane == 0;
   auto staging_of = [&](int block) {
     const int buffer = (block - first_query_block) % Config::kStagingBuffers;
     return shared + Config::kStaging + (buffer * 2 + warpgroup) * kScoreTileBytes;
@@ -221,28 +221,29 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
     if constexpr (kStoreScores) {
       // This warpgroup's ds^T tile for the query pass (flash_attention_stored_scores.cuh):
       // register a[r] of k16 step kk holds keys row (r odd: + 8), queries 16 kk + 8 (r / 2)
-      // + 2 pair + {0, 1}, one 4-byte pair of a swizzled row.
-      // The image is built in the tile's staging buffer, published to the async proxy
-      // and, once the whole warpgroup has written it, copied out by one thread.
+      // + 2 pair + {0, 1}: matrix r of one stmatrix, whose rows (16 bytes of a swizzled
+      // row each) lanes 8 r .. 8 r + 7 name. Each warp's 16 rows are 2 KB of the image in a
+      // row, so a warp stages them in the tile's staging buffer, publishes them to the
+      // async proxy and copies them out by itself, with no barrier across the warpgroup.
       const int key_tile = first_key / kStreamRows + warpgroup;
       if (block >= key_tile) {
         unsigned char* staging = staging_of(block);
-        const int row = (warp % 4) * kWarpRows + group;
+        const int lane_row = (warp % 4) * kWarpRows + ((lane >> 3) & 1) * 8 + (lane & 7);
+        const std::uint32_t staging_address = shared_address(staging);
 #pragma unroll
         for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const int tile_row = row + (r & 1) * 8;
-            *reinterpret_cast<std::uint32_t*>(staging + swizzled_chunk_offset<kStreamRows>(tile_row, 2 * kk + r / 2) +
-                                              4 * pair) = d_scores[kk][r];
-          }
+          store_matrices(d_scores[kk],
+                         staging_address + swizzled_chunk_offset<kStreamRows>(lane_row, 2 * kk + (lane >> 4)));
         }
         fence_async_shared();
-        warpgroup_barrier(1 + warpgroup);
+        __syncwarp();
         if (stores_images) {
-          store_image_async(reinterpret_cast<unsigned char*>(operands.d_scores) +
-                                score_tile_offset(static_cast<int>(blockIdx.x), seq, key_tile, block),
-                            shared_address(staging), evict_first_policy());
+          constexpr std::uint32_t kWarpImageBytes = kWarpRows * kPanelRowBytes;
+          const std::uint32_t warp_offset = static_cast<std::uint32_t>(warp % 4) * kWarpImageBytes;
+          store_image_async<kWarpImageBytes>(reinterpret_cast<unsigned char*>(operands.d_scores) +
+                                                 score_tile_offset(static_cast<int>(blockIdx.x), seq, key_tile, block) +
+                                                 warp_offset,
+                                             staging_address + warp_offset, evict_first_policy());
           commit_image_stores();
         }
       }

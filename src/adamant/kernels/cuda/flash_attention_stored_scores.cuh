@@ -6,9 +6,10 @@
 // 128-byte-swizzled image of a shared tile (wgmma.cuh): the key pass stores its
 // accumulators' pairs as they are, and the query pass copies the image into shared memory
 // byte for byte and reads it as an MN-major operand. A query tile's images lie together,
-// by key tile. The key pass writes each image into shared memory first and stores it with
-// one bulk copy (the async proxy's shared-to-global cp.async.bulk), so the image leaves
-// as whole lines while the warpgroup goes on. Only for *.cu files.
+// by key tile. The key pass writes each image into shared memory first (stmatrix) and each
+// warp stores its own 16 rows, 2 KB in a row of the image, with one bulk copy (the async
+// proxy's shared-to-global cp.async.bulk), so the image leaves as whole lines while the
+// warp goes on, with no barrier across its warpgroup. Only for *.cu files.
 #include <cstddef>
 #include <cstdint>
 
@@ -44,10 +45,12 @@ __device__ __forceinline__ std::uint64_t evict_first_policy() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
 }
+// kBytes of an image (a multiple of 16) from shared_image to global.
+template <std::uint32_t kBytes>
 __device__ __forceinline__ void store_image_async(unsigned char* global, std::uint32_t shared_image,
                                                   std::uint64_t policy) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(global),
-               "r"(shared_image), "n"(static_cast<std::uint32_t>(kScoreTileBytes)), "l"(policy)
+               "r"(shared_image), "n"(kBytes), "l"(policy)
                : "memory");
 }
 __device__ __forceinline__ void commit_image_stores() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
@@ -56,8 +59,5 @@ __device__ __forceinline__ void wait_images_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
 }
 __device__ __forceinline__ void wait_images_stored() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-
-// Barrier `id` (1..15; 0 is __syncthreads) over the 128 threads of one warpgroup.
-__device__ __forceinline__ void warpgroup_barrier(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
 }  // namespace adamant::kernels::cuda::flash_detail

@@ -124,6 +124,13 @@ __device__ __forceinline__ void load_matrices_transposed(std::uint32_t (&r)[4], 
                : "r"(address)
                : "memory");
 }
+// The inverse of load_matrices: lanes 8 i .. 8 i + 7 give the row addresses of matrix i,
+// whose elements (row group, columns 2 pair + {0, 1}) are r[i] of lane 4 group + pair.
+__device__ __forceinline__ void store_matrices(const std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
 
 // c += a . b for one 16 x 8 tile.
 __device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
