@@ -13,6 +13,12 @@
 // magnitude |g| |embedding| (resp. |g|^T |x| + |old d_embedding|), plus 2^-8 |d_x|
 // for d_x's own bf16 rounding. A wrong chunk offset, transpose or accumulation gives
 // differences of the order of the magnitude itself.
+//
+// With bf16 logits (the scratch in bf16: model.classifier_logits_dtype) the inputs are
+// small multiples of powers of two whose dot products have at most 8 significant bits,
+// so the logits GEMM's result is exact in bf16 and the fp32 CPU reference computes the
+// same logits: the tolerances above hold unchanged, and any wrong pitch, offset or
+// unpacking of the bf16 rows shows as differences of the magnitude itself.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,6 +46,16 @@ std::vector<float> random_values(std::size_t n, std::mt19937_64& rng, float scal
     v = normal(rng);
     if (round) v = bf16_to_f32(f32_to_bf16(v));
   }
+  return values;
+}
+
+// Values in {-levels, ..., levels} x step: with x of step 1/2 (levels 1) and an embedding
+// of step 1/8 (levels 2), dot products over up to 64 channels are multiples of 1/16 of at
+// most 8 in size: 7 bits, exact in bf16.
+std::vector<float> exact_values(std::size_t n, std::mt19937_64& rng, float step, int levels) {
+  std::uniform_int_distribution<int> pick(-levels, levels);
+  std::vector<float> values(n);
+  for (float& v : values) v = step * static_cast<float>(pick(rng));
   return values;
 }
 
@@ -189,27 +205,102 @@ TEST(CudaCrossEntropy, TargetOutsideTheVocabularyGivesNaN) {
   EXPECT_TRUE(std::isnan(losses[0]) && std::isnan(losses[1])) << losses[0] << " " << losses[1];
 }
 
+// bf16 logits: the CPU reference runs in fp32 on the same (rounded) values, so the losses
+// agree as in fp32; the gradient is rounded to bf16 in place (half an ulp: up to 2^-8 relative).
+void check_cross_entropy_bf16(const CrossEntropyCase& c, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  auto logits = random_values(c.rows * c.vocab, rng, 3.0f, true);
+  if (!logits.empty()) logits[logits.size() / 2] = 40.0f;  // one dominant logit
+  auto targets = random_targets(c.rows, c.vocab, rng);
+  auto expected = logits;
+  std::vector<float> expected_losses(c.rows);
+  cpu::softmax_cross_entropy(host_view(expected), host_view(targets), host_view(expected_losses), c.rows, c.vocab,
+                             c.with_grad, c.grad_scale);
+  std::vector<std::uint16_t> bits(logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i) bits[i] = f32_to_bf16(logits[i]);
+
+  auto logits_gpu = on_gpu(bits, DType::bf16, c.offset);
+  auto targets_gpu = on_gpu(targets, DType::i32);
+  auto losses_gpu = on_gpu(std::vector<float>(c.rows, std::nanf("")), DType::f32);
+  Stream stream(testing::gpu());
+  cuda::softmax_cross_entropy(logits_gpu.device_view(), targets_gpu.device_view(), losses_gpu.device_view(), c.rows,
+                              c.vocab, c.with_grad, c.grad_scale, stream);
+  stream.synchronize();
+  const std::string what = "bf16 logits, " + std::to_string(c.rows) + " rows of " + std::to_string(c.vocab) +
+                           (c.with_grad ? " with grad" : "") + " offset " + std::to_string(c.offset);
+  expect_close(losses_gpu.download(), expected_losses, 2e-5, scaled(expected_losses, 2e-5, 2e-5),
+               "cross-entropy losses, " + what);
+  if (!c.with_grad) expected = logits;  // left as they were, bit for bit
+  std::vector<double> gradient_tolerance(expected.size(), c.with_grad ? 1e-9 * std::abs(c.grad_scale) : 0.0);
+  if (c.with_grad) {
+    for (std::int64_t r = 0; r < c.rows; ++r)
+      gradient_tolerance[r * c.vocab + targets[r]] = 1e-6 * std::abs(c.grad_scale);
+  }
+  // The gradient's bf16 rounding (half an ulp, 2^-8 relative) on top of the fp32 tolerance above.
+  expect_close(bf16_values(logits_gpu.download()), expected, c.with_grad ? 2e-4 + 1.0 / 256 : 0.0, gradient_tolerance,
+               "cross-entropy logits/gradient, " + what);
+}
+
+TEST(CudaCrossEntropy, Bf16LogitsMatchTheCpu) {
+  ADAMANT_REQUIRE_GPU();
+  const std::vector<CrossEntropyCase> cases = {
+      {8, 50304, true, 1.0 / 16384, 0},    // a row staged in shared memory by a cluster of two blocks
+      {300, 50304, true, 1.0 / 16384, 0},  // clusters walking several rows
+      {3, 240000, true, 1.0, 0},           // a row too large for shared memory: read twice
+      {9, 1000, true, 1.0, 0},             // 125 eight-wide groups: halves of 63 and 62
+      {5, 8, true, 1.0, 0},                // one group: the second half of the row is empty
+      {8, 50304, false, 1.0, 0},           // losses only
+      {5, 50304, true, 1.0, 1},            // unaligned rows: the scalar path
+      {7, 1004, true, 1.0, 0},             // a multiple of 4, not of 8: the scalar path
+      {3, 3, true, 2.0, 0},
+  };
+  std::uint64_t seed = 101;
+  for (const auto& c : cases) check_cross_entropy_bf16(c, seed++);
+}
+
 struct ClassifierCase {
   ClassifierShape shape;
   std::int64_t chunk_rows;
   DType dtype;
+  DType logits = DType::f32;  // the scratch's dtype
 };
 
 std::string describe(const ClassifierCase& c) {
   return std::to_string(c.shape.rows) + " rows, " + std::to_string(c.shape.channels) + " channels, vocab " +
          std::to_string(c.shape.vocab) + ", chunks of " + std::to_string(c.chunk_rows) + ", " +
-         std::string(dtype_name(c.dtype));
+         std::string(dtype_name(c.dtype)) + ", " + std::string(dtype_name(c.logits)) + " logits";
 }
+
+// The activation-dtype copy of host values on the GPU: bf16, or fp32 throughout.
+class ActivationArray {
+ public:
+  ActivationArray(const std::vector<float>& values, DType dtype)
+      : dtype_(dtype),
+        bf16_(dtype == DType::bf16 ? on_gpu_bf16(values) : MirroredArray<std::uint16_t>(0, DType::bf16)),
+        f32_(dtype == DType::f32 ? on_gpu(values, DType::f32) : MirroredArray<float>(0, DType::f32)) {}
+  Tensor view() { return dtype_ == DType::bf16 ? bf16_.device_view() : f32_.device_view(); }
+  std::vector<float> download() const {
+    return dtype_ == DType::bf16 ? bf16_values(bf16_.download()) : f32_.download();
+  }
+
+ private:
+  DType dtype_;
+  MirroredArray<std::uint16_t> bf16_;
+  MirroredArray<float> f32_;
+};
 
 // Runs the CPU reference and the GPU kernel three ways: without gradients, with
 // gradients (d_embedding overwritten), and accumulating onto an existing d_embedding.
 void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
   const auto& s = c.shape;
   const bool bf16 = c.dtype == DType::bf16;
+  const bool exact = c.logits == DType::bf16;
   const double grad_scale = 1.0 / static_cast<double>(s.rows);
   std::mt19937_64 rng(seed);
-  auto x = random_values(s.rows * s.channels, rng, 1.0f, bf16);
-  auto embedding = random_values(s.vocab * s.channels, rng, 0.2f, bf16);
+  auto x =
+      exact ? exact_values(s.rows * s.channels, rng, 0.5f, 1) : random_values(s.rows * s.channels, rng, 1.0f, bf16);
+  auto embedding =
+      exact ? exact_values(s.vocab * s.channels, rng, 0.125f, 2) : random_values(s.vocab * s.channels, rng, 0.2f, bf16);
   auto targets = random_targets(s.rows, s.vocab, rng);
   const auto old_d_embedding = random_values(s.vocab * s.channels, rng, 1e-3f, false);
 
@@ -247,7 +338,7 @@ void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
   const Tensor x_view = bf16 ? x_bf16.device_view() : x_f32.device_view();
   const Tensor embedding_view = bf16 ? embedding_bf16.device_view() : embedding_f32.device_view();
   auto targets_gpu = on_gpu(targets, DType::i32);
-  MirroredArray<float> scratch_gpu(c.chunk_rows * s.vocab, DType::f32);
+  ActivationArray scratch_gpu(std::vector<float>(c.chunk_rows * s.vocab, 0.0f), c.logits);
   const std::vector<float> nan_rows(s.rows, std::nanf("")), nan_x(d_x.size(), std::nanf(""));
   auto losses_gpu = on_gpu(nan_rows, DType::f32);
   auto d_x_bf16 = to_gpu(nan_x);
@@ -261,15 +352,15 @@ void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
 
   // 1. Losses only.
   cuda::fused_classifier(x_view, embedding_view, targets_gpu.device_view(), losses_gpu.device_view(),
-                         scratch_gpu.device_view(), grad_scale, Tensor{}, Tensor{}, false, s, workspace, stream);
+                         scratch_gpu.view(), grad_scale, Tensor{}, Tensor{}, false, s, workspace, stream);
   stream.synchronize();
   expect_close(losses_gpu.download(), losses, 1e-4, scaled(losses, 0.0, 1e-4), "losses without grad, " + what);
 
   // 2. With gradients, d_embedding overwritten (it holds NaN before).
   losses_gpu.upload();
   cuda::fused_classifier(x_view, embedding_view, targets_gpu.device_view(), losses_gpu.device_view(),
-                         scratch_gpu.device_view(), grad_scale, d_x_view, d_embedding_gpu.device_view(), false, s,
-                         workspace, stream);
+                         scratch_gpu.view(), grad_scale, d_x_view, d_embedding_gpu.device_view(), false, s, workspace,
+                         stream);
   stream.synchronize();
   expect_close(losses_gpu.download(), losses, 1e-4, scaled(losses, 0.0, 1e-4), "losses with grad, " + what);
   expect_close(download_d_x(), d_x, d_x_relative, scaled(d_x_magnitude, gradient_factor), "d_x, " + what);
@@ -280,8 +371,8 @@ void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
   d_embedding_gpu.host = old_d_embedding;
   d_embedding_gpu.upload();
   cuda::fused_classifier(x_view, embedding_view, targets_gpu.device_view(), losses_gpu.device_view(),
-                         scratch_gpu.device_view(), grad_scale, d_x_view, d_embedding_gpu.device_view(), true, s,
-                         workspace, stream);
+                         scratch_gpu.view(), grad_scale, d_x_view, d_embedding_gpu.device_view(), true, s, workspace,
+                         stream);
   stream.synchronize();
   std::vector<double> accumulate_tolerance = scaled(d_embedding_magnitude, gradient_factor);
   for (std::size_t i = 0; i < accumulate_tolerance.size(); ++i) {
@@ -297,8 +388,13 @@ TEST(CudaFusedClassifier, MatchesTheCpu) {
   const std::vector<ClassifierCase> cases = {
       {{100, 64, 50304}, 32, DType::bf16},   // GPT vocabulary, last chunk of 4 rows
       {{300, 32, 50304}, 300, DType::bf16},  // a chunk of more rows than multiprocessors
-      {{100, 64, 1000}, 32, DType::bf16},   {{37, 48, 1000}, 100, DType::bf16},  // one chunk larger than the rows
-      {{50, 40, 1000}, 16, DType::f32},                                          // fp32 throughout: g stays fp32
+      {{100, 64, 1000}, 32, DType::bf16},
+      {{37, 48, 1000}, 100, DType::bf16},  // one chunk larger than the rows
+      {{50, 40, 1000}, 16, DType::f32},    // fp32 throughout: g stays fp32
+      // bf16 logits: the gradient in place at a row pitch of vocab
+      {{100, 64, 50304}, 32, DType::bf16, DType::bf16},
+      {{300, 32, 50304}, 300, DType::bf16, DType::bf16},
+      {{37, 48, 1000}, 100, DType::bf16, DType::bf16},
   };
   std::uint64_t seed = 21;
   for (const auto& c : cases) check_classifier(c, seed++);
@@ -317,6 +413,7 @@ struct VocabParallelCase {
   std::vector<std::int64_t> starts;  // slice s: rows [starts[s], starts[s + 1]) of the embedding
   std::int64_t chunk_rows;
   DType dtype;
+  DType logits = DType::f32;  // the scratch's dtype
 };
 
 std::string describe(const VocabParallelCase& c) {
@@ -326,26 +423,9 @@ std::string describe(const VocabParallelCase& c) {
     slices += std::to_string(start);
   }
   return std::to_string(c.rows) + " rows, " + std::to_string(c.channels) + " channels, slices at" + slices +
-         ", chunks of " + std::to_string(c.chunk_rows) + ", " + std::string(dtype_name(c.dtype));
+         ", chunks of " + std::to_string(c.chunk_rows) + ", " + std::string(dtype_name(c.dtype)) + ", " +
+         std::string(dtype_name(c.logits)) + " logits";
 }
-
-// The activation-dtype copy of host values on the GPU: bf16, or fp32 throughout.
-class ActivationArray {
- public:
-  ActivationArray(const std::vector<float>& values, DType dtype)
-      : dtype_(dtype),
-        bf16_(dtype == DType::bf16 ? on_gpu_bf16(values) : MirroredArray<std::uint16_t>(0, DType::bf16)),
-        f32_(dtype == DType::f32 ? on_gpu(values, DType::f32) : MirroredArray<float>(0, DType::f32)) {}
-  Tensor view() { return dtype_ == DType::bf16 ? bf16_.device_view() : f32_.device_view(); }
-  std::vector<float> download() const {
-    return dtype_ == DType::bf16 ? bf16_values(bf16_.download()) : f32_.download();
-  }
-
- private:
-  DType dtype_;
-  MirroredArray<std::uint16_t> bf16_;
-  MirroredArray<float> f32_;
-};
 
 std::vector<float> rows_of(const std::vector<float>& table, std::int64_t begin, std::int64_t end, std::int64_t width) {
   return {table.begin() + begin * width, table.begin() + end * width};
@@ -353,12 +433,13 @@ std::vector<float> rows_of(const std::vector<float>& table, std::int64_t begin, 
 
 void check_vocab_parallel(const VocabParallelCase& c, std::uint64_t seed) {
   const bool bf16 = c.dtype == DType::bf16;
+  const bool exact = c.logits == DType::bf16;
   const std::int64_t rows = c.rows, C = c.channels, vocab = c.starts.back();
   const int tp = static_cast<int>(c.starts.size()) - 1;
   const double grad_scale = 1.0 / static_cast<double>(rows);
   std::mt19937_64 rng(seed);
-  auto x = random_values(rows * C, rng, 1.0f, bf16);
-  auto embedding = random_values(vocab * C, rng, 0.2f, bf16);
+  auto x = exact ? exact_values(rows * C, rng, 0.5f, 1) : random_values(rows * C, rng, 1.0f, bf16);
+  auto embedding = exact ? exact_values(vocab * C, rng, 0.125f, 2) : random_values(vocab * C, rng, 0.2f, bf16);
   auto targets = random_targets(rows, vocab, rng);
   for (int s = 1; s < tp && s + 1 < rows; ++s) targets[s] = static_cast<std::int32_t>(c.starts[s]);  // slice edges
   const auto old_d_embedding = random_values(vocab * C, rng, 1e-3f, false);
@@ -386,10 +467,10 @@ void check_vocab_parallel(const VocabParallelCase& c, std::uint64_t seed) {
     cpu::vocab_parallel_classifier_stats(host_view(x), host_view(slice), host_view(targets), host_view(stats),
                                          host_view(scratch), shape);
     ActivationArray slice_gpu(slice, c.dtype);
-    MirroredArray<float> scratch_gpu(scratch.size(), DType::f32);
+    ActivationArray scratch_gpu(std::vector<float>(scratch.size(), 0.0f), c.logits);
     auto stats_gpu = on_gpu(std::vector<float>(2 * rows, std::nanf("")), DType::f32);
     cuda::vocab_parallel_classifier_stats(x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(),
-                                          stats_gpu.device_view(), scratch_gpu.device_view(), shape, workspace, stream);
+                                          stats_gpu.device_view(), scratch_gpu.view(), shape, workspace, stream);
     stream.synchronize();
     const auto gpu_stats = stats_gpu.download();
     expect_close(gpu_stats, stats, 1e-4, scaled(stats, 0.0, 1e-4),
@@ -446,12 +527,12 @@ void check_vocab_parallel(const VocabParallelCase& c, std::uint64_t seed) {
                      d_embedding_magnitude.data());
 
     ActivationArray slice_gpu(slice, c.dtype);
-    MirroredArray<float> scratch_gpu(scratch.size(), DType::f32);
+    ActivationArray scratch_gpu(std::vector<float>(scratch.size(), 0.0f), c.logits);
     ActivationArray d_x_gpu(std::vector<float>(d_x.size(), std::nanf("")), c.dtype);
     auto d_embedding_gpu = on_gpu(std::vector<float>(d_embedding.size(), std::nanf("")), DType::f32);
-    cuda::vocab_parallel_classifier_backward(
-        x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(), lse_gpu.device_view(), grad_scale,
-        scratch_gpu.device_view(), d_x_gpu.view(), d_embedding_gpu.device_view(), false, shape, workspace, stream);
+    cuda::vocab_parallel_classifier_backward(x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(),
+                                             lse_gpu.device_view(), grad_scale, scratch_gpu.view(), d_x_gpu.view(),
+                                             d_embedding_gpu.device_view(), false, shape, workspace, stream);
     stream.synchronize();
     expect_close(d_x_gpu.download(), d_x, d_x_relative, scaled(d_x_magnitude, gradient_factor), "d_x, " + slice_what);
     expect_close(d_embedding_gpu.download(), d_embedding, 1e-6, scaled(d_embedding_magnitude, gradient_factor),
@@ -459,9 +540,9 @@ void check_vocab_parallel(const VocabParallelCase& c, std::uint64_t seed) {
 
     d_embedding_gpu.host = old_slice;
     d_embedding_gpu.upload();
-    cuda::vocab_parallel_classifier_backward(
-        x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(), lse_gpu.device_view(), grad_scale,
-        scratch_gpu.device_view(), d_x_gpu.view(), d_embedding_gpu.device_view(), true, shape, workspace, stream);
+    cuda::vocab_parallel_classifier_backward(x_gpu.view(), slice_gpu.view(), targets_gpu.device_view(),
+                                             lse_gpu.device_view(), grad_scale, scratch_gpu.view(), d_x_gpu.view(),
+                                             d_embedding_gpu.device_view(), true, shape, workspace, stream);
     stream.synchronize();
     std::vector<double> accumulate_tolerance = scaled(d_embedding_magnitude, gradient_factor);
     for (std::size_t i = 0; i < accumulate_tolerance.size(); ++i)
@@ -474,11 +555,13 @@ void check_vocab_parallel(const VocabParallelCase& c, std::uint64_t seed) {
 TEST(CudaVocabParallelClassifier, MatchesTheCpu) {
   ADAMANT_REQUIRE_GPU();
   const std::vector<VocabParallelCase> cases = {
-      {100, 64, {0, 25152, 50304}, 32, DType::bf16},     // GPT vocabulary, T = 2; last chunk of 4 rows
-      {100, 64, {0, 1000}, 32, DType::bf16},             // T = 1
-      {100, 64, {0, 333, 667, 1000}, 32, DType::bf16},   // T = 3, uneven and odd slices: the scalar row path
-      {37, 48, {0, 512, 1024, 1536}, 100, DType::bf16},  // one chunk larger than the rows
-      {50, 40, {0, 400, 1000}, 16, DType::f32},          // fp32 throughout: g stays fp32
+      {100, 64, {0, 25152, 50304}, 32, DType::bf16},               // GPT vocabulary, T = 2; last chunk of 4 rows
+      {100, 64, {0, 1000}, 32, DType::bf16},                       // T = 1
+      {100, 64, {0, 333, 667, 1000}, 32, DType::bf16},             // T = 3, uneven and odd slices: the scalar row path
+      {37, 48, {0, 512, 1024, 1536}, 100, DType::bf16},            // one chunk larger than the rows
+      {50, 40, {0, 400, 1000}, 16, DType::f32},                    // fp32 throughout: g stays fp32
+      {100, 64, {0, 25152, 50304}, 32, DType::bf16, DType::bf16},  // bf16 logits, eight-wide groups
+      {100, 64, {0, 333, 667, 1000}, 32, DType::bf16, DType::bf16},  // bf16 logits, the scalar row path
   };
   std::uint64_t seed = 31;
   for (const auto& c : cases) check_vocab_parallel(c, seed++);

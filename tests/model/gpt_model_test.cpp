@@ -318,6 +318,34 @@ TEST(GptModel, RejectsBadInputWithClearErrors) {
   EXPECT_THROW(GptModel(config, DType::i32, 1, Device::cpu(), 1), Error);
 }
 
+// model.classifier_logits_dtype: bf16 makes the GPU's logits chunk bf16, the same rows in half
+// the bytes; the CPU keeps its compute dtype. The chunk always holds a row of fp32 statistics
+// (next_token_logits writes one there).
+TEST(ModelMemory, Bf16ClassifierLogitsOnAGpu) {
+  GptConfig config = testing::two_layer_config(768, 12, 2048, 50257);  // GPT-3 126M's width and vocabulary
+  const Device gpu = Device::cuda(0);
+  const ModelDtypes f32_logits = model_dtypes(DType::bf16, gpu);
+  const ModelDtypes bf16_logits = model_dtypes(DType::bf16, gpu, DType::bf16);
+  EXPECT_EQ(f32_logits.activations.logits, DType::f32);
+  EXPECT_EQ(bf16_logits.activations.logits, DType::bf16);
+  EXPECT_EQ(model_dtypes(DType::bf16, Device::cpu(), DType::bf16).activations.logits, DType::f32);
+  EXPECT_EQ(model_dtypes(DType::f64, Device::cpu(), DType::bf16).activations.logits, DType::f64);
+
+  const ActivationLayout f32_layout = ActivationLayout::plan(config, 8, f32_logits.activations, 2);
+  const ActivationLayout bf16_layout = ActivationLayout::plan(config, 8, bf16_logits.activations, 2);
+  EXPECT_EQ(bf16_layout.logits_chunk.dtype, DType::bf16);
+  EXPECT_EQ(bf16_layout.logits_chunk.numel, f32_layout.logits_chunk.numel);
+  EXPECT_EQ(bf16_layout.classifier_chunk_rows, f32_layout.classifier_chunk_rows);
+  EXPECT_EQ(bf16_layout.logits_chunk.numel, bf16_layout.classifier_chunk_rows * 50304);
+  // The chunk (2,656 rows: 2^27 logits) is the largest scratch region: half of its bytes go.
+  EXPECT_EQ(f32_layout.scratch_bytes - bf16_layout.scratch_bytes, bf16_layout.logits_chunk.numel * 2);
+
+  config.seq_length = config.max_position_embeddings = 1;  // one token: a chunk of one row
+  const ActivationLayout one_token = ActivationLayout::plan(config, 1, bf16_logits.activations, 2);
+  EXPECT_EQ(one_token.classifier_chunk_rows, 1u);
+  EXPECT_EQ(one_token.logits_chunk.numel * dtype_size(DType::bf16), 50304 * dtype_size(DType::f32));
+}
+
 // The attention backward's score scratch: one 64 x 64 bf16 tile per key and query tile pair on
 // or below the diagonal, per sample and local head (kernels/flash_attention_scores.h), on a
 // GPU at head size 64 with attention dropout only, and taken into the model's memory where it

@@ -207,6 +207,36 @@ TEST(GpuGptModel, TanhGeluMatchesTheCpuModel) {
                          "tanh GELU");
 }
 
+// model.classifier_logits_dtype: bf16. The GPU rounds the logits to bf16 (2^-9 relative,
+// inside the tolerances of the bf16 activations around them) where the CPU keeps fp32.
+TEST(GpuGptModel, Bf16ClassifierLogitsMatchTheCpuModel) {
+  ADAMANT_REQUIRE_GPU();
+  GptConfig config = gpu_config();
+  config.classifier_logits = DType::bf16;
+  const auto batch = random_batch(config, 2, 23);
+  GptModel cpu(config, DType::bf16, 2, Device::cpu(), 7);
+  GptModel gpu_model(config, DType::bf16, 2, gpu(), 7);
+  GptModel gpu_f32_logits(gpu_config(), DType::bf16, 2, gpu(), 7);
+  const PassResult expected = run_passes(cpu, {batch.view(0)}, 1.0f);
+  const PassResult actual = run_passes(gpu_model, {batch.view(0)}, 1.0f);
+  const PassResult f32_logits = run_passes(gpu_f32_logits, {batch.view(0)}, 1.0f);
+  EXPECT_NEAR(actual.losses[0], expected.losses[0], kLossTolerance * expected.losses[0]);
+  expect_gradients_close(cpu.params(), actual.grads, expected.grads, config.hidden_size, kGradientTolerance,
+                         "bf16 logits");
+  EXPECT_NE(actual.losses[0], f32_logits.losses[0]) << "the bf16 logits model computed fp32 logits";
+  EXPECT_NEAR(actual.losses[0], f32_logits.losses[0], 1e-3 * f32_logits.losses[0]);
+  EXPECT_NEAR(gpu_model.forward_loss(batch.view(0)), actual.losses[0], 1e-4 * actual.losses[0]);
+
+  // Sampling reads one fp32 row written over the (bf16) logits chunk.
+  const std::span<const std::int32_t> prompt = std::span(batch.tokens).first(29);
+  std::vector<float> cpu_logits(static_cast<std::size_t>(config.padded_vocab_size()));
+  std::vector<float> gpu_logits(cpu_logits.size());
+  cpu.next_token_logits(prompt, cpu_logits);
+  gpu_model.next_token_logits(prompt, gpu_logits);
+  EXPECT_LE(distance(gpu_logits, cpu_logits, 0, cpu_logits.size()) / norm_of(cpu_logits, 0, cpu_logits.size()),
+            kGradientTolerance);
+}
+
 TEST(GpuGptModel, GradientsAccumulateOverMicroBatches) {
   ADAMANT_REQUIRE_GPU();
   const GptConfig config = gpu_config();

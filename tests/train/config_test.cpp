@@ -174,6 +174,19 @@ TEST(ConfigTypes, GradSyncDtypeSpellings) {
               HasSubstr("model.optim.grad_sync_dtype: unsupported value 'fp16'"));
 }
 
+TEST(ConfigTypes, ClassifierLogitsDtypeSpellings) {
+  EXPECT_EQ(parse("model:\n  hidden_size: 64\n").model.classifier_logits, DType::f32);  // the default
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, DType>>{
+           {"fp32", DType::f32}, {"float32", DType::f32}, {"bf16", DType::bf16}, {"bfloat16", DType::bf16}}) {
+    EXPECT_EQ(parse("model:\n  classifier_logits_dtype: " + text + "\n").model.classifier_logits, expected) << text;
+  }
+  EXPECT_THAT(error_of("model:\n  classifier_logits_dtype: fp16\n"),
+              HasSubstr("model.classifier_logits_dtype: unsupported value 'fp16' (in test.yaml, line 2); use fp32 "
+                        "(float32) or bf16 (bfloat16)"));
+  EXPECT_THAT(error_of("model:\n  classifier_logits_dtype: fp8\n"),
+              HasSubstr("model.classifier_logits_dtype: unsupported value"));
+}
+
 TEST(ConfigRanges, OutOfRangeValuesNameKeyAndMeaning) {
   EXPECT_THAT(error_of("model:\n  optim:\n    bucket_cap_mb: -1\n"),
               HasSubstr("model.optim.bucket_cap_mb must be > 0 (got -1) (in test.yaml, line 3); it is the bucket "

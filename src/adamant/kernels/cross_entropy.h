@@ -58,6 +58,16 @@ void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding
 
 namespace detail {
 
+// The classifiers' logits scratch: at least one row of `vocab`, in the statistic dtype, or on
+// a GPU with bf16 activations also bf16 (the GEMM then writes bf16 logits and the
+// cross-entropy reads them, half the bytes; its sums stay fp32).
+inline void check_logits_scratch(const KernelCall& call, const Tensor& x, const Tensor& logits_scratch,
+                                 std::int64_t vocab) {
+  const bool bf16_logits = call.on_cuda() && x.dtype == DType::bf16 && logits_scratch.dtype == DType::bf16;
+  call.at_least("logits_scratch", logits_scratch, vocab,
+                bf16_logits ? DType::bf16 : call.dtype(Role::statistic));  // at least one row per chunk
+}
+
 inline void check_targets(const KernelCall& call, const Tensor& targets, std::int64_t rows, std::int64_t vocab) {
   call.exact("targets", targets, rows, DType::i32);
   if (!targets.device.is_cpu()) return;
@@ -77,7 +87,7 @@ inline void check_vocab_parallel(const KernelCall& call, const Tensor& x, const 
   call.exact("x", x, shape.rows * shape.channels, Role::activation);
   call.exact("embedding", embedding, shape.vocab * shape.channels, Role::weight);
   call.exact("targets", targets, shape.rows, DType::i32);
-  call.at_least("logits_scratch", logits_scratch, shape.vocab, Role::statistic);  // at least one row per chunk
+  check_logits_scratch(call, x, logits_scratch, shape.vocab);
   if (!targets.device.is_cpu()) return;
   for (const std::int32_t id : targets.span<std::int32_t>()) {
     ADAMANT_CHECK(id >= 0, "{}: target id {} is negative", call.op(), id);
@@ -88,12 +98,14 @@ inline void check_vocab_parallel(const KernelCall& call, const Tensor& x, const 
 
 // In place on logits [rows, vocab]: losses[r] = logsumexp(logits[r]) - logits[r, targets[r]];
 // when with_grad, logits[r] is replaced by grad_scale * (softmax(logits[r]) - onehot(targets[r])).
-// targets: i32 in [0, vocab).
+// targets: i32 in [0, vocab). Logits fp32 (the statistic dtype), or bf16 on a GPU: the sums
+// in fp32 and the gradient rounded to bf16 in place.
 inline void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, std::int64_t rows,
                                   std::int64_t vocab, bool with_grad, double grad_scale, const Stream& stream) {
   const KernelCall call = KernelCall::model("softmax_cross_entropy", logits, stream);
   call.positive("vocab", vocab);
-  call.exact("logits", logits, rows * vocab, Role::statistic);  // fp32 logits on a GPU, as the classifier's scratch
+  call.exact("logits", logits, rows * vocab,
+             call.on_cuda() && logits.dtype == DType::bf16 ? DType::bf16 : call.dtype(Role::statistic));
   detail::check_targets(call, targets, rows, vocab);
   call.exact("losses", losses, rows, Role::statistic);
   call.run([&] { cpu::softmax_cross_entropy(logits, targets, losses, rows, vocab, with_grad, grad_scale); },
@@ -105,6 +117,8 @@ inline void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor l
 // chunk_rows = logits_scratch.numel() / vocab rows at a time. When d_x is non-empty, also
 // with g = grad_scale * dloss_r/dlogits: d_x = g * embedding (overwritten) and
 // d_embedding (+)= g^T * x (accumulated onto its old value when accumulate_d_embedding).
+// The logits are rounded to the scratch's dtype: fp32, or on a GPU with bf16 x also bf16 (as
+// Megatron's bf16 output layer; the cross-entropy's sums are fp32 either way).
 // `workspace`: made with WorkspaceNeeds::matmul for `stream`, as for the two below.
 inline void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
                              Tensor logits_scratch, double grad_scale, Tensor d_x, Tensor d_embedding,
@@ -118,7 +132,7 @@ inline void fused_classifier(const Tensor& x, const Tensor& embedding, const Ten
   call.exact("embedding", embedding, shape.vocab * shape.channels, Role::weight);
   detail::check_targets(call, targets, shape.rows, shape.vocab);
   call.exact("losses", losses, shape.rows, Role::statistic);
-  call.at_least("logits_scratch", logits_scratch, shape.vocab, Role::statistic);  // at least one row per chunk
+  detail::check_logits_scratch(call, x, logits_scratch, shape.vocab);
   if (d_x.data != nullptr) {
     call.exact("d_x", d_x, shape.rows * shape.channels, Role::activation);
     call.exact("d_embedding", d_embedding, shape.vocab * shape.channels, Role::weight_grad);
@@ -138,7 +152,7 @@ inline void fused_classifier(const Tensor& x, const Tensor& embedding, const Ten
 // reduces its slice to two numbers per row (stats), the ranks all-gather them, combine
 // gives the losses and the row's log-sum-exp, and backward recomputes the slice's logits.
 // Dtypes as fused_classifier: on a GPU x, embedding and d_x bf16, d_embedding, stats,
-// gathered, losses, lse and logits_scratch fp32; on the CPU all in the compute dtype.
+// gathered, losses and lse fp32, logits_scratch fp32 or bf16; on the CPU all in the compute dtype.
 
 // Logits per chunk of the classifiers' logits_scratch that suits `device`: about 8M on the
 // CPU (32 MiB in fp32), 128M on a GPU (512 MiB). Each chunk reads and writes the whole

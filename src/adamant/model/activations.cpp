@@ -100,7 +100,10 @@ ActivationLayout ActivationLayout::plan(const GptConfig& config, int micro_batch
   layout.d_residual = scratch_act(rows * hidden);
   layout.d_ln = scratch_act(tokens * hidden);
   const std::size_t classifier_overlay = scratch.total();
-  layout.logits_chunk = scratch_stat(layout.classifier_chunk_rows * vocab);
+  // At least one row of statistics too: next_token_logits writes a row of fp32 logits there.
+  const std::size_t logits_numel =
+      std::max(layout.classifier_chunk_rows * vocab, vocab * dtype_size(dtypes.statistic) / dtype_size(dtypes.logits));
+  layout.logits_chunk = scratch.take(logits_numel, dtypes.logits);
   scratch.overlay_from(classifier_overlay);
   layout.d_branch = scratch_act(tokens * hidden);
   // The embedding backward, last of all, reads d_residual or d_branch: its sort lies over the rest.

@@ -43,7 +43,8 @@ struct LayerActivations {
 
 struct ActivationDtypes {
   DType activation = DType::f32;  // activations and their gradients
-  DType statistic = DType::f32;   // layernorm mean/rstd, per-token losses, the classifier's logits chunk
+  DType statistic = DType::f32;   // layernorm mean/rstd, per-token losses
+  DType logits = DType::f32;      // the classifier's logits chunk: the statistic dtype, or bf16 on a GPU
   // Logits per classifier chunk: a larger chunk gives the embedding-gradient GEMM a longer inner dimension.
   std::size_t classifier_chunk_elements = std::size_t{1} << 23;
   // Where the kernels run: the GPU's embedding backward sorts in a scratch of its own.

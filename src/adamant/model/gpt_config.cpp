@@ -52,6 +52,10 @@ void GptConfig::validate(const KeyOrigin& origin) const {
         "model.tensor_model_parallel_size ({}) and model.hidden_size ({}) divisible by 4{}",
         seq_length, tensor_parallel_size, hidden_size, check.where("model.sequence_parallel"));
   }
+  if (classifier_logits != DType::f32 && classifier_logits != DType::bf16) {
+    fail("model.classifier_logits_dtype: unsupported value '{}'{}; use fp32 (float32) or bf16 (bfloat16)",
+         dtype_name(classifier_logits), check.where("model.classifier_logits_dtype"));
+  }
   check.at_least("model.pipeline_model_parallel_size", pipeline_parallel_size, 1, "the number of pipeline stages");
   check.at_least("model.virtual_pipeline_model_parallel_size", virtual_pipeline_size, 1,
                  "the model chunks per pipeline stage (1, or null, for plain 1F1B)");

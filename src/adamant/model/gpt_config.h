@@ -4,6 +4,7 @@
 // any bad value; the training config maps its YAML paths onto these fields.
 #include <cstdint>
 
+#include "adamant/core/dtype.h"
 #include "adamant/core/option_checks.h"
 #include "adamant/kernels/gelu.h"
 
@@ -35,6 +36,10 @@ struct GptConfig {
   bool cuda_graph = false;
   // model.openai_gelu: GPT-2's tanh approximation of GELU instead of the exact erf form.
   kernels::GeluForm gelu = kernels::GeluForm::exact;
+  // model.classifier_logits_dtype: what the classifier's logits GEMM writes on a GPU, fp32 or
+  // bf16 (as Megatron's bf16 output layer: half the bytes written and read by the
+  // cross-entropy, whose sums stay fp32). The CPU computes them in its fp32 or fp64.
+  DType classifier_logits = DType::f32;
 
   bool operator==(const GptConfig&) const = default;
 

@@ -68,7 +68,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       tp_rank_(tensor_parallel_ != nullptr ? tensor_parallel_->rank() : 0),
       stage_(pipeline_stage(config, pipeline_stage_index)),
       params_(build_stage_param_list(config, stage_)),
-      dtypes_(model_dtypes(weight_dtype, device)),
+      dtypes_(model_dtypes(weight_dtype, device, config.classifier_logits)),
       weight_dtype_(weight_dtype),
       grad_dtype_(dtypes_.grad),
       activation_dtype_(dtypes_.activations.activation),
@@ -508,7 +508,11 @@ void GptModel::next_token_logits(std::span<const std::int32_t> tokens, std::span
   forward(pass);
   const std::size_t hidden = static_cast<std::size_t>(config_.hidden_size);
   const Tensor last = act(layout_.final_ln, count * hidden).slice((count - 1) * hidden, hidden);
-  Tensor out = act(layout_.logits_chunk, static_cast<std::size_t>(vocab));  // fp32 on a GPU (statistic dtype)
+  // One row in the statistic dtype (fp32 on a GPU) over the logits chunk's bytes, planned to hold it.
+  const Tensor chunk = act(layout_.logits_chunk, layout_.logits_chunk.numel);
+  ADAMANT_CHECK(chunk.bytes() >= static_cast<std::size_t>(vocab) * dtype_size(grad_dtype_),
+                "next_token_logits: the logits chunk holds {} bytes, less than a row", chunk.bytes());
+  Tensor out = Tensor::flat(chunk.data, grad_dtype_, device_, static_cast<std::size_t>(vocab));
   kernels::gemm(kernels::Transpose::no, kernels::Transpose::yes, 1, vocab, config_.hidden_size, 1.0, last,
                 weight(index.word_embedding), 0.0, out, workspace_, *stream_);
   stream_->synchronize();

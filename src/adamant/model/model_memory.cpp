@@ -35,13 +35,14 @@ MicroGradLayout micro_grad_layout(const ParamList& params, const PipelineStage& 
   return layout;
 }
 
-ModelDtypes model_dtypes(DType weight_dtype, Device device) {
+ModelDtypes model_dtypes(DType weight_dtype, Device device, DType classifier_logits) {
   ModelDtypes d;
   d.weight = weight_dtype;
   d.grad = weight_dtype == DType::f64 ? DType::f64 : DType::f32;
   d.compute_weight = kernels::model_dtype(device, kernels::Role::weight, d.grad);
   d.activations.activation = kernels::model_dtype(device, kernels::Role::activation, d.grad);
   d.activations.statistic = d.grad;
+  d.activations.logits = device.is_cuda() && classifier_logits == DType::bf16 ? DType::bf16 : d.grad;
   d.activations.classifier_chunk_elements = kernels::classifier_chunk_elements(device);
   d.activations.device = device;
   return d;
@@ -72,7 +73,7 @@ std::size_t attention_score_scratch_taken(const GptConfig& config, int micro_bat
 ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device,
                          std::size_t padded_numel, const PipelineStage& stage, int passes_in_flight) {
   const ParamList params = build_stage_param_list(config, stage);
-  const ModelDtypes dtypes = model_dtypes(weight_dtype, device);
+  const ModelDtypes dtypes = model_dtypes(weight_dtype, device, config.classifier_logits);
   const std::size_t buffer_numel = std::max(params.total_numel, padded_numel);
   const std::size_t grad_size = dtype_size(dtypes.grad);
   const ActivationLayout layout =

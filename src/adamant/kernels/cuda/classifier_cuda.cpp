@@ -2,12 +2,14 @@
 // kernels/cross_entropy.h.
 //
 // fused_classifier walks the rows in chunks of logits_scratch.numel() / vocab:
-//   logits (fp32, the scratch) = x_chunk embedding^T          cuBLASLt, bf16 in
-//   losses, and g = grad_scale * (softmax - onehot)           one block per row
+//   logits (the scratch, fp32 or bf16) = x_chunk embedding^T  cuBLASLt, bf16 in
+//   losses, and g = grad_scale * (softmax - onehot)           fp32 sums from the logits
 //   d_x_chunk = g embedding,  d_embedding (+)= g^T x_chunk     cuBLASLt, bf16 in
 // With bf16 activations the cross-entropy kernel writes g rounded to bf16 over the
-// front half of each scratch row (row stride 2 * vocab), so both gradient GEMMs
-// take bf16 operands without a second buffer; in fp32 mode g stays fp32 in place.
+// front of each scratch row: in place over bf16 logits, over the front half of an fp32
+// row (row stride 2 * vocab), so both gradient GEMMs take bf16 operands without a
+// second buffer; in fp32 mode g stays fp32 in place. bf16 logits halve the bytes the
+// logits GEMM writes and the cross-entropy reads (model.classifier_logits_dtype).
 // The vocabulary-parallel classifier walks its slice of the embedding the same way:
 // the statistics pass reduces each chunk's logits to the slice's log-sum-exp and
 // target logit, and the backward pass recomputes them and writes g from the whole
@@ -27,11 +29,12 @@ namespace adamant::kernels::cuda {
 
 namespace {
 
-void launch_cross_entropy(const char* op, float* logits, const std::int32_t* targets, float* losses, std::int64_t rows,
-                          std::int64_t vocab, launchers::CrossEntropyGradient gradient, double grad_scale,
-                          const Stream& stream) {
-  const cudaError_t status = launchers::softmax_cross_entropy(logits, targets, losses, rows, vocab, gradient,
-                                                              static_cast<float>(grad_scale), stream_handle(stream));
+void launch_cross_entropy(const char* op, void* logits, DType logits_dtype, const std::int32_t* targets, float* losses,
+                          std::int64_t rows, std::int64_t vocab, launchers::CrossEntropyGradient gradient,
+                          double grad_scale, const Stream& stream) {
+  const cudaError_t status =
+      launchers::softmax_cross_entropy(logits, logits_dtype, targets, losses, rows, vocab, gradient,
+                                       static_cast<float>(grad_scale), stream_handle(stream));
   ADAMANT_CHECK(status == cudaSuccess, "{}: the cross-entropy kernel failed to launch for {} rows of {}: {} ({})", op,
                 rows, vocab, cudaGetErrorString(status), static_cast<int>(status));
 }
@@ -42,14 +45,15 @@ void check_launch(const char* op, const char* kernel, cudaError_t status) {
 }
 
 // One chunk of rows of the (slice of the) classifier: x_chunk [rows, C] against the
-// embedding [vocab, C], logits in the fp32 scratch with a row stride of vocab.
+// embedding [vocab, C], logits in the scratch (fp32 or bf16) with a row stride of vocab.
 struct ClassifierChunk {
   MatrixOperand x;
   MatrixOperand embedding;
   std::int64_t rows = 0;
   std::int64_t channels = 0;
   std::int64_t vocab = 0;
-  float* logits = nullptr;
+  void* logits = nullptr;
+  DType logits_dtype = DType::f32;
 };
 
 // logits[rows, vocab] = x_chunk[rows, C] embedding[vocab, C]^T.
@@ -62,18 +66,21 @@ void compute_logits(const ClassifierChunk& chunk, Workspace& workspace, const St
   product.a = chunk.x;
   product.b = chunk.embedding;
   product.c = chunk.logits;
-  product.c_dtype = DType::f32;
+  product.c_dtype = chunk.logits_dtype;
   product.c_row_stride = chunk.vocab;
   matmul(product, workspace, stream);
 }
 
-// From g in the scratch (bf16 rows at the fp32 row pitch, 2 * vocab elements, or fp32):
+// From g in the scratch (bf16 rows at the logits' row pitch: 2 * vocab elements over fp32
+// logits, vocab over bf16 ones; or fp32 in place):
 // d_x_chunk[rows, C] = g embedding (overwritten, in the activation dtype) and
 // d_embedding[vocab, C] = g^T x_chunk + beta * d_embedding (fp32).
 void backpropagate(const ClassifierChunk& chunk, void* d_x_chunk, float* d_embedding, float beta, Workspace& workspace,
                    const Stream& stream, const char* op) {
   const DType dtype = chunk.x.dtype;
-  const MatrixOperand gradient{chunk.logits, dtype, dtype == DType::bf16 ? 2 * chunk.vocab : chunk.vocab};
+  const std::int64_t pitch =
+      static_cast<std::int64_t>(dtype_size(chunk.logits_dtype) / dtype_size(dtype)) * chunk.vocab;
+  const MatrixOperand gradient{chunk.logits, dtype, pitch};
 
   MatmulProblem input_grad;  // d_x[rows, C] = g[rows, vocab] embedding[vocab, C]
   input_grad.m = chunk.rows;
@@ -114,7 +121,8 @@ ClassifierChunk chunk_of(const Tensor& x, const Tensor& embedding, const Tensor&
           rows,
           channels,
           vocab,
-          static_cast<float*>(logits_scratch.data)};
+          logits_scratch.data,
+          logits_scratch.dtype};
 }
 
 }  // namespace
@@ -122,11 +130,11 @@ ClassifierChunk chunk_of(const Tensor& x, const Tensor& embedding, const Tensor&
 void softmax_cross_entropy(Tensor logits, const Tensor& targets, Tensor losses, std::int64_t rows, std::int64_t vocab,
                            bool with_grad, double grad_scale, const Stream& stream) {
   const char* op = "softmax_cross_entropy";
-  launch_cross_entropy(
-      op, static_cast<float*>(logits.data), static_cast<const std::int32_t*>(targets.data),
-      static_cast<float*>(losses.data), rows, vocab,
-      with_grad ? launchers::CrossEntropyGradient::f32_in_place : launchers::CrossEntropyGradient::none, grad_scale,
-      stream);
+  const auto gradient = !with_grad                   ? launchers::CrossEntropyGradient::none
+                        : logits.dtype == DType::f32 ? launchers::CrossEntropyGradient::f32_in_place
+                                                     : launchers::CrossEntropyGradient::bf16_in_row;
+  launch_cross_entropy(op, logits.data, logits.dtype, static_cast<const std::int32_t*>(targets.data),
+                       static_cast<float*>(losses.data), rows, vocab, gradient, grad_scale, stream);
 }
 
 void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& targets, Tensor losses,
@@ -145,7 +153,7 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
     const ClassifierChunk chunk =
         chunk_of(x, embedding, logits_scratch, r0, std::min(chunk_rows, rows - r0), channels, vocab);
     compute_logits(chunk, workspace, stream, op);
-    launch_cross_entropy(op, chunk.logits, static_cast<const std::int32_t*>(targets.data) + r0,
+    launch_cross_entropy(op, chunk.logits, chunk.logits_dtype, static_cast<const std::int32_t*>(targets.data) + r0,
                          static_cast<float*>(losses.data) + r0, chunk.rows, vocab, mode, grad_scale, stream);
     if (!with_grad) continue;
     const float beta = (r0 == 0 && !accumulate_d_embedding) ? 0.0f : 1.0f;
@@ -166,7 +174,8 @@ void vocab_parallel_classifier_stats(const Tensor& x, const Tensor& embedding, c
         chunk_of(x, embedding, logits_scratch, r0, std::min(chunk_rows, shape.rows - r0), shape.channels, shape.vocab);
     compute_logits(chunk, workspace, stream, op);
     check_launch(op, "slice statistics",
-                 launchers::vocab_slice_statistics(chunk.logits, static_cast<const std::int32_t*>(targets.data) + r0,
+                 launchers::vocab_slice_statistics(chunk.logits, chunk.logits_dtype,
+                                                   static_cast<const std::int32_t*>(targets.data) + r0,
                                                    shape.vocab_start, slice_lse + r0, target_logit + r0, chunk.rows,
                                                    shape.vocab, stream_handle(stream)));
   }
@@ -199,10 +208,10 @@ void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding
         chunk_of(x, embedding, logits_scratch, r0, std::min(chunk_rows, shape.rows - r0), shape.channels, shape.vocab);
     compute_logits(chunk, workspace, stream, op);
     check_launch(op, "slice gradient",
-                 launchers::vocab_slice_gradient(chunk.logits, static_cast<const std::int32_t*>(targets.data) + r0,
-                                                 shape.vocab_start, static_cast<const float*>(lse.data) + r0,
-                                                 chunk.rows, shape.vocab, gradient_mode(x.dtype),
-                                                 static_cast<float>(grad_scale), stream_handle(stream)));
+                 launchers::vocab_slice_gradient(
+                     chunk.logits, chunk.logits_dtype, static_cast<const std::int32_t*>(targets.data) + r0,
+                     shape.vocab_start, static_cast<const float*>(lse.data) + r0, chunk.rows, shape.vocab,
+                     gradient_mode(x.dtype), static_cast<float>(grad_scale), stream_handle(stream)));
     const float beta = (r0 == 0 && !accumulate_d_embedding) ? 0.0f : 1.0f;
     backpropagate(chunk, static_cast<char*>(d_x.data) + r0 * shape.channels * element,
                   static_cast<float*>(d_embedding.data), beta, workspace, stream, op);

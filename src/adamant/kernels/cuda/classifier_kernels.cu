@@ -2,7 +2,8 @@
 // block per row, online max and sum in one pass; for a slice, its statistics, or its
 // gradient from the whole vocabulary's log-sum-exp; the loss with its gradient from a
 // copy of the row in the shared memory of a cluster of two blocks where it fits), the
-// combination of the slices' statistics. Launchers declared in classifier_launchers.h.
+// combination of the slices' statistics. The logits are fp32 or bf16, read in 16-byte
+// groups and reduced in fp32 either way. Launchers declared in classifier_launchers.h.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -24,6 +25,12 @@ namespace {
 // flight as possible.
 constexpr int kRowThreads = 1024;
 
+// exp(x - max) is computed as 2^(x log2(e) - max log2(e)): one fused multiply-add and the
+// special function unit's 2^x (relative error about 2^-22), where expf takes about ten
+// instructions. With eight bf16 logits in a 16-byte group, exponentials are most of a
+// row's instructions, and the row kernels would otherwise wait on issue, not on memory.
+constexpr float kLog2e = 1.4426950408889634f;
+
 // Running softmax statistics: the max seen so far and the sum of exp(x - max).
 struct MaxSum {
   float max;
@@ -36,14 +43,27 @@ __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
   return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max)};
 }
 
-// Adds four values with one rescale of the running sum.
-__device__ __forceinline__ void accumulate4(MaxSum& state, float x0, float x1, float x2, float x3) {
-  const float local = fmaxf(fmaxf(x0, x1), fmaxf(x2, x3));
+// Adds a group's values with one rescale of the running sum, their exponentials summed
+// pairwise ((e0 + e1) + (e2 + e3), ...).
+template <int kValues>
+__device__ __forceinline__ void accumulate_group(MaxSum& state, const float (&x)[kValues]) {
+  float local = x[0];
+#pragma unroll
+  for (int k = 1; k < kValues; ++k) local = fmaxf(local, x[k]);
   if (local > state.max) {
     state.sum *= expf(state.max - local);  // 0 * exp(-inf) = 0 on the first values
     state.max = local;
   }
-  state.sum += (expf(x0 - state.max) + expf(x1 - state.max)) + (expf(x2 - state.max) + expf(x3 - state.max));
+  const float neg_scaled_max = -state.max * kLog2e;
+  float e[kValues];
+#pragma unroll
+  for (int k = 0; k < kValues; ++k) e[k] = detail::fast_exp2(fmaf(x[k], kLog2e, neg_scaled_max));
+#pragma unroll
+  for (int width = 1; width < kValues; width *= 2) {
+#pragma unroll
+    for (int k = 0; k + width < kValues; k += 2 * width) e[k] += e[k + width];
+  }
+  state.sum += e[0];
 }
 
 __device__ __forceinline__ void accumulate1(MaxSum& state, float x) {
@@ -51,7 +71,7 @@ __device__ __forceinline__ void accumulate1(MaxSum& state, float x) {
     state.sum *= expf(state.max - x);
     state.max = x;
   }
-  state.sum += expf(x - state.max);
+  state.sum += detail::fast_exp2(fmaf(x, kLog2e, -state.max * kLog2e));
 }
 
 __device__ __forceinline__ MaxSum warp_reduce(MaxSum value) {
@@ -87,8 +107,72 @@ __device__ MaxSum block_reduce(MaxSum value) {
 // grad_scale * (softmax - onehot) of one element, as the CPU reference: e * (scale / sum) - scale at the target.
 __device__ __forceinline__ float gradient_of(float x, std::int64_t index, MaxSum stats, float factor, float grad_scale,
                                              std::int64_t target) {
-  const float g = expf(x - stats.max) * factor;
+  const float g = detail::fast_exp2(fmaf(x, kLog2e, -stats.max * kLog2e)) * factor;
   return index == target ? g - grad_scale : g;
+}
+
+// The same for a group of values in place: e * factor, then - grad_scale at `lane` when the
+// group holds the target (one comparison a group instead of one a value).
+template <int kValues>
+__device__ __forceinline__ void group_gradient(float (&v)[kValues], float neg_scaled_max, float factor,
+                                               bool holds_target, int lane, float grad_scale) {
+#pragma unroll
+  for (int k = 0; k < kValues; ++k) v[k] = detail::fast_exp2(fmaf(v[k], kLog2e, neg_scaled_max)) * factor;
+  if (holds_target) {
+#pragma unroll
+    for (int k = 0; k < kValues; ++k) v[k] = k == lane ? v[k] - grad_scale : v[k];
+  }
+}
+
+// 16 bytes of a row's logits: four fp32 or eight bf16 values, unpacked to fp32.
+template <DType kLogits>
+struct LogitGroup;
+template <>
+struct LogitGroup<DType::f32> {
+  static constexpr int kValues = 4;
+  __device__ static void unpack(uint4 bits, float (&v)[kValues]) {
+    v[0] = __uint_as_float(bits.x);
+    v[1] = __uint_as_float(bits.y);
+    v[2] = __uint_as_float(bits.z);
+    v[3] = __uint_as_float(bits.w);
+  }
+  __device__ static float at(const void* row, std::int64_t i) { return static_cast<const float*>(row)[i]; }
+};
+template <>
+struct LogitGroup<DType::bf16> {
+  static constexpr int kValues = 8;
+  __device__ static void unpack(uint4 bits, float (&v)[kValues]) {
+    const std::uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // the lower half of a word is the earlier element
+      v[2 * k] = __uint_as_float(words[k] << 16);
+      v[2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
+    }
+  }
+  __device__ static float at(const void* row, std::int64_t i) {
+    return detail::bf16_bits_to_f32(static_cast<const std::uint16_t*>(row)[i]);
+  }
+};
+
+// values[lane] without a dynamically indexed register array.
+template <int kValues>
+__device__ __forceinline__ float value_at(const float (&values)[kValues], int lane) {
+  float picked = values[0];
+#pragma unroll
+  for (int k = 1; k < kValues; ++k) picked = k == lane ? values[k] : picked;
+  return picked;
+}
+
+// A group's gradient, rounded to bf16, at bf16 element `first` of `out` (8 or 16 bytes).
+template <int kValues>
+__device__ __forceinline__ void store_bf16_group(std::uint16_t* out, std::int64_t first, const float (&g)[kValues]) {
+  if constexpr (kValues == 4) {
+    *reinterpret_cast<uint2*>(out + first) = make_uint2(detail::pack_bf16(g[0], g[1]), detail::pack_bf16(g[2], g[3]));
+  } else {
+    static_assert(kValues == 8);
+    *reinterpret_cast<uint4*>(out + first) = make_uint4(detail::pack_bf16(g[0], g[1]), detail::pack_bf16(g[2], g[3]),
+                                                        detail::pack_bf16(g[4], g[5]), detail::pack_bf16(g[6], g[7]));
+  }
 }
 
 // What the row kernel reduces a row to before its gradient pass.
@@ -101,7 +185,7 @@ enum class RowReduction : std::uint8_t {
 // One launch's operands. The row holds columns [vocab_start, vocab_start + vocab) of the
 // vocabulary that targets index; the pointers a mode does not use may be null.
 struct RowOperands {
-  float* logits;
+  void* logits;  // fp32 or bf16, as the kernel's kLogits
   const std::int32_t* targets;
   std::int64_t vocab;
   std::int64_t vocab_start;
@@ -112,32 +196,38 @@ struct RowOperands {
   const float* lse;
 };
 
-template <bool kVectorized, RowReduction kReduction, CrossEntropyGradient kGradient>
+template <DType kLogits, bool kVectorized, RowReduction kReduction, CrossEntropyGradient kGradient>
 __global__ void __launch_bounds__(kRowThreads) cross_entropy_rows_kernel(RowOperands operands) {
+  using Group = LogitGroup<kLogits>;
+  constexpr int kValues = Group::kValues;
+  static_assert(kLogits == DType::f32 || kGradient != CrossEntropyGradient::f32_in_place,
+                "bf16 logits take their gradient in bf16");
   const std::int64_t row = blockIdx.x;
   const std::int64_t vocab = operands.vocab;
   const float grad_scale = operands.grad_scale;
-  float* row_logits = operands.logits + row * vocab;
+  constexpr std::int64_t kLogitBytes = 16 / kValues;
+  char* row_logits = static_cast<char*>(operands.logits) + row * vocab * kLogitBytes;
   const std::int64_t target = static_cast<std::int64_t>(operands.targets[row]) - operands.vocab_start;
   const bool target_in_row = target >= 0 && target < vocab;
   const std::int64_t one_hot_index = target_in_row ? target : -1;
-  const std::int64_t groups = vocab / detail::kLanes;
+  const std::int64_t groups = vocab / kValues;
+  const auto* vectors = reinterpret_cast<const uint4*>(row_logits);
 
   MaxSum stats{0.0f, 1.0f};
   if constexpr (kReduction == RowReduction::given_lse) {
     stats.max = operands.lse[row];  // exp(x - lse) / 1: the softmax over the whole vocabulary
   } else {
     // Read before block_reduce's barriers; the gradient overwrites the row only after them.
-    const float target_logit = threadIdx.x == 0 && target_in_row ? row_logits[target] : 0.0f;
+    const float target_logit = threadIdx.x == 0 && target_in_row ? Group::at(row_logits, target) : 0.0f;
     MaxSum state{-INFINITY, 0.0f};
     if constexpr (kVectorized) {
-      const auto* vectors = reinterpret_cast<const float4*>(row_logits);
       for (std::int64_t g = threadIdx.x; g < groups; g += kRowThreads) {
-        const float4 v = vectors[g];
-        accumulate4(state, v.x, v.y, v.z, v.w);
+        float v[kValues];
+        Group::unpack(vectors[g], v);
+        accumulate_group(state, v);
       }
     } else {
-      for (std::int64_t i = threadIdx.x; i < vocab; i += kRowThreads) accumulate1(state, row_logits[i]);
+      for (std::int64_t i = threadIdx.x; i < vocab; i += kRowThreads) accumulate1(state, Group::at(row_logits, i));
     }
     stats = block_reduce(state);
     if (threadIdx.x == 0) {
@@ -150,53 +240,48 @@ __global__ void __launch_bounds__(kRowThreads) cross_entropy_rows_kernel(RowOper
       }
     }
   }
+  [[maybe_unused]] const float neg_scaled_max = -stats.max * kLog2e;
+  [[maybe_unused]] const std::int64_t target_group = one_hot_index >= 0 ? one_hot_index / kValues : -1;
+  [[maybe_unused]] const int target_lane = static_cast<int>(one_hot_index >= 0 ? one_hot_index % kValues : 0);
   if constexpr (kGradient == CrossEntropyGradient::f32_in_place) {
     const float factor = grad_scale / stats.sum;
+    auto* row_f32 = reinterpret_cast<float*>(row_logits);
     // Each thread rewrites exactly the elements it reads: no ordering needed.
     if constexpr (kVectorized) {
-      auto* vectors = reinterpret_cast<float4*>(row_logits);
       for (std::int64_t g = threadIdx.x; g < groups; g += kRowThreads) {
-        float4 v = vectors[g];
-        const std::int64_t i = g * detail::kLanes;
-        v.x = gradient_of(v.x, i, stats, factor, grad_scale, one_hot_index);
-        v.y = gradient_of(v.y, i + 1, stats, factor, grad_scale, one_hot_index);
-        v.z = gradient_of(v.z, i + 2, stats, factor, grad_scale, one_hot_index);
-        v.w = gradient_of(v.w, i + 3, stats, factor, grad_scale, one_hot_index);
-        vectors[g] = v;
+        float v[kValues];
+        Group::unpack(vectors[g], v);
+        group_gradient(v, neg_scaled_max, factor, g == target_group, target_lane, grad_scale);
+        reinterpret_cast<float4*>(row_f32)[g] = make_float4(v[0], v[1], v[2], v[3]);
       }
     } else {
       for (std::int64_t i = threadIdx.x; i < vocab; i += kRowThreads) {
-        row_logits[i] = gradient_of(row_logits[i], i, stats, factor, grad_scale, one_hot_index);
+        row_f32[i] = gradient_of(row_f32[i], i, stats, factor, grad_scale, one_hot_index);
       }
     }
   } else if constexpr (kGradient == CrossEntropyGradient::bf16_in_row) {
     const float factor = grad_scale / stats.sum;
-    // bf16 element i lands on bytes [2i, 2i + 2) of the row, inside fp32 element i / 2.
-    // The row is walked in tiles [t, t + T): all reads of a tile, a barrier, then its
-    // writes, which reach fp32 elements below (t + T) / 2 <= t + T only, all read by
-    // then; later tiles read at t + T and beyond, which no write has touched.
+    // bf16 element i lands on bytes [2i, 2i + 2) of the row: in place for bf16 logits,
+    // inside fp32 element i / 2 for fp32 ones. The row is walked in tiles [t, t + T): all
+    // reads of a tile, a barrier, then its writes, which reach logits below (t + T) / 2
+    // <= t + T only, all read by then; later tiles read at t + T and beyond, which no
+    // write has touched.
     auto* row_gradient = reinterpret_cast<std::uint16_t*>(row_logits);
     if constexpr (kVectorized) {
-      const auto* vectors = reinterpret_cast<const float4*>(row_logits);
       for (std::int64_t tile = 0; tile < groups; tile += kRowThreads) {
         const std::int64_t g = tile + threadIdx.x;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (g < groups) v = vectors[g];
+        float v[kValues] = {};
+        if (g < groups) Group::unpack(vectors[g], v);
         __syncthreads();
         if (g < groups) {
-          const std::int64_t i = g * detail::kLanes;
-          const ushort4 out =
-              make_ushort4(detail::f32_to_bf16_bits(gradient_of(v.x, i, stats, factor, grad_scale, one_hot_index)),
-                           detail::f32_to_bf16_bits(gradient_of(v.y, i + 1, stats, factor, grad_scale, one_hot_index)),
-                           detail::f32_to_bf16_bits(gradient_of(v.z, i + 2, stats, factor, grad_scale, one_hot_index)),
-                           detail::f32_to_bf16_bits(gradient_of(v.w, i + 3, stats, factor, grad_scale, one_hot_index)));
-          *reinterpret_cast<ushort4*>(row_gradient + i) = out;
+          group_gradient(v, neg_scaled_max, factor, g == target_group, target_lane, grad_scale);
+          store_bf16_group(row_gradient, g * kValues, v);
         }
       }
     } else {
       for (std::int64_t tile = 0; tile < vocab; tile += kRowThreads) {
         const std::int64_t i = tile + threadIdx.x;
-        const float x = i < vocab ? row_logits[i] : 0.0f;
+        const float x = i < vocab ? Group::at(row_logits, i) : 0.0f;
         __syncthreads();
         if (i < vocab) {
           row_gradient[i] = detail::f32_to_bf16_bits(gradient_of(x, i, stats, factor, grad_scale, one_hot_index));
@@ -220,8 +305,8 @@ __global__ void __launch_bounds__(kRowThreads) cross_entropy_rows_kernel(RowOper
 // next copy), and the next row's reads overlap this row's writes.
 // Every thread of both blocks has waited for its copies of a row before the cluster
 // barrier that joins the halves' statistics, so the gradient written over the row's
-// global storage (bf16_in_row: over its front half, the first block's) never overtakes
-// a copy still reading it.
+// global storage (bf16_in_row with fp32 logits: over its front half, the first block's)
+// never overtakes a copy still reading it.
 constexpr int kStagedThreads = 512;
 constexpr int kStagedClusterBlocks = 2;
 
@@ -232,28 +317,34 @@ struct HalfRowStats {
   float target_logit;
 };
 
-template <CrossEntropyGradient kGradient>
+template <DType kLogits, CrossEntropyGradient kGradient>
 __global__ void __cluster_dims__(kStagedClusterBlocks, 1, 1) __launch_bounds__(kStagedThreads, kStagedClusterBlocks)
     cross_entropy_staged_rows_kernel(RowOperands operands, std::int64_t rows) {
   static_assert(kGradient != CrossEntropyGradient::none, "a row read once needs no staging");
+  static_assert(kLogits == DType::f32 || kGradient != CrossEntropyGradient::f32_in_place,
+                "bf16 logits take their gradient in bf16");
+  using Group = LogitGroup<kLogits>;
+  constexpr int kValues = Group::kValues;
   namespace cg = cooperative_groups;
-  extern __shared__ float4 staged[];
+  extern __shared__ uint4 staged[];
   // Published by the parity of the row's round: the slot of round i is written again in
   // round i + 2, after the barrier of round i + 1, which every reader of round i has passed.
   __shared__ HalfRowStats published[2];
   const cg::cluster_group cluster = cg::this_cluster();
   const int half = static_cast<int>(cluster.block_rank());
   const std::int64_t vocab = operands.vocab;
-  const std::int64_t groups = vocab / detail::kLanes;
+  const std::int64_t groups = vocab / kValues;
   const std::int64_t half_groups = (groups + 1) / 2;
   const std::int64_t first_group = half * half_groups;
   const std::int64_t end_group = half == 0 ? half_groups : groups;
   const float grad_scale = operands.grad_scale;
   const std::int64_t clusters = gridDim.x / kStagedClusterBlocks;
   const std::int64_t first_row = blockIdx.x / kStagedClusterBlocks;
+  // A row of `groups` 16-byte groups, in fp32 or bf16.
+  const auto row_groups = [&](std::int64_t row) { return static_cast<uint4*>(operands.logits) + row * groups; };
 
   auto copy_row = [&](std::int64_t row) {
-    const float4* source = reinterpret_cast<const float4*>(operands.logits + row * vocab);
+    const uint4* source = row_groups(row);
     for (std::int64_t g = first_group + threadIdx.x; g < end_group; g += kStagedThreads) {
       detail::copy_async_16(staged + (g - first_group), source + g, true);
     }
@@ -264,18 +355,15 @@ __global__ void __cluster_dims__(kStagedClusterBlocks, 1, 1) __launch_bounds__(k
   for (std::int64_t row = first_row; row < rows; row += clusters, parity ^= 1) {
     const std::int64_t target = operands.targets[row];
     const bool target_in_row = target >= 0 && target < vocab;
-    const std::int64_t one_hot_index = target_in_row ? target : -1;
-    const std::int64_t target_group = target_in_row ? target / detail::kLanes : -1;
+    const std::int64_t target_group = target_in_row ? target / kValues : -1;
     detail::wait_copies<0>();
 
     MaxSum state{-INFINITY, 0.0f};
     for (std::int64_t g = first_group + threadIdx.x; g < end_group; g += kStagedThreads) {
-      const float4 v = staged[g - first_group];
-      accumulate4(state, v.x, v.y, v.z, v.w);
-      if (g == target_group) {
-        const int lane = static_cast<int>(target % detail::kLanes);
-        published[parity].target_logit = lane == 0 ? v.x : lane == 1 ? v.y : lane == 2 ? v.z : v.w;
-      }
+      float v[kValues];
+      Group::unpack(staged[g - first_group], v);
+      accumulate_group(state, v);
+      if (g == target_group) published[parity].target_logit = value_at(v, static_cast<int>(target % kValues));
     }
     const MaxSum half_stats = block_reduce<kStagedThreads>(state);
     if (threadIdx.x == 0) {
@@ -293,20 +381,19 @@ __global__ void __cluster_dims__(kStagedClusterBlocks, 1, 1) __launch_bounds__(k
     }
 
     const float factor = grad_scale / stats.sum;
+    const float neg_scaled_max = -stats.max * kLog2e;
+    const int target_lane = static_cast<int>(target_in_row ? target % kValues : 0);
     const std::int64_t next = row + clusters;
-    float* row_logits = operands.logits + row * vocab;
-    const float4* next_source = reinterpret_cast<const float4*>(operands.logits + next * vocab);
+    void* row_logits = row_groups(row);
+    const uint4* next_source = row_groups(next);
     for (std::int64_t g = first_group + threadIdx.x; g < end_group; g += kStagedThreads) {
-      const float4 v = staged[g - first_group];
-      const std::int64_t i = g * detail::kLanes;
-      const float g0 = gradient_of(v.x, i, stats, factor, grad_scale, one_hot_index);
-      const float g1 = gradient_of(v.y, i + 1, stats, factor, grad_scale, one_hot_index);
-      const float g2 = gradient_of(v.z, i + 2, stats, factor, grad_scale, one_hot_index);
-      const float g3 = gradient_of(v.w, i + 3, stats, factor, grad_scale, one_hot_index);
+      float v[kValues];
+      Group::unpack(staged[g - first_group], v);
+      group_gradient(v, neg_scaled_max, factor, g == target_group, target_lane, grad_scale);
       if constexpr (kGradient == CrossEntropyGradient::f32_in_place) {
-        reinterpret_cast<float4*>(row_logits)[g] = make_float4(g0, g1, g2, g3);
+        static_cast<float4*>(row_logits)[g] = make_float4(v[0], v[1], v[2], v[3]);
       } else {
-        reinterpret_cast<uint2*>(row_logits)[g] = make_uint2(detail::pack_bf16(g0, g1), detail::pack_bf16(g2, g3));
+        store_bf16_group(static_cast<std::uint16_t*>(row_logits), g * kValues, v);
       }
       if (next < rows) detail::copy_async_16(staged + (g - first_group), next_source + g, true);
     }
@@ -316,9 +403,9 @@ __global__ void __cluster_dims__(kStagedClusterBlocks, 1, 1) __launch_bounds__(k
 }
 
 // Shared memory each block of the staged kernel needs for a row of `vocab`, or 0 where it
-// cannot run: rows of float4 groups (vocab % 4 == 0, 16-byte aligned), the loss with a
-// gradient, and half a row small enough for two blocks a multiprocessor.
-template <RowReduction kReduction, CrossEntropyGradient kGradient>
+// cannot run: rows of 16-byte groups (vocab a multiple of the group, 16-byte aligned), the
+// loss with a gradient, and half a row small enough for two blocks a multiprocessor.
+template <DType kLogits, RowReduction kReduction, CrossEntropyGradient kGradient>
 std::size_t staged_half_row_bytes(const RowOperands& operands, bool vectorized, int device) {
   if constexpr (kReduction != RowReduction::loss || kGradient == CrossEntropyGradient::none) {
     return 0;
@@ -329,32 +416,33 @@ std::size_t staged_half_row_bytes(const RowOperands& operands, bool vectorized, 
         cudaSuccess) {
       return 0;
     }
-    const std::size_t groups = static_cast<std::size_t>(operands.vocab) / detail::kLanes;
-    const std::size_t bytes = (groups + 1) / 2 * sizeof(float4);
+    const std::size_t groups = static_cast<std::size_t>(operands.vocab) / LogitGroup<kLogits>::kValues;
+    const std::size_t bytes = (groups + 1) / 2 * sizeof(uint4);
     // Each block's static shared memory and the 1 KB the system reserves per block come on top.
     constexpr std::size_t kPerBlockExtra = 2048;
     return kStagedClusterBlocks * (bytes + kPerBlockExtra) <= static_cast<std::size_t>(per_multiprocessor) ? bytes : 0;
   }
 }
 
-template <RowReduction kReduction, CrossEntropyGradient kGradient>
+template <DType kLogits, RowReduction kReduction, CrossEntropyGradient kGradient>
 cudaError_t launch_rows(const RowOperands& operands, std::int64_t rows, RowReads reads, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (rows < 0 || rows > 0x7fffffff || operands.vocab <= 0) return cudaErrorInvalidValue;
-  // float4 rows need every row start 16-byte aligned: an aligned base and vocab % 4 == 0.
+  // 16-byte groups need every row start 16-byte aligned: an aligned base and whole groups a row.
   const bool vectorized =
-      operands.vocab % detail::kLanes == 0 && reinterpret_cast<std::uintptr_t>(operands.logits) % 16 == 0;
+      operands.vocab % LogitGroup<kLogits>::kValues == 0 && reinterpret_cast<std::uintptr_t>(operands.logits) % 16 == 0;
   if constexpr (kReduction == RowReduction::loss && kGradient != CrossEntropyGradient::none) {
     int device = 0, multiprocessors = 0;
     cudaError_t status = cudaGetDevice(&device);
     if (status != cudaSuccess) return status;
-    const std::size_t staged_bytes = reads == RowReads::once_where_it_fits
-                                         ? staged_half_row_bytes<kReduction, kGradient>(operands, vectorized, device)
-                                         : 0;
+    const std::size_t staged_bytes =
+        reads == RowReads::once_where_it_fits
+            ? staged_half_row_bytes<kLogits, kReduction, kGradient>(operands, vectorized, device)
+            : 0;
     if (staged_bytes > 0) {
       status = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
       if (status != cudaSuccess) return status;
-      const auto kernel = cross_entropy_staged_rows_kernel<kGradient>;
+      const auto kernel = cross_entropy_staged_rows_kernel<kLogits, kGradient>;
       status =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(staged_bytes));
       if (status != cudaSuccess) return status;
@@ -368,11 +456,24 @@ cudaError_t launch_rows(const RowOperands& operands, std::int64_t rows, RowReads
   }
   const dim3 grid(static_cast<unsigned>(rows));
   if (vectorized) {
-    cross_entropy_rows_kernel<true, kReduction, kGradient><<<grid, kRowThreads, 0, stream>>>(operands);
+    cross_entropy_rows_kernel<kLogits, true, kReduction, kGradient><<<grid, kRowThreads, 0, stream>>>(operands);
   } else {
-    cross_entropy_rows_kernel<false, kReduction, kGradient><<<grid, kRowThreads, 0, stream>>>(operands);
+    cross_entropy_rows_kernel<kLogits, false, kReduction, kGradient><<<grid, kRowThreads, 0, stream>>>(operands);
   }
   return cudaGetLastError();
+}
+
+// The launch for the logits' dtype: fp32, or bf16 with a bf16 gradient (or none).
+template <RowReduction kReduction, CrossEntropyGradient kGradient>
+cudaError_t launch_rows_of(DType logits_dtype, const RowOperands& operands, std::int64_t rows, RowReads reads,
+                           cudaStream_t stream) {
+  if (logits_dtype == DType::f32) return launch_rows<DType::f32, kReduction, kGradient>(operands, rows, reads, stream);
+  if constexpr (kGradient != CrossEntropyGradient::f32_in_place) {
+    if (logits_dtype == DType::bf16) {
+      return launch_rows<DType::bf16, kReduction, kGradient>(operands, rows, reads, stream);
+    }
+  }
+  return cudaErrorInvalidValue;
 }
 
 // ---- combining the ranks' statistics ----
@@ -398,40 +499,43 @@ __global__ void __launch_bounds__(kCombineThreads)
 
 }  // namespace
 
-cudaError_t softmax_cross_entropy(float* logits, const std::int32_t* targets, float* losses, std::int64_t rows,
-                                  std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
-                                  cudaStream_t stream, RowReads reads) {
+cudaError_t softmax_cross_entropy(void* logits, DType logits_dtype, const std::int32_t* targets, float* losses,
+                                  std::int64_t rows, std::int64_t vocab, CrossEntropyGradient gradient,
+                                  float grad_scale, cudaStream_t stream, RowReads reads) {
   const RowOperands operands{logits, targets, vocab, 0, grad_scale, losses, nullptr, nullptr, nullptr};
   switch (gradient) {
     case CrossEntropyGradient::none:
-      return launch_rows<RowReduction::loss, CrossEntropyGradient::none>(operands, rows, reads, stream);
+      return launch_rows_of<RowReduction::loss, CrossEntropyGradient::none>(logits_dtype, operands, rows, reads,
+                                                                            stream);
     case CrossEntropyGradient::f32_in_place:
-      return launch_rows<RowReduction::loss, CrossEntropyGradient::f32_in_place>(operands, rows, reads, stream);
+      return launch_rows_of<RowReduction::loss, CrossEntropyGradient::f32_in_place>(logits_dtype, operands, rows, reads,
+                                                                                    stream);
     case CrossEntropyGradient::bf16_in_row:
-      return launch_rows<RowReduction::loss, CrossEntropyGradient::bf16_in_row>(operands, rows, reads, stream);
+      return launch_rows_of<RowReduction::loss, CrossEntropyGradient::bf16_in_row>(logits_dtype, operands, rows, reads,
+                                                                                   stream);
   }
   return cudaErrorInvalidValue;
 }
 
-cudaError_t vocab_slice_statistics(float* logits, const std::int32_t* targets, std::int64_t vocab_start,
-                                   float* slice_lse, float* target_logit, std::int64_t rows, std::int64_t vocab,
-                                   cudaStream_t stream) {
+cudaError_t vocab_slice_statistics(void* logits, DType logits_dtype, const std::int32_t* targets,
+                                   std::int64_t vocab_start, float* slice_lse, float* target_logit, std::int64_t rows,
+                                   std::int64_t vocab, cudaStream_t stream) {
   const RowOperands operands{logits, targets, vocab, vocab_start, 1.0f, nullptr, slice_lse, target_logit, nullptr};
-  return launch_rows<RowReduction::slice_stats, CrossEntropyGradient::none>(operands, rows,
-                                                                            RowReads::once_where_it_fits, stream);
+  return launch_rows_of<RowReduction::slice_stats, CrossEntropyGradient::none>(logits_dtype, operands, rows,
+                                                                               RowReads::once_where_it_fits, stream);
 }
 
-cudaError_t vocab_slice_gradient(float* logits, const std::int32_t* targets, std::int64_t vocab_start, const float* lse,
-                                 std::int64_t rows, std::int64_t vocab, CrossEntropyGradient gradient, float grad_scale,
-                                 cudaStream_t stream) {
+cudaError_t vocab_slice_gradient(void* logits, DType logits_dtype, const std::int32_t* targets,
+                                 std::int64_t vocab_start, const float* lse, std::int64_t rows, std::int64_t vocab,
+                                 CrossEntropyGradient gradient, float grad_scale, cudaStream_t stream) {
   const RowOperands operands{logits, targets, vocab, vocab_start, grad_scale, nullptr, nullptr, nullptr, lse};
   switch (gradient) {
     case CrossEntropyGradient::f32_in_place:
-      return launch_rows<RowReduction::given_lse, CrossEntropyGradient::f32_in_place>(
-          operands, rows, RowReads::once_where_it_fits, stream);
+      return launch_rows_of<RowReduction::given_lse, CrossEntropyGradient::f32_in_place>(
+          logits_dtype, operands, rows, RowReads::once_where_it_fits, stream);
     case CrossEntropyGradient::bf16_in_row:
-      return launch_rows<RowReduction::given_lse, CrossEntropyGradient::bf16_in_row>(
-          operands, rows, RowReads::once_where_it_fits, stream);
+      return launch_rows_of<RowReduction::given_lse, CrossEntropyGradient::bf16_in_row>(
+          logits_dtype, operands, rows, RowReads::once_where_it_fits, stream);
     case CrossEntropyGradient::none:
       break;  // nothing to compute
   }
