@@ -173,7 +173,9 @@ void check_cross_entropy(const CrossEntropyCase& c, std::uint64_t seed) {
 TEST(CudaCrossEntropy, MatchesTheCpu) {
   ADAMANT_REQUIRE_GPU();
   const std::vector<CrossEntropyCase> cases = {
-      {8, 50304, true, 1.0 / 16384, 0},  // GPT vocabulary, a typical 1/tokens scale
+      // GPT vocabulary, a typical 1/tokens scale: half rows of 100 KB, two blocks of 512
+      // threads a multiprocessor (smaller rows take four blocks of 256)
+      {8, 50304, true, 1.0 / 16384, 0},
       // More rows than multiprocessors: each cluster of the shared-memory form walks
       // several rows, copying the next while it writes this one's gradient.
       {300, 50304, true, 1.0 / 16384, 0},
@@ -246,6 +248,7 @@ TEST(CudaCrossEntropy, Bf16LogitsMatchTheCpu) {
   const std::vector<CrossEntropyCase> cases = {
       {8, 50304, true, 1.0 / 16384, 0},    // a row staged in shared memory by a cluster of two blocks
       {300, 50304, true, 1.0 / 16384, 0},  // clusters walking several rows
+      {20, 100000, true, 1.0, 0},          // half rows of 100 KB: two blocks of 512 threads a multiprocessor
       {3, 240000, true, 1.0, 0},           // a row too large for shared memory: read twice
       {9, 1000, true, 1.0, 0},             // 125 eight-wide groups: halves of 63 and 62
       {5, 8, true, 1.0, 0},                // one group: the second half of the row is empty

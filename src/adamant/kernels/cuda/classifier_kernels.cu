@@ -297,8 +297,10 @@ __global__ void __launch_bounds__(kRowThreads) cross_entropy_rows_kernel(RowOper
 // multiprocessor in flight its second read misses the L2 and goes back to DRAM. Here a
 // cluster of two blocks owns a row, each block copying one half of its 16-byte groups
 // into shared memory once (cp.async, all of a thread's copies in flight at once), so
-// that a row is read from DRAM once. Two blocks of different rows share each
-// multiprocessor, so one block's reduction and exponentials overlap the other's copies.
+// that a row is read from DRAM once. Blocks of different rows share each multiprocessor,
+// so one block's reduction and exponentials overlap the others' copies: two of 512
+// threads, or where four half rows fit in its shared memory (bf16 logits of up to 54K),
+// four of 256, which keeps twice the bytes in flight.
 // The clusters are persistent and walk rows c, c + clusters, ...; after writing a
 // group's gradient, a thread at once starts copying the same group of its next row into
 // the same slot (no thread reads another's slots, so a slot needs no barrier before its
@@ -307,8 +309,12 @@ __global__ void __launch_bounds__(kRowThreads) cross_entropy_rows_kernel(RowOper
 // barrier that joins the halves' statistics, so the gradient written over the row's
 // global storage (bf16_in_row with fp32 logits: over its front half, the first block's)
 // never overtakes a copy still reading it.
-constexpr int kStagedThreads = 512;
 constexpr int kStagedClusterBlocks = 2;
+// Threads of a block of the staged kernel, and how many such blocks a multiprocessor runs
+// (1,024 threads in all, at most 64 registers each).
+constexpr int kStagedWideThreads = 512;
+constexpr int kStagedNarrowThreads = 256;
+constexpr int staged_blocks_per_multiprocessor(int threads) { return 1024 / threads; }
 
 // What each block of a cluster publishes for a row: its half's statistics and the
 // target's logit where the target falls in its half (else 0).
@@ -317,9 +323,10 @@ struct HalfRowStats {
   float target_logit;
 };
 
-template <DType kLogits, CrossEntropyGradient kGradient>
-__global__ void __cluster_dims__(kStagedClusterBlocks, 1, 1) __launch_bounds__(kStagedThreads, kStagedClusterBlocks)
-    cross_entropy_staged_rows_kernel(RowOperands operands, std::int64_t rows) {
+template <DType kLogits, CrossEntropyGradient kGradient, int kStagedThreads>
+__global__ void __cluster_dims__(kStagedClusterBlocks, 1, 1)
+    __launch_bounds__(kStagedThreads, staged_blocks_per_multiprocessor(kStagedThreads))
+        cross_entropy_staged_rows_kernel(RowOperands operands, std::int64_t rows) {
   static_assert(kGradient != CrossEntropyGradient::none, "a row read once needs no staging");
   static_assert(kLogits == DType::f32 || kGradient != CrossEntropyGradient::f32_in_place,
                 "bf16 logits take their gradient in bf16");
@@ -402,26 +409,40 @@ __global__ void __cluster_dims__(kStagedClusterBlocks, 1, 1) __launch_bounds__(k
   cluster.sync();  // neither block leaves while the other may still read its published statistics
 }
 
-// Shared memory each block of the staged kernel needs for a row of `vocab`, or 0 where it
-// cannot run: rows of 16-byte groups (vocab a multiple of the group, 16-byte aligned), the
-// loss with a gradient, and half a row small enough for two blocks a multiprocessor.
-template <DType kLogits, RowReduction kReduction, CrossEntropyGradient kGradient>
-std::size_t staged_half_row_bytes(const RowOperands& operands, bool vectorized, int device) {
-  if constexpr (kReduction != RowReduction::loss || kGradient == CrossEntropyGradient::none) {
-    return 0;
-  } else {
-    if (!vectorized) return 0;
-    int per_multiprocessor = 0;
-    if (cudaDeviceGetAttribute(&per_multiprocessor, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) !=
-        cudaSuccess) {
-      return 0;
-    }
-    const std::size_t groups = static_cast<std::size_t>(operands.vocab) / LogitGroup<kLogits>::kValues;
-    const std::size_t bytes = (groups + 1) / 2 * sizeof(uint4);
-    // Each block's static shared memory and the 1 KB the system reserves per block come on top.
-    constexpr std::size_t kPerBlockExtra = 2048;
-    return kStagedClusterBlocks * (bytes + kPerBlockExtra) <= static_cast<std::size_t>(per_multiprocessor) ? bytes : 0;
+// Shared memory each block of the staged kernel needs for a row of `vocab`: half the row's
+// 16-byte groups (vocab a multiple of the group, 16-byte aligned).
+template <DType kLogits>
+std::size_t staged_half_row_bytes(std::int64_t vocab) {
+  const std::size_t groups = static_cast<std::size_t>(vocab) / LogitGroup<kLogits>::kValues;
+  return (groups + 1) / 2 * sizeof(uint4);
+}
+
+// Whether `blocks` blocks of `half_row_bytes` fit in a multiprocessor's shared memory, with
+// each block's static shared memory and the 1 KB the system reserves per block on top.
+bool staged_blocks_fit(std::size_t half_row_bytes, int blocks, int device) {
+  int per_multiprocessor = 0;
+  if (cudaDeviceGetAttribute(&per_multiprocessor, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess) {
+    return false;
   }
+  constexpr std::size_t kPerBlockExtra = 2048;
+  return static_cast<std::size_t>(blocks) * (half_row_bytes + kPerBlockExtra) <=
+         static_cast<std::size_t>(per_multiprocessor);
+}
+
+// The staged kernel of kThreads a block over `rows`: persistent clusters, as many as the
+// multiprocessors hold (each holds staged_blocks_per_multiprocessor blocks of two clusters' halves).
+template <DType kLogits, CrossEntropyGradient kGradient, int kThreads>
+cudaError_t launch_staged_rows(const RowOperands& operands, std::int64_t rows, std::size_t half_row_bytes,
+                               int multiprocessors, cudaStream_t stream) {
+  const auto kernel = cross_entropy_staged_rows_kernel<kLogits, kGradient, kThreads>;
+  const cudaError_t status =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(half_row_bytes));
+  if (status != cudaSuccess) return status;
+  const std::int64_t resident_clusters =
+      static_cast<std::int64_t>(multiprocessors) * staged_blocks_per_multiprocessor(kThreads) / kStagedClusterBlocks;
+  const std::int64_t clusters = std::min<std::int64_t>(rows, resident_clusters);
+  kernel<<<static_cast<unsigned>(clusters * kStagedClusterBlocks), kThreads, half_row_bytes, stream>>>(operands, rows);
+  return cudaGetLastError();
 }
 
 template <DType kLogits, RowReduction kReduction, CrossEntropyGradient kGradient>
@@ -432,26 +453,21 @@ cudaError_t launch_rows(const RowOperands& operands, std::int64_t rows, RowReads
   const bool vectorized =
       operands.vocab % LogitGroup<kLogits>::kValues == 0 && reinterpret_cast<std::uintptr_t>(operands.logits) % 16 == 0;
   if constexpr (kReduction == RowReduction::loss && kGradient != CrossEntropyGradient::none) {
-    int device = 0, multiprocessors = 0;
-    cudaError_t status = cudaGetDevice(&device);
-    if (status != cudaSuccess) return status;
-    const std::size_t staged_bytes =
-        reads == RowReads::once_where_it_fits
-            ? staged_half_row_bytes<kLogits, kReduction, kGradient>(operands, vectorized, device)
-            : 0;
-    if (staged_bytes > 0) {
+    if (reads == RowReads::once_where_it_fits && vectorized) {
+      int device = 0, multiprocessors = 0;
+      cudaError_t status = cudaGetDevice(&device);
+      if (status != cudaSuccess) return status;
       status = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
       if (status != cudaSuccess) return status;
-      const auto kernel = cross_entropy_staged_rows_kernel<kLogits, kGradient>;
-      status =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(staged_bytes));
-      if (status != cudaSuccess) return status;
-      // One cluster a multiprocessor: its two blocks land on two multiprocessors, each of
-      // which holds two blocks.
-      const std::int64_t clusters = std::min<std::int64_t>(rows, multiprocessors);
-      kernel<<<static_cast<unsigned>(clusters * kStagedClusterBlocks), kStagedThreads, staged_bytes, stream>>>(operands,
-                                                                                                               rows);
-      return cudaGetLastError();
+      const std::size_t bytes = staged_half_row_bytes<kLogits>(operands.vocab);
+      if (staged_blocks_fit(bytes, staged_blocks_per_multiprocessor(kStagedNarrowThreads), device)) {
+        return launch_staged_rows<kLogits, kGradient, kStagedNarrowThreads>(operands, rows, bytes, multiprocessors,
+                                                                            stream);
+      }
+      if (staged_blocks_fit(bytes, staged_blocks_per_multiprocessor(kStagedWideThreads), device)) {
+        return launch_staged_rows<kLogits, kGradient, kStagedWideThreads>(operands, rows, bytes, multiprocessors,
+                                                                          stream);
+      }
     }
   }
   const dim3 grid(static_cast<unsigned>(rows));

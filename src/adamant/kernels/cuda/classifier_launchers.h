@@ -28,9 +28,10 @@ enum class CrossEntropyGradient : std::uint8_t {
 // its gradient). The two add a row's terms in different orders, so their results differ
 // in the last bits.
 enum class RowReads : std::uint8_t {
-  // Once from global memory into the shared memory of a cluster of two blocks, where
-  // vocab % 4 == 0, the logits are 16-byte aligned and half a row fits in half a
-  // multiprocessor's shared memory (vocab up to 57,344 on Hopper); twice from global
+  // Once from global memory into the shared memory of a cluster of two blocks, where a
+  // row is whole 16-byte groups (vocab % 4 == 0 for fp32 logits, % 8 for bf16), the
+  // logits are 16-byte aligned and half a row fits in half a multiprocessor's shared
+  // memory (vocab up to 57,344 fp32 or 114,688 bf16 logits on Hopper); twice from global
   // memory otherwise.
   once_where_it_fits,
   // Twice from global memory (the form for larger rows; benchmarks compare the two).
