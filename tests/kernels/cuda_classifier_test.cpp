@@ -133,9 +133,13 @@ struct CrossEntropyCase {
   std::size_t offset;  // 1: logits not 16-byte aligned (scalar path)
 };
 
-void check_cross_entropy(const CrossEntropyCase& c, std::uint64_t seed) {
+// With bf16 logits the CPU reference runs in fp32 on the same (rounded) values, so the
+// losses agree as in fp32; the gradient is rounded to bf16 in place (half an ulp: up to
+// 2^-8 relative), on top of the fp32 tolerance.
+void check_cross_entropy(const CrossEntropyCase& c, std::uint64_t seed, DType logits_dtype = DType::f32) {
+  const bool bf16 = logits_dtype == DType::bf16;
   std::mt19937_64 rng(seed);
-  auto logits = random_values(c.rows * c.vocab, rng, 3.0f, false);
+  auto logits = random_values(c.rows * c.vocab, rng, 3.0f, bf16);
   if (!logits.empty()) logits[logits.size() / 2] = 40.0f;  // one dominant logit
   auto targets = random_targets(c.rows, c.vocab, rng);
   auto expected = logits;
@@ -143,16 +147,20 @@ void check_cross_entropy(const CrossEntropyCase& c, std::uint64_t seed) {
   cpu::softmax_cross_entropy(host_view(expected), host_view(targets), host_view(expected_losses), c.rows, c.vocab,
                              c.with_grad, c.grad_scale);
 
-  auto logits_gpu = on_gpu(logits, DType::f32, c.offset);
+  std::vector<std::uint16_t> bits(bf16 ? logits.size() : 0);
+  for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = f32_to_bf16(logits[i]);
+  auto logits_f32 = on_gpu(bf16 ? std::vector<float>{0.0f} : logits, DType::f32, c.offset);
+  auto logits_bf16 = on_gpu(bf16 ? bits : std::vector<std::uint16_t>{0}, DType::bf16, c.offset);
+  const Tensor logits_view = bf16 ? logits_bf16.device_view() : logits_f32.device_view();
   auto targets_gpu = on_gpu(targets, DType::i32);
   auto losses_gpu = on_gpu(std::vector<float>(c.rows, std::nanf("")), DType::f32);
   Stream stream(testing::gpu());
-  cuda::softmax_cross_entropy(logits_gpu.device_view(), targets_gpu.device_view(), losses_gpu.device_view(), c.rows,
-                              c.vocab, c.with_grad, c.grad_scale, stream);
+  cuda::softmax_cross_entropy(logits_view, targets_gpu.device_view(), losses_gpu.device_view(), c.rows, c.vocab,
+                              c.with_grad, c.grad_scale, stream);
   stream.synchronize();
-  const std::string what = std::to_string(c.rows) + " rows of " + std::to_string(c.vocab) +
-                           (c.with_grad ? " with grad" : "") + " scale " + std::to_string(c.grad_scale) + " offset " +
-                           std::to_string(c.offset);
+  const std::string what = std::string(dtype_name(logits_dtype)) + " logits, " + std::to_string(c.rows) + " rows of " +
+                           std::to_string(c.vocab) + (c.with_grad ? " with grad" : "") + " scale " +
+                           std::to_string(c.grad_scale) + " offset " + std::to_string(c.offset);
   expect_close(losses_gpu.download(), expected_losses, 2e-5, scaled(expected_losses, 2e-5, 2e-5),
                "cross-entropy losses, " + what);
   // Without grad the GPU leaves the logits as they were (bitwise; the contract leaves them
@@ -166,8 +174,9 @@ void check_cross_entropy(const CrossEntropyCase& c, std::uint64_t seed) {
   }
   // The CPU reference sums 50304 exponentials in fp32 in order (relative error ~sqrt(n) 2^-24, up to a
   // few 1e-5, seen 5.3e-5 on H200 against the GPU's tree sum), which scales a whole row of the gradient.
-  expect_close(logits_gpu.download(), expected, c.with_grad ? 2e-4 : 0.0, gradient_tolerance,
-               "cross-entropy logits/gradient, " + what);
+  const double relative = c.with_grad ? 2e-4 + (bf16 ? 1.0 / 256 : 0.0) : 0.0;
+  expect_close(bf16 ? bf16_values(logits_bf16.download()) : logits_f32.download(), expected, relative,
+               gradient_tolerance, "cross-entropy logits/gradient, " + what);
 }
 
 TEST(CudaCrossEntropy, MatchesTheCpu) {
@@ -207,42 +216,6 @@ TEST(CudaCrossEntropy, TargetOutsideTheVocabularyGivesNaN) {
   EXPECT_TRUE(std::isnan(losses[0]) && std::isnan(losses[1])) << losses[0] << " " << losses[1];
 }
 
-// bf16 logits: the CPU reference runs in fp32 on the same (rounded) values, so the losses
-// agree as in fp32; the gradient is rounded to bf16 in place (half an ulp: up to 2^-8 relative).
-void check_cross_entropy_bf16(const CrossEntropyCase& c, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  auto logits = random_values(c.rows * c.vocab, rng, 3.0f, true);
-  if (!logits.empty()) logits[logits.size() / 2] = 40.0f;  // one dominant logit
-  auto targets = random_targets(c.rows, c.vocab, rng);
-  auto expected = logits;
-  std::vector<float> expected_losses(c.rows);
-  cpu::softmax_cross_entropy(host_view(expected), host_view(targets), host_view(expected_losses), c.rows, c.vocab,
-                             c.with_grad, c.grad_scale);
-  std::vector<std::uint16_t> bits(logits.size());
-  for (std::size_t i = 0; i < logits.size(); ++i) bits[i] = f32_to_bf16(logits[i]);
-
-  auto logits_gpu = on_gpu(bits, DType::bf16, c.offset);
-  auto targets_gpu = on_gpu(targets, DType::i32);
-  auto losses_gpu = on_gpu(std::vector<float>(c.rows, std::nanf("")), DType::f32);
-  Stream stream(testing::gpu());
-  cuda::softmax_cross_entropy(logits_gpu.device_view(), targets_gpu.device_view(), losses_gpu.device_view(), c.rows,
-                              c.vocab, c.with_grad, c.grad_scale, stream);
-  stream.synchronize();
-  const std::string what = "bf16 logits, " + std::to_string(c.rows) + " rows of " + std::to_string(c.vocab) +
-                           (c.with_grad ? " with grad" : "") + " offset " + std::to_string(c.offset);
-  expect_close(losses_gpu.download(), expected_losses, 2e-5, scaled(expected_losses, 2e-5, 2e-5),
-               "cross-entropy losses, " + what);
-  if (!c.with_grad) expected = logits;  // left as they were, bit for bit
-  std::vector<double> gradient_tolerance(expected.size(), c.with_grad ? 1e-9 * std::abs(c.grad_scale) : 0.0);
-  if (c.with_grad) {
-    for (std::int64_t r = 0; r < c.rows; ++r)
-      gradient_tolerance[r * c.vocab + targets[r]] = 1e-6 * std::abs(c.grad_scale);
-  }
-  // The gradient's bf16 rounding (half an ulp, 2^-8 relative) on top of the fp32 tolerance above.
-  expect_close(bf16_values(logits_gpu.download()), expected, c.with_grad ? 2e-4 + 1.0 / 256 : 0.0, gradient_tolerance,
-               "cross-entropy logits/gradient, " + what);
-}
-
 TEST(CudaCrossEntropy, Bf16LogitsMatchTheCpu) {
   ADAMANT_REQUIRE_GPU();
   const std::vector<CrossEntropyCase> cases = {
@@ -258,7 +231,7 @@ TEST(CudaCrossEntropy, Bf16LogitsMatchTheCpu) {
       {3, 3, true, 2.0, 0},
   };
   std::uint64_t seed = 101;
-  for (const auto& c : cases) check_cross_entropy_bf16(c, seed++);
+  for (const auto& c : cases) check_cross_entropy(c, seed++, DType::bf16);
 }
 
 struct ClassifierCase {

@@ -154,40 +154,39 @@ FieldSpec data_prefix_field() {
       });
 }
 
-FieldSpec grad_sync_dtype_field() {
-  const std::string path = "model.optim.grad_sync_dtype";
+// A key that names an fp32 or bf16 dtype (also float32, bfloat16); `member(config)` is its field.
+// Other dtype names parse here and are refused by the layer's validate(), with the same fix.
+template <typename Member>
+FieldSpec fp32_or_bf16_field(const std::string& path, const std::string& help, Member member) {
   return custom(
-      path,
-      "`fp32`, or `bf16` to halve the gradient traffic (`distributed_fused_adam`; a single data-parallel rank sends "
-      "nothing and keeps its fp32 gradients)",
-      [path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
+      path, help,
+      [path, member](const YAML::Node& v, const std::string& where, TrainConfig& c) {
         const std::string text = read_string(v, path, where);
         try {
-          c.optim.grad_sync_dtype = parse_dtype(text, path);
+          member(c) = parse_dtype(text, path);
         } catch (const Error&) {
           fail("{}: unsupported value {}{}; use fp32 (float32) or bf16 (bfloat16)", path, describe(v), where);
         }
       },
-      [](const TrainConfig& c) { return std::string(dtype_name(c.optim.grad_sync_dtype)); });
+      [member](const TrainConfig& c) { return std::string(dtype_name(member(c))); });
+}
+
+FieldSpec grad_sync_dtype_field() {
+  return fp32_or_bf16_field(
+      "model.optim.grad_sync_dtype",
+      "`fp32`, or `bf16` to halve the gradient traffic (`distributed_fused_adam`; a single data-parallel rank sends "
+      "nothing and keeps its fp32 gradients)",
+      [](auto& c) -> auto& { return c.optim.grad_sync_dtype; });
 }
 
 FieldSpec classifier_logits_dtype_field() {
-  const std::string path = "model.classifier_logits_dtype";
-  return custom(
-      path,
+  return fp32_or_bf16_field(
+      "model.classifier_logits_dtype",
       "GPU: what the classifier's logits GEMM writes, `fp32` or `bf16` (as Megatron's bf16 output layer: the "
       "logits rounded to bf16, half the bytes written and read by the cross-entropy, whose sums stay fp32; GPT-3 "
       "126M trains 1.4% faster on an H200). The shipped GPU configs set `bf16`. The CPU computes them in fp32 (fp64) "
       "either way",
-      [path](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-        const std::string text = read_string(v, path, where);
-        try {
-          c.model.classifier_logits = parse_dtype(text, path);
-        } catch (const Error&) {
-          fail("{}: unsupported value {}{}; use fp32 (float32) or bf16 (bfloat16)", path, describe(v), where);
-        }
-      },
-      [](const TrainConfig& c) { return std::string(dtype_name(c.model.classifier_logits)); });
+      [](auto& c) -> auto& { return c.model.classifier_logits; });
 }
 
 std::vector<FieldSpec> make_fields() {
