@@ -175,7 +175,7 @@ TEST(ConfigTypes, GradSyncDtypeSpellings) {
 }
 
 TEST(ConfigTypes, ClassifierLogitsDtypeSpellings) {
-  EXPECT_EQ(parse("model:\n  hidden_size: 64\n").model.classifier_logits, DType::f32);  // the default
+  EXPECT_EQ(parse("model:\n  micro_batch_size: 2\n").model.classifier_logits, DType::f32);  // the default
   for (const auto& [text, expected] : std::vector<std::pair<std::string, DType>>{
            {"fp32", DType::f32}, {"float32", DType::f32}, {"bf16", DType::bf16}, {"bfloat16", DType::bf16}}) {
     EXPECT_EQ(parse("model:\n  classifier_logits_dtype: " + text + "\n").model.classifier_logits, expected) << text;
