@@ -13,8 +13,9 @@
 // d_qkv) and weights (linear, layernorm, embeddings: the model's flat bf16 weight
 // buffer) are bf16, weight gradients (d_weight, d_bias, d_word, d_position,
 // d_embedding) and statistics (layernorm mean and rstd, logsumexp, losses, logits,
-// the vocabulary-parallel classifier's stats) fp32; tokens and targets are i32. Every
-// CUDA reduction and accumulation is in fp32.
+// the vocabulary-parallel classifier's stats) fp32, except that the classifiers also take
+// bf16 logits (kernels/cross_entropy.h); tokens and targets are i32. Every CUDA reduction
+// and accumulation is in fp32.
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>

@@ -9,7 +9,8 @@
 // its vocabulary rows; with sequence parallelism also its rows of the residual stream.
 //
 // Each region has its own dtype (on the GPU the activations are bf16 while the
-// layernorm statistics, the losses and the classifier's logits stay fp32), so
+// layernorm statistics and the losses stay fp32, and the classifier's logits are fp32
+// or bf16), so
 // offsets are in bytes and every region starts on a 256-byte boundary.
 #include <cstddef>
 #include <vector>

@@ -11,8 +11,8 @@
 // preallocated fp32 working copy once per forward; activations and gradients are
 // computed in fp32 (fp64 when the weights are fp64).
 // On a CUDA device (O2): bf16 weights used as they are, bf16 activations, fp32
-// layernorm statistics, losses and logits, fp32 gradients (the GPU dtype convention
-// of kernels/dispatch.h). Every kernel runs on the compute stream;
+// layernorm statistics and losses, fp32 or bf16 logits (model.classifier_logits_dtype),
+// fp32 gradients (the GPU dtype convention of kernels/dispatch.h). Every kernel runs on the compute stream;
 // tokens and targets are copied once per micro-batch into preallocated device
 // buffers in stream order, and the per-token losses come back in one small copy per call,
 // which is the only host synchronisation (the loss is returned).
