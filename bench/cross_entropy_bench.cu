@@ -19,6 +19,7 @@
 #include <string>
 
 #include "adamant/kernels/cuda/classifier_launchers.h"
+#include "adamant/kernels/cuda/device_common.cuh"
 #include "cuda_bench_util.cuh"
 
 namespace {
@@ -41,8 +42,7 @@ __global__ void fill_inputs(float* logits, std::int64_t n, std::int32_t* targets
 __global__ void round_to_bf16(const float* in, std::uint16_t* out, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
-    out[i] =
-        static_cast<std::uint16_t>((__float_as_uint(in[i]) + 0x7fffu + ((__float_as_uint(in[i]) >> 16) & 1u)) >> 16);
+    out[i] = adamant::kernels::cuda::detail::f32_to_bf16_bits(in[i]);
   }
 }
 

@@ -31,6 +31,13 @@ constexpr int kRowThreads = 1024;
 // row's instructions, and the row kernels would otherwise wait on issue, not on memory.
 constexpr float kLog2e = 1.4426950408889634f;
 
+// -max log2(e), the shift every exponential of a row against `max` takes.
+__device__ __forceinline__ float neg_scaled(float max) { return -max * kLog2e; }
+// exp(x - max), given neg_scaled(max).
+__device__ __forceinline__ float exp_shifted(float x, float neg_scaled_max) {
+  return detail::fast_exp2(fmaf(x, kLog2e, neg_scaled_max));
+}
+
 // Running softmax statistics: the max seen so far and the sum of exp(x - max).
 struct MaxSum {
   float max;
@@ -54,10 +61,10 @@ __device__ __forceinline__ void accumulate_group(MaxSum& state, const float (&x)
     state.sum *= expf(state.max - local);  // 0 * exp(-inf) = 0 on the first values
     state.max = local;
   }
-  const float neg_scaled_max = -state.max * kLog2e;
+  const float neg_scaled_max = neg_scaled(state.max);
   float e[kValues];
 #pragma unroll
-  for (int k = 0; k < kValues; ++k) e[k] = detail::fast_exp2(fmaf(x[k], kLog2e, neg_scaled_max));
+  for (int k = 0; k < kValues; ++k) e[k] = exp_shifted(x[k], neg_scaled_max);
 #pragma unroll
   for (int width = 1; width < kValues; width *= 2) {
 #pragma unroll
@@ -71,7 +78,7 @@ __device__ __forceinline__ void accumulate1(MaxSum& state, float x) {
     state.sum *= expf(state.max - x);
     state.max = x;
   }
-  state.sum += detail::fast_exp2(fmaf(x, kLog2e, -state.max * kLog2e));
+  state.sum += exp_shifted(x, neg_scaled(state.max));
 }
 
 __device__ __forceinline__ MaxSum warp_reduce(MaxSum value) {
@@ -107,7 +114,7 @@ __device__ MaxSum block_reduce(MaxSum value) {
 // grad_scale * (softmax - onehot) of one element, as the CPU reference: e * (scale / sum) - scale at the target.
 __device__ __forceinline__ float gradient_of(float x, std::int64_t index, MaxSum stats, float factor, float grad_scale,
                                              std::int64_t target) {
-  const float g = detail::fast_exp2(fmaf(x, kLog2e, -stats.max * kLog2e)) * factor;
+  const float g = exp_shifted(x, neg_scaled(stats.max)) * factor;
   return index == target ? g - grad_scale : g;
 }
 
@@ -117,7 +124,7 @@ template <int kValues>
 __device__ __forceinline__ void group_gradient(float (&v)[kValues], float neg_scaled_max, float factor,
                                                bool holds_target, int lane, float grad_scale) {
 #pragma unroll
-  for (int k = 0; k < kValues; ++k) v[k] = detail::fast_exp2(fmaf(v[k], kLog2e, neg_scaled_max)) * factor;
+  for (int k = 0; k < kValues; ++k) v[k] = exp_shifted(v[k], neg_scaled_max) * factor;
   if (holds_target) {
 #pragma unroll
     for (int k = 0; k < kValues; ++k) v[k] = k == lane ? v[k] - grad_scale : v[k];
@@ -240,7 +247,7 @@ __global__ void __launch_bounds__(kRowThreads) cross_entropy_rows_kernel(RowOper
       }
     }
   }
-  [[maybe_unused]] const float neg_scaled_max = -stats.max * kLog2e;
+  [[maybe_unused]] const float neg_scaled_max = neg_scaled(stats.max);
   [[maybe_unused]] const std::int64_t target_group = one_hot_index >= 0 ? one_hot_index / kValues : -1;
   [[maybe_unused]] const int target_lane = static_cast<int>(one_hot_index >= 0 ? one_hot_index % kValues : 0);
   if constexpr (kGradient == CrossEntropyGradient::f32_in_place) {
@@ -388,7 +395,7 @@ __global__ void __cluster_dims__(kStagedClusterBlocks, 1, 1)
     }
 
     const float factor = grad_scale / stats.sum;
-    const float neg_scaled_max = -stats.max * kLog2e;
+    const float neg_scaled_max = neg_scaled(stats.max);
     const int target_lane = static_cast<int>(target_in_row ? target % kValues : 0);
     const std::int64_t next = row + clusters;
     void* row_logits = row_groups(row);
