@@ -20,6 +20,7 @@
 #include "adamant/kernels/cuda/flash_attention_forward_kernels.h"
 #include "adamant/kernels/cuda/flash_attention_online_softmax.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
+#include "adamant/kernels/cuda/tensor_copy.cuh"
 #include "adamant/kernels/cuda/wgmma.cuh"
 
 namespace adamant::kernels::cuda::flash_attention_launchers {
@@ -34,6 +35,7 @@ struct WgmmaForwardConfig {
   // holds twice the output accumulators and takes one.
   static constexpr int kMinBlocks = kHeadDim == 64 ? 2 : 1;
   static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
+  static constexpr int kPanels = kHeadDim / kPanelColumns;
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
   static constexpr std::size_t kQuery = 0;  // 128 rows, then the output staging
   static constexpr std::size_t kKeys = kQuery + swizzled_tile_bytes<kHeadDim, kBlockRows>();
@@ -41,15 +43,27 @@ struct WgmmaForwardConfig {
   static constexpr std::size_t kBytes = kValues + kStages * kStreamTile + kSwizzleAlignment;  // + alignment slack
 };
 
+// The block's barriers: a stage's tiles have landed (`full`, one arrival: the copying
+// thread's, with the tiles' bytes), a stage's tiles are read (`empty`, one arrival a warp
+// once its p v of that stage is done), the query tile has landed.
+template <int kStages>
+struct StageBarriers {
+  std::uint64_t full[kStages];
+  std::uint64_t empty[kStages];
+  std::uint64_t query;
+};
+
 template <int kHeadDim, bool kDropout>
 __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBlocks)
-    flash_forward_wgmma_kernel(ForwardOperands operands, Problem problem, Dropout dropout, float scale_log2) {
+    flash_forward_wgmma_kernel(const __grid_constant__ CUtensorMap qkv_map, ForwardOperands operands, Problem problem,
+                               Dropout dropout, float scale_log2) {
   using Config = WgmmaForwardConfig<kHeadDim>;
   constexpr int kStages = Config::kStages;
   constexpr int kSlices = kHeadDim / 16;      // k16 steps of q k^T
   constexpr int kKeyTiles = kStreamRows / 8;  // n8 tiles of a score row block
   constexpr int kOutTiles = kHeadDim / 8;     // n8 tiles of the output
   extern __shared__ unsigned char shared_raw[];
+  __shared__ StageBarriers<kStages> barriers;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
   unsigned char* query_tile = shared + Config::kQuery;
   unsigned char* key_tiles = shared + Config::kKeys;
@@ -62,22 +76,50 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   const int warp_first = first_query + warp * kWarpRows;
   const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
 
-  const std::uint16_t* q_base = place.q(operands.qkv);
-  const std::uint16_t* k_base = q_base + channels;
-  const std::uint16_t* v_base = q_base + 2 * channels;
-
+  // Thread 0 issues every copy: the query tile once, then each key and value tile into
+  // its stage once the warps are done with the tile that stage held kStages tiles before.
+  const bool copier = threadIdx.x == 0;
+  const int q_column = head * kHeadDim;
+  const int k_column = static_cast<int>(channels) + q_column;
+  const int v_column = 2 * static_cast<int>(channels) + q_column;
   auto load_keys = [&](int block) {
-    const std::size_t stage = static_cast<std::size_t>(block % kStages) * Config::kStreamTile;
-    load_key_value_tiles_async<kHeadDim>(key_tiles + stage, value_tiles + stage, k_base, v_base, token_stride, block,
-                                         seq);
-  };
-  load_swizzled_tile_async<kHeadDim, kBlockRows>(query_tile, q_base, token_stride, first_query, seq);
-  load_keys(0);
-  commit_copies();
+    const int stage = block % kStages;
+    if (block >= kStages)
+      detail::barrier_wait(&barriers.empty[stage], static_cast<std::uint32_t>(block / kStages - 1) & 1u);
+    detail::barrier_arrive_expecting(&barriers.full[stage], static_cast<std::uint32_t>(2 * Config::kStreamTile));
+    unsigned char* keys = key_tiles + static_cast<std::size_t>(stage) * Config::kStreamTile;
+    unsigned char* values = value_tiles + static_cast<std::size_t>(stage) * Config::kStreamTile;
 #pragma unroll
-  for (int ahead = 1; ahead < kStages - 2; ++ahead) {
-    if (ahead < key_blocks) load_keys(ahead);
-    commit_copies();
+    for (int panel = 0; panel < Config::kPanels; ++panel) {
+      detail::copy_box_async(keys + panel * panel_bytes<kStreamRows>(), &qkv_map, k_column + panel * kPanelColumns,
+                             block * kStreamRows, sample, &barriers.full[stage]);
+      detail::copy_box_async(values + panel * panel_bytes<kStreamRows>(), &qkv_map, v_column + panel * kPanelColumns,
+                             block * kStreamRows, sample, &barriers.full[stage]);
+    }
+  };
+  if (copier) {
+#pragma unroll
+    for (int stage = 0; stage < kStages; ++stage) {
+      detail::barrier_init(&barriers.full[stage], 1);
+      detail::barrier_init(&barriers.empty[stage], kWarps);
+    }
+    detail::barrier_init(&barriers.query, 1);
+    detail::barrier_init_fence();
+  }
+  __syncthreads();
+  if (copier) {
+    detail::barrier_arrive_expecting(&barriers.query,
+                                     static_cast<std::uint32_t>(swizzled_tile_bytes<kHeadDim, kBlockRows>()));
+#pragma unroll
+    for (int panel = 0; panel < Config::kPanels; ++panel) {
+#pragma unroll
+      for (int half = 0; half < kBlockRows / kGroupRows; ++half) {
+        detail::copy_box_async(query_tile + panel * panel_bytes<kBlockRows>() + half * panel_bytes<kGroupRows>(),
+                               &qkv_map, q_column + panel * kPanelColumns, first_query + half * kGroupRows, sample,
+                               &barriers.query);
+      }
+    }
+    for (int ahead = 0; ahead < kStages - 2 && ahead < key_blocks; ++ahead) load_keys(ahead);
   }
 
   float out[kOutTiles][4];
@@ -112,18 +154,18 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   // with zero probabilities where there is no previous tile or the warpgroup skips
   // it, so that the code is the same on every path: ptxas then sees that the wait
   // for the scores leaves only the p v running, and keeps the products
-  // asynchronous. Tile i's copies start when tile i - 2's p v is done everywhere,
-  // two stages behind.
+  // asynchronous. Tile i's copies start when tile i - kStages's p v is done in every
+  // warp, kStages - 2 tiles ahead; the warpgroups meet at no barrier, each waiting
+  // only for its tiles to land.
   fence_accumulators(out);  // set before any product is issued
 #pragma unroll
   for (int kk = 0; kk < kKeyTiles / 2; ++kk) probs[kk][0] = probs[kk][1] = probs[kk][2] = probs[kk][3] = 0u;
+  detail::barrier_wait(&barriers.query, 0);
   for (int block = 0; block < key_blocks; ++block) {
     const int first_key = block * kStreamRows;
-    wait_copies<kStages - 3>();  // this tile has landed
-    fence_async_shared();
-    __syncthreads();
-    if (block + kStages - 2 < key_blocks) load_keys(block + kStages - 2);
-    commit_copies();
+    if (copier && block + kStages - 2 < key_blocks) load_keys(block + kStages - 2);
+    __syncwarp();
+    detail::barrier_wait(&barriers.full[block % kStages], static_cast<std::uint32_t>(block / kStages) & 1u);
     issue_scores(block);
     wgmma_commit();
     issue_output(block > 0 ? block - 1 : block);  // adds nothing on the first tile
@@ -140,6 +182,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
     }
     wgmma_wait<0>();  // the previous tile's p v: the output and its operands are free
     fence_accumulators(out);
+    if (block > 0 && lane == 0) detail::barrier_arrive(&barriers.empty[(block - 1) % kStages]);
     if (moves) softmax.rescale_output(out);
 #pragma unroll
     for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
@@ -151,7 +194,6 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   wgmma_commit();
   wgmma_wait<0>();
   fence_accumulators(out);
-  wait_copies<0>();
   if (!group_active) return;
 
   // The warp's own query rows are read only by its warpgroup's products, all done: they stage the output.
@@ -171,8 +213,13 @@ cudaError_t launch_forward_wgmma(const ForwardOperands& operands, const Problem&
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale_log2 = kLog2E / std::sqrt(static_cast<float>(kHeadDim));
+    const std::int64_t row = 3 * static_cast<std::int64_t>(problem.heads) * kHeadDim;
+    CUtensorMap qkv_map;
+    const cudaError_t encoded =
+        detail::encode_token_rows_map(qkv_map, operands.qkv, row, row, problem.seq, problem.batch, kStreamRows);
+    if (encoded != cudaSuccess) return encoded;
     return launch_over_row_blocks(flash_forward_wgmma_kernel<kHeadDim, kDropout>, WgmmaForwardConfig<kHeadDim>::kBytes,
-                                  problem, stream, operands, problem, dropout, scale_log2);
+                                  problem, stream, qkv_map, operands, problem, dropout, scale_log2);
   });
 }
 

@@ -1,0 +1,101 @@
+#pragma once
+// Hopper's tensor-memory copies (TMA: cp.async.bulk.tensor, sm_90) and the shared-memory
+// barriers (mbarrier) that count their bytes. One thread issues a whole tile's copy,
+// which lands in the 128-byte-swizzled layout the warpgroup products read (wgmma.cuh),
+// rows past the tensor's end as zeros; the other threads spend no instructions on it and
+// wait on the tile's barrier instead of meeting at __syncthreads. Only for *.cu files.
+//
+// The host side encodes a map (CUtensorMap) of a [batch, seq, row] array of bf16 rows
+// row_stride elements apart: a box is kBoxRows rows of one 64-column panel of a row.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace adamant::kernels::cuda::detail {
+
+// ---- host ----
+
+// The driver's encoder, looked up once through the runtime (no link against libcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      function = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
+  }();
+  return encoder;
+}
+
+// A map of rows [batch][seq] of row_elements bf16 each, row_stride elements apart (a
+// multiple of 8), boxes of box_rows rows x 64 columns swizzled by 128 bytes; rows at or
+// past seq (and columns past row_elements) read as zeros.
+inline cudaError_t encode_token_rows_map(CUtensorMap& map, const std::uint16_t* base, std::int64_t row_elements,
+                                         std::int64_t row_stride, int seq, int batch, int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(row_elements), static_cast<cuuint64_t>(seq),
+                              static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(row_stride) * 2u,
+                                 static_cast<cuuint64_t>(row_stride) * 2u * static_cast<cuuint64_t>(seq)};
+  const cuuint32_t box[3] = {64u, static_cast<cuuint32_t>(box_rows), 1u};
+  const cuuint32_t element_strides[3] = {1u, 1u, 1u};
+  const CUresult result =
+      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<std::uint16_t*>(base), dims, strides, box,
+             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// ---- device ----
+
+__device__ __forceinline__ std::uint32_t barrier_address(const std::uint64_t* barrier) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(barrier));
+}
+// A barrier whose phase completes after `arrivals` arrivals and all bytes it expects.
+__device__ __forceinline__ void barrier_init(std::uint64_t* barrier, std::uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier_address(barrier)), "r"(arrivals) : "memory");
+}
+// Makes initialised barriers visible to the async proxy (the copies' byte counts);
+// a __syncthreads after it makes them visible to the other threads.
+__device__ __forceinline__ void barrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// One arrival that also tells the barrier to wait for `bytes` more of copies.
+__device__ __forceinline__ void barrier_arrive_expecting(std::uint64_t* barrier, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier_address(barrier)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void barrier_arrive(std::uint64_t* barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier_address(barrier)) : "memory");
+}
+// Waits until the barrier's phase of the given parity (0 for its first phase, then
+// alternating) has completed.
+__device__ __forceinline__ void barrier_wait(std::uint64_t* barrier, std::uint32_t parity) {
+  const std::uint32_t address = barrier_address(barrier);
+  std::uint32_t done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(address), "r"(parity)
+                 : "memory");
+  } while (done == 0);
+}
+
+// Starts copying box (column, row, sample) of `map` into shared memory at `tile` (1024-byte
+// aligned), completing its bytes on `barrier`.
+__device__ __forceinline__ void copy_box_async(unsigned char* tile, const CUtensorMap* map, int column, int row,
+                                               int sample, std::uint64_t* barrier) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(static_cast<std::uint32_t>(__cvta_generic_to_shared(tile))),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(column), "r"(row), "r"(sample), "r"(barrier_address(barrier))
+      : "memory");
+}
+
+}  // namespace adamant::kernels::cuda::detail
