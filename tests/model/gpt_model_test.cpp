@@ -348,9 +348,9 @@ TEST(ModelMemory, Bf16ClassifierLogitsOnAGpu) {
 
 // The attention backward's score scratch: one 64 x 64 bf16 tile per key and query tile pair on
 // or below the diagonal, per sample and local head (kernels/flash_attention_scores.h), on a
-// GPU at head size 64 with attention dropout only, and taken into the model's memory where it
-// adds at most an eighth of the activations.
-TEST(ModelMemory, AttentionScoreScratchAtHeadSize64OnAGpu) {
+// GPU at head sizes 64 and 128 with attention dropout only, and taken into the model's memory
+// where it adds at most a sixth of the activations.
+TEST(ModelMemory, AttentionScoreScratchWithAttentionDropoutOnAGpu) {
   GptConfig config = testing::two_layer_config(768, 12, 2048, 50257);  // GPT-3 126M
   config.num_layers = 12;
   config.attention_dropout = 0.1f;
@@ -368,23 +368,27 @@ TEST(ModelMemory, AttentionScoreScratchAtHeadSize64OnAGpu) {
   tensor_parallel.tensor_parallel_size = 2;
   EXPECT_EQ(attention_score_scratch_bytes(tensor_parallel, 8, gpu), scores / 2);
 
-  GptConfig no_dropout = config;  // without dropout too, if by less
+  GptConfig no_dropout = config;  // without dropout, recomputing is as fast: none
   no_dropout.attention_dropout = 0.0f;
-  EXPECT_EQ(attention_score_scratch_bytes(no_dropout, 8, gpu), scores);
-  EXPECT_EQ(model_memory(no_dropout, DType::bf16, 8, gpu, 0, pipeline_stage(no_dropout, 0), 1).attention_scores,
-            scores);
-
-  GptConfig head_size_128 = config;  // GPT-3 1.3B's head size: recomputing is as fast
-  head_size_128.hidden_size = 2048;
-  head_size_128.num_attention_heads = 16;
-  EXPECT_EQ(attention_score_scratch_bytes(head_size_128, 4, gpu), 0u);
+  EXPECT_EQ(attention_score_scratch_bytes(no_dropout, 8, gpu), 0u);
   const ModelMemory without_scratch =
-      model_memory(head_size_128, DType::bf16, 4, gpu, 0, pipeline_stage(head_size_128, 0), 1);
+      model_memory(no_dropout, DType::bf16, 8, gpu, 0, pipeline_stage(no_dropout, 0), 1);
   EXPECT_EQ(without_scratch.attention_scores, 0u);
   EXPECT_EQ(without_scratch.on_device(), without_scratch.weights + without_scratch.working_weights +
                                              without_scratch.grads + without_scratch.micro_grads +
                                              without_scratch.activations + without_scratch.tokens +
                                              without_scratch.targets + without_scratch.pass_samples);
+
+  GptConfig head_size_128 = config;  // GPT-3 1.3B's head size: 4 samples of 16 heads
+  head_size_128.hidden_size = 2048;
+  head_size_128.num_attention_heads = 16;
+  EXPECT_EQ(attention_score_scratch_bytes(head_size_128, 4, gpu), std::size_t{4} * 16 * 528 * 8192);
+  EXPECT_EQ(model_memory(head_size_128, DType::bf16, 4, gpu, 0, pipeline_stage(head_size_128, 0), 1).attention_scores,
+            std::size_t{4} * 16 * 528 * 8192);
+  GptConfig head_size_80 = config;  // GPT-3 2.7B's: the mma.sync kernels recompute
+  head_size_80.hidden_size = 2560;
+  head_size_80.num_attention_heads = 32;
+  EXPECT_EQ(attention_score_scratch_bytes(head_size_80, 4, gpu), 0u);
 
   // Sequence 8192, micro-batch 2: 128 * 129 / 2 = 8256 pairs a head, 1.6 GB for 24 slots, more
   // than a sixth of the same tokens' activations. The model takes what fits there, rounded down

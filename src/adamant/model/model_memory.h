@@ -62,10 +62,10 @@ struct ModelMemory {
 };
 
 // The score scratch of the GPU flash attention backward (kernels/flash_attention_scores.h) for
-// all of a micro-batch's (sample, head) slots, at head size 64, where reading the stored score
-// gradients beats recomputing them in the query pass (most with attention dropout, whose mask
-// the query pass would draw again: 9-12% of the attention backward on an H200, 2-7% without);
-// none elsewhere, where recomputing costs about as much and the memory is better kept.
+// all of a micro-batch's (sample, head) slots, at head sizes 64 and 128 with attention dropout,
+// where reading the stored score gradients beats recomputing them and drawing the mask again in
+// the query pass (13-20% of the attention backward on an H200); none without dropout, where
+// recomputing is as fast or faster (up to 3%) and the memory is better kept.
 std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_batch_size, Device device);
 // What the model takes of it: the scratch grows with the square of the sequence, so only as
 // many slots as fit in kAttentionScoresShare of the activations, rounded down to the largest

@@ -9,7 +9,9 @@
 //   dv += (p^T f) d_out, dk += ds^T q  (p^T and ds^T as register operands),
 // with f the dropout factor, drawn as the mma.sync key pass does
 // (flash_attention_backward_keys.cu): the accumulators sit in each warp as its do.
-// dk is scaled by 1/sqrt(d) once at the end.
+// dk is scaled by 1/sqrt(d) once at the end. One thread copies every tile with
+// tensor-memory copies (tensor_copy.cuh) onto the stages' barriers; the warps wait for
+// their tiles and release each stage once their products on it are done.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -19,6 +21,7 @@
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
 #include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
+#include "adamant/kernels/cuda/flash_attention_stages.cuh"
 #include "adamant/kernels/cuda/flash_attention_stored_scores.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 #include "adamant/kernels/cuda/wgmma.cuh"
@@ -28,6 +31,17 @@ namespace adamant::kernels::cuda::flash_attention_launchers {
 namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
+
+// Floats a query's statistics take in a stage: the copies move rows of 16 bytes.
+constexpr int kStatisticsRow = 4;
+
+// The maps the copies read: q, k and v rows of qkv; d_out rows; the statistics, read as
+// fp32 rows of qkv's width, whose head's first four floats of a token hold them.
+struct KeyPassMaps {
+  CUtensorMap qkv;
+  CUtensorMap d_out;
+  CUtensorMap statistics;
+};
 
 template <int kHeadDim>
 struct WgmmaKeyPassConfig {
@@ -41,10 +55,12 @@ struct WgmmaKeyPassConfig {
   static constexpr std::size_t kValues = kKeys + swizzled_tile_bytes<kHeadDim, kBlockRows>();  // and its dv
   static constexpr std::size_t kQueries = kValues + swizzled_tile_bytes<kHeadDim, kBlockRows>();
   static constexpr std::size_t kDOut = kQueries + kStages * kStreamTile;
-  static constexpr std::size_t kStatistics = kDOut + kStages * kStreamTile;  // stages of (D, lse log2 e)
+  // Stages of (D, lse log2 e, two more floats of the row's scratch): a copy's rows are 16 bytes.
+  static constexpr std::size_t kStatisticsTile = kStreamRows * kStatisticsRow * sizeof(float);
+  static constexpr std::size_t kStatistics = kDOut + kStages * kStreamTile;
   // With stored scores, each warpgroup stages its ds^T images here: two buffers where
   // there is room, so that a tile's image waits for the copy of the tile before last.
-  static constexpr std::size_t kStaging = kStatistics + kStages * kStreamRows * 2 * sizeof(float);
+  static constexpr std::size_t kStaging = kStatistics + kStages * kStatisticsTile;
   static constexpr int kStagingBuffers = kHeadDim == 64 ? 2 : 1;
   static constexpr std::size_t bytes(bool store_scores) {
     return kStaging + (store_scores ? kStagingBuffers * 2 * kScoreTileBytes : 0) + kSwizzleAlignment;
@@ -53,14 +69,15 @@ struct WgmmaKeyPassConfig {
 
 template <int kHeadDim, bool kDropout, bool kStoreScores>
 __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBlocks)
-    flash_backward_key_wgmma_kernel(BackwardOperands operands, Problem problem, Dropout dropout, float scale,
-                                    float scale_log2) {
+    flash_backward_key_wgmma_kernel(const __grid_constant__ KeyPassMaps maps, BackwardOperands operands,
+                                    Problem problem, Dropout dropout, float scale, float scale_log2) {
   using Config = WgmmaKeyPassConfig<kHeadDim>;
   constexpr int kStages = Config::kStages;
   constexpr int kSlices = kHeadDim / 16;
   constexpr int kOutTiles = kHeadDim / 8;
   constexpr int kQueryTiles = kStreamRows / 8;  // n8 tiles of a 64-query step
   extern __shared__ unsigned char shared_raw[];
+  __shared__ StageBarriers<kStages> stages;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
   unsigned char* key_tile = shared + Config::kKeys;
   unsigned char* value_tile = shared + Config::kValues;
@@ -77,28 +94,36 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   const int first_query_block = first_key / kStreamRows;
   const int query_blocks = (seq + kStreamRows - 1) / kStreamRows;
 
-  const std::uint16_t* q_base = place.q(operands.qkv);
-  const std::uint16_t* d_out_base = place.rows_of(operands.d_out);
-
-  auto stage_of = [&](int block) { return (block - first_query_block) % kStages; };
+  // Thread 0 issues every copy (flash_attention_stages.cuh): the block's keys and values
+  // once, then each query tile's q, d_out and statistics through the stages, tile i of
+  // the block's run being query tile first_query_block + i.
+  const bool copier = threadIdx.x == 0;
+  const int q_column = head * kHeadDim;
+  auto tile_of = [&](int block) { return block - first_query_block; };
   auto load_query_block = [&](int block) {
-    const int stage = stage_of(block);
+    const int stage = tile_of(block) % kStages;
+    std::uint64_t* full =
+        stages.reserve(tile_of(block), static_cast<std::uint32_t>(2 * Config::kStreamTile + Config::kStatisticsTile));
     const int first = block * kStreamRows;
-    load_swizzled_tile_async<kHeadDim, kStreamRows>(query_tiles + stage * Config::kStreamTile, q_base, token_stride,
-                                                    first, seq);
-    load_swizzled_tile_async<kHeadDim, kStreamRows>(d_out_tiles + stage * Config::kStreamTile, d_out_base, channels,
-                                                    first, seq);
-    load_statistics_async(statistics + stage * 2 * kStreamRows, place, operands.d_qkv, first);
+    copy_rows_async<kHeadDim, kStreamRows>(query_tiles + stage * Config::kStreamTile, &maps.qkv, q_column, first,
+                                           sample, full);
+    copy_rows_async<kHeadDim, kStreamRows>(d_out_tiles + stage * Config::kStreamTile, &maps.d_out, q_column, first,
+                                           sample, full);
+    detail::copy_box_async(reinterpret_cast<unsigned char*>(statistics + stage * kStatisticsRow * kStreamRows),
+                           &maps.statistics, q_column / 2, first, sample, full);
   };
-
-  load_swizzled_tile_async<kHeadDim, kBlockRows>(key_tile, q_base + channels, token_stride, first_key, seq);
-  load_swizzled_tile_async<kHeadDim, kBlockRows>(value_tile, q_base + 2 * channels, token_stride, first_key, seq);
-  load_query_block(first_query_block);
-  commit_copies();
-#pragma unroll
-  for (int ahead = 1; ahead < kStages - 2; ++ahead) {
-    if (first_query_block + ahead < query_blocks) load_query_block(first_query_block + ahead);
-    commit_copies();
+  if (copier) stages.init();
+  __syncthreads();
+  if (copier) {
+    std::uint64_t* keys_landed =
+        stages.reserve_block(static_cast<std::uint32_t>(2 * swizzled_tile_bytes<kHeadDim, kBlockRows>()));
+    const int k_column = static_cast<int>(channels) + q_column;
+    copy_rows_async<kHeadDim, kBlockRows>(key_tile, &maps.qkv, k_column, first_key, sample, keys_landed);
+    copy_rows_async<kHeadDim, kBlockRows>(value_tile, &maps.qkv, k_column + static_cast<int>(channels), first_key,
+                                          sample, keys_landed);
+    for (int ahead = 0; ahead < kStages - 2 && first_query_block + ahead < query_blocks; ++ahead) {
+      load_query_block(first_query_block + ahead);
+    }
   }
 
   float dk[kOutTiles][4];
@@ -117,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   float dp[kQueryTiles][4];
   // s^T and dp^T of one tile.
   auto issue_scores = [&](int block) {
-    const int stage = stage_of(block);
+    const int stage = tile_of(block) % kStages;
     const std::uint32_t query_address = shared_address(query_tiles + stage * Config::kStreamTile);
     const std::uint32_t d_out_address = shared_address(d_out_tiles + stage * Config::kStreamTile);
     wgmma_fence();
@@ -128,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   std::uint32_t d_scores[kQueryTiles / 2][4];
   // dv += p^T d_out and dk += ds^T q of one tile.
   auto issue_gradients = [&](int block) {
-    const int stage = stage_of(block);
+    const int stage = tile_of(block) % kStages;
     const std::uint32_t query_address = shared_address(query_tiles + stage * Config::kStreamTile);
     const std::uint32_t d_out_address = shared_address(d_out_tiles + stage * Config::kStreamTile);
     wgmma_fence();
@@ -140,7 +165,8 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   // which with kOverlap run while the warpgroup turns this tile's scores into
   // probabilities and score gradients (see the forward, flash_attention_forward_wgmma.cu:
   // both products on every path, zero operands where there is nothing to add). Tile
-  // i's copies start when tile i - 2's products are done everywhere.
+  // i's copies start when tile i - kStages's products are done in every warp,
+  // kStages - 2 tiles ahead.
   fence_accumulators(dk);  // set before any product is issued
   fence_accumulators(dv);
 #pragma unroll
@@ -154,16 +180,15 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
     const int buffer = (block - first_query_block) % Config::kStagingBuffers;
     return shared + Config::kStaging + (buffer * 2 + warpgroup) * kScoreTileBytes;
   };
+  detail::barrier_wait(&stages.block, 0);
   for (int block = first_query_block; block < query_blocks; ++block) {
     const int block_first = block * kStreamRows;
     // This tile's staging buffer is free once the copy that last used it has read it;
-    // the barrier below tells the warpgroup.
+    // the warp's own rows are all it stages.
     if (stores_images) wait_images_read<Config::kStagingBuffers - 1>();
-    wait_copies<kStages - 3>();  // this tile has landed
-    fence_async_shared();
-    __syncthreads();
-    if (block + kStages - 2 < query_blocks) load_query_block(block + kStages - 2);
-    commit_copies();
+    if (copier && block + kStages - 2 < query_blocks) load_query_block(block + kStages - 2);
+    __syncwarp();
+    stages.wait_full(tile_of(block));
     issue_scores(block);
     wgmma_commit();
     if constexpr (Config::kOverlap) {
@@ -182,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
     // warpgroup takes the same path on every tile.
     auto to_gradients = [&](auto masked) {
       constexpr bool kMasked = decltype(masked)::value;
-      const float* stage_statistics = statistics + stage_of(block) * 2 * kStreamRows;
+      const float* stage_statistics = statistics + (tile_of(block) % kStages) * kStatisticsRow * kStreamRows;
 #pragma unroll
       for (int chunk = 0; chunk < kQueryTiles / 2; ++chunk) {
         // Queries {block_first + 16 chunk + 8 t + 2 pair + j} x this thread's two keys,
@@ -194,9 +219,11 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
         for (int t = 0; t < 2; ++t) {
           const int tile = 2 * chunk + t;
           // (D, lse log2 e) of queries 2 pair and 2 pair + 1 of this n8 tile.
-          const float4 stats = *reinterpret_cast<const float4*>(stage_statistics + 2 * (8 * tile + 2 * pair));
-          const float d_values[2] = {stats.x, stats.z};
-          const float lse_log2[2] = {stats.y, stats.w};
+          const float* row = stage_statistics + kStatisticsRow * (8 * tile + 2 * pair);
+          const float2 first_stats = *reinterpret_cast<const float2*>(row);
+          const float2 second_stats = *reinterpret_cast<const float2*>(row + kStatisticsRow);
+          const float d_values[2] = {first_stats.x, second_stats.x};
+          const float lse_log2[2] = {first_stats.y, second_stats.y};
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             float p = fast_exp2(fmaf(s[tile][e], scale_log2, -lse_log2[e & 1]));
@@ -212,7 +239,10 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
       }
     };
     with_masking(block_first < warp_first + kWarpRows - 1 || block_first + kStreamRows > seq, to_gradients);
-    if constexpr (Config::kOverlap) wgmma_wait<0>();  // the previous tile's gradients: their operands are free
+    if constexpr (Config::kOverlap) {
+      wgmma_wait<0>();  // the previous tile's gradients: their operands and its stage are free
+      if (block > first_query_block) stages.release(tile_of(block - 1), lane);
+    }
 #pragma unroll
     for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
       a_from_c(probs[kk], s[2 * kk], s[2 * kk + 1]);
@@ -252,6 +282,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
       issue_gradients(block);
       wgmma_commit();
       wgmma_wait<0>();
+      stages.release(tile_of(block), lane);
     }
   }
   if constexpr (Config::kOverlap) {
@@ -261,7 +292,6 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   wgmma_wait<0>();
   fence_accumulators(dv);
   fence_accumulators(dk);
-  wait_copies<0>();
   if (stores_images) wait_images_stored();
   if (!group_active) return;
 
@@ -282,13 +312,26 @@ cudaError_t launch_backward_key_pass_wgmma(const BackwardOperands& operands, con
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
+    KeyPassMaps maps;
+    cudaError_t status = detail::encode_token_rows_map(maps.qkv, operands.qkv, 3 * channels, 3 * channels, problem.seq,
+                                                       problem.batch, kStreamRows);
+    if (status == cudaSuccess) {
+      status = detail::encode_token_rows_map(maps.d_out, operands.d_out, channels, channels, problem.seq, problem.batch,
+                                             kStreamRows);
+    }
+    if (status == cudaSuccess) {
+      status = detail::encode_fp32_rows_map(maps.statistics, operands.d_qkv, 3 * channels / 2, 3 * channels / 2,
+                                            problem.seq, problem.batch, kStatisticsRow, kStreamRows);
+    }
+    if (status != cudaSuccess) return status;
     if (operands.d_scores != nullptr) {
       return launch_over_row_blocks(flash_backward_key_wgmma_kernel<kHeadDim, kDropout, true>,
-                                    WgmmaKeyPassConfig<kHeadDim>::bytes(true), problem, stream, operands, problem,
+                                    WgmmaKeyPassConfig<kHeadDim>::bytes(true), problem, stream, maps, operands, problem,
                                     dropout, scale, kLog2E * scale);
     }
     return launch_over_row_blocks(flash_backward_key_wgmma_kernel<kHeadDim, kDropout, false>,
-                                  WgmmaKeyPassConfig<kHeadDim>::bytes(false), problem, stream, operands, problem,
+                                  WgmmaKeyPassConfig<kHeadDim>::bytes(false), problem, stream, maps, operands, problem,
                                   dropout, scale, kLog2E * scale);
   });
 }

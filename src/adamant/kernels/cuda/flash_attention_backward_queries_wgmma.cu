@@ -19,6 +19,7 @@
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
 #include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
+#include "adamant/kernels/cuda/flash_attention_stages.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 #include "adamant/kernels/cuda/wgmma.cuh"
 
@@ -27,6 +28,12 @@ namespace adamant::kernels::cuda::flash_attention_launchers {
 namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
+
+// The maps the copies read: q, k and v rows of qkv; d_out rows.
+struct QueryPassMaps {
+  CUtensorMap qkv;
+  CUtensorMap d_out;
+};
 
 template <int kHeadDim>
 struct WgmmaQueryPassConfig {
@@ -42,14 +49,15 @@ struct WgmmaQueryPassConfig {
 
 template <int kHeadDim, bool kDropout>
 __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMinBlocks)
-    flash_backward_query_wgmma_kernel(BackwardOperands operands, Problem problem, Dropout dropout, float scale,
-                                      float scale_log2) {
+    flash_backward_query_wgmma_kernel(const __grid_constant__ QueryPassMaps maps, BackwardOperands operands,
+                                      Problem problem, Dropout dropout, float scale, float scale_log2) {
   using Config = WgmmaQueryPassConfig<kHeadDim>;
   constexpr int kStages = Config::kStages;
   constexpr int kSlices = kHeadDim / 16;
   constexpr int kOutTiles = kHeadDim / 8;
   constexpr int kKeyTiles = kStreamRows / 8;  // n8 tiles of a 64-key step
   extern __shared__ unsigned char shared_raw[];
+  __shared__ StageBarriers<kStages> stages;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
   unsigned char* query_tile = shared + Config::kQueries;
   unsigned char* d_out_tile = shared + Config::kDOut;
@@ -63,24 +71,25 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
   const int warp_first = first_query + warp * kWarpRows;
   const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
 
-  const std::uint16_t* q_base = place.q(operands.qkv);
-  const std::uint16_t* k_base = q_base + channels;
-  const std::uint16_t* v_base = q_base + 2 * channels;
-  const std::uint16_t* d_out_base = place.rows_of(operands.d_out);
-
+  // Thread 0 issues every copy (flash_attention_stages.cuh): the query and d_out tiles
+  // once, then the key and value tiles through the stages.
+  const bool copier = threadIdx.x == 0;
+  const int q_column = head * kHeadDim;
   auto load_keys = [&](int block) {
-    const std::size_t stage = static_cast<std::size_t>(block % kStages) * Config::kStreamTile;
-    load_key_value_tiles_async<kHeadDim>(key_tiles + stage, value_tiles + stage, k_base, v_base, token_stride, block,
-                                         seq);
+    const int stage = block % kStages;
+    copy_key_value_tiles_async<kHeadDim>(
+        key_tiles + stage * Config::kStreamTile, value_tiles + stage * Config::kStreamTile, &maps.qkv,
+        static_cast<int>(channels) + q_column, static_cast<int>(channels), block, sample,
+        stages.reserve(block, static_cast<std::uint32_t>(2 * Config::kStreamTile)));
   };
-  load_swizzled_tile_async<kHeadDim, kBlockRows>(query_tile, q_base, token_stride, first_query, seq);
-  load_swizzled_tile_async<kHeadDim, kBlockRows>(d_out_tile, d_out_base, channels, first_query, seq);
-  load_keys(0);
-  commit_copies();
-#pragma unroll
-  for (int ahead = 1; ahead < kStages - 2; ++ahead) {
-    if (ahead < key_blocks) load_keys(ahead);
-    commit_copies();
+  if (copier) stages.init();
+  __syncthreads();
+  if (copier) {
+    std::uint64_t* landed =
+        stages.reserve_block(static_cast<std::uint32_t>(2 * swizzled_tile_bytes<kHeadDim, kBlockRows>()));
+    copy_rows_async<kHeadDim, kBlockRows>(query_tile, &maps.qkv, q_column, first_query, sample, landed);
+    copy_rows_async<kHeadDim, kBlockRows>(d_out_tile, &maps.d_out, q_column, first_query, sample, landed);
+    for (int ahead = 0; ahead < kStages - 2 && ahead < key_blocks; ++ahead) load_keys(ahead);
   }
 
   // This thread's rows (group and group + 8 of the warp): their statistics are read
@@ -122,13 +131,12 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
   fence_accumulators(dq);  // set before any product is issued
 #pragma unroll
   for (int kk = 0; kk < kKeyTiles / 2; ++kk) d_scores[kk][0] = d_scores[kk][1] = d_scores[kk][2] = d_scores[kk][3] = 0u;
+  detail::barrier_wait(&stages.block, 0);
   for (int block = 0; block < key_blocks; ++block) {
     const int first_key = block * kStreamRows;
-    wait_copies<kStages - 3>();  // this tile has landed
-    fence_async_shared();
-    __syncthreads();
-    if (block + kStages - 2 < key_blocks) load_keys(block + kStages - 2);
-    commit_copies();
+    if (copier && block + kStages - 2 < key_blocks) load_keys(block + kStages - 2);
+    __syncwarp();
+    stages.wait_full(block);
     issue_scores(block);
     wgmma_commit();
     issue_gradient(block > 0 ? block - 1 : block);  // adds nothing on the first tile
@@ -166,7 +174,8 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
       }
     };
     with_masking(first_key + kStreamRows - 1 > warp_first, to_gradients);
-    wgmma_wait<0>();  // the previous tile's dq product: its operands are free
+    wgmma_wait<0>();  // the previous tile's dq product: its operands and its stage are free
+    if (block > 0) stages.release(block - 1, lane);
 #pragma unroll
     for (int kk = 0; kk < kKeyTiles / 2; ++kk) a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);
   }
@@ -174,7 +183,6 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
   wgmma_commit();
   wgmma_wait<0>();
   fence_accumulators(dq);
-  wait_copies<0>();
   if (!group_active) return;
 
   // The warp's own query rows are read only by its warpgroup's products, all done: they stage dq.
@@ -191,9 +199,18 @@ cudaError_t launch_backward_query_pass_wgmma(const BackwardOperands& operands, c
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
+    QueryPassMaps maps;
+    cudaError_t status = detail::encode_token_rows_map(maps.qkv, operands.qkv, 3 * channels, 3 * channels, problem.seq,
+                                                       problem.batch, kStreamRows);
+    if (status == cudaSuccess) {
+      status = detail::encode_token_rows_map(maps.d_out, operands.d_out, channels, channels, problem.seq, problem.batch,
+                                             kStreamRows);
+    }
+    if (status != cudaSuccess) return status;
     return launch_over_row_blocks(flash_backward_query_wgmma_kernel<kHeadDim, kDropout>,
-                                  WgmmaQueryPassConfig<kHeadDim>::kBytes, problem, stream, operands, problem, dropout,
-                                  scale, kLog2E * scale);
+                                  WgmmaQueryPassConfig<kHeadDim>::kBytes, problem, stream, maps, operands, problem,
+                                  dropout, scale, kLog2E * scale);
   });
 }
 

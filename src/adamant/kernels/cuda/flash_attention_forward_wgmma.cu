@@ -19,8 +19,8 @@
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_forward_kernels.h"
 #include "adamant/kernels/cuda/flash_attention_online_softmax.cuh"
+#include "adamant/kernels/cuda/flash_attention_stages.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
-#include "adamant/kernels/cuda/tensor_copy.cuh"
 #include "adamant/kernels/cuda/wgmma.cuh"
 
 namespace adamant::kernels::cuda::flash_attention_launchers {
@@ -35,22 +35,11 @@ struct WgmmaForwardConfig {
   // holds twice the output accumulators and takes one.
   static constexpr int kMinBlocks = kHeadDim == 64 ? 2 : 1;
   static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
-  static constexpr int kPanels = kHeadDim / kPanelColumns;
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
   static constexpr std::size_t kQuery = 0;  // 128 rows, then the output staging
   static constexpr std::size_t kKeys = kQuery + swizzled_tile_bytes<kHeadDim, kBlockRows>();
   static constexpr std::size_t kValues = kKeys + kStages * kStreamTile;
   static constexpr std::size_t kBytes = kValues + kStages * kStreamTile + kSwizzleAlignment;  // + alignment slack
-};
-
-// The block's barriers: a stage's tiles have landed (`full`, one arrival: the copying
-// thread's, with the tiles' bytes), a stage's tiles are read (`empty`, one arrival a warp
-// once its p v of that stage is done), the query tile has landed.
-template <int kStages>
-struct StageBarriers {
-  std::uint64_t full[kStages];
-  std::uint64_t empty[kStages];
-  std::uint64_t query;
 };
 
 template <int kHeadDim, bool kDropout>
@@ -63,7 +52,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   constexpr int kKeyTiles = kStreamRows / 8;  // n8 tiles of a score row block
   constexpr int kOutTiles = kHeadDim / 8;     // n8 tiles of the output
   extern __shared__ unsigned char shared_raw[];
-  __shared__ StageBarriers<kStages> barriers;
+  __shared__ StageBarriers<kStages> stages;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
   unsigned char* query_tile = shared + Config::kQuery;
   unsigned char* key_tiles = shared + Config::kKeys;
@@ -76,49 +65,24 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   const int warp_first = first_query + warp * kWarpRows;
   const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
 
-  // Thread 0 issues every copy: the query tile once, then each key and value tile into
-  // its stage once the warps are done with the tile that stage held kStages tiles before.
+  // Thread 0 issues every copy (flash_attention_stages.cuh): the query tile once, then
+  // the key and value tiles through the stages.
   const bool copier = threadIdx.x == 0;
   const int q_column = head * kHeadDim;
   const int k_column = static_cast<int>(channels) + q_column;
-  const int v_column = 2 * static_cast<int>(channels) + q_column;
   auto load_keys = [&](int block) {
     const int stage = block % kStages;
-    if (block >= kStages)
-      detail::barrier_wait(&barriers.empty[stage], static_cast<std::uint32_t>(block / kStages - 1) & 1u);
-    detail::barrier_arrive_expecting(&barriers.full[stage], static_cast<std::uint32_t>(2 * Config::kStreamTile));
-    unsigned char* keys = key_tiles + static_cast<std::size_t>(stage) * Config::kStreamTile;
-    unsigned char* values = value_tiles + static_cast<std::size_t>(stage) * Config::kStreamTile;
-#pragma unroll
-    for (int panel = 0; panel < Config::kPanels; ++panel) {
-      detail::copy_box_async(keys + panel * panel_bytes<kStreamRows>(), &qkv_map, k_column + panel * kPanelColumns,
-                             block * kStreamRows, sample, &barriers.full[stage]);
-      detail::copy_box_async(values + panel * panel_bytes<kStreamRows>(), &qkv_map, v_column + panel * kPanelColumns,
-                             block * kStreamRows, sample, &barriers.full[stage]);
-    }
+    copy_key_value_tiles_async<kHeadDim>(key_tiles + stage * Config::kStreamTile,
+                                         value_tiles + stage * Config::kStreamTile, &qkv_map, k_column,
+                                         static_cast<int>(channels), block, sample,
+                                         stages.reserve(block, static_cast<std::uint32_t>(2 * Config::kStreamTile)));
   };
-  if (copier) {
-#pragma unroll
-    for (int stage = 0; stage < kStages; ++stage) {
-      detail::barrier_init(&barriers.full[stage], 1);
-      detail::barrier_init(&barriers.empty[stage], kWarps);
-    }
-    detail::barrier_init(&barriers.query, 1);
-    detail::barrier_init_fence();
-  }
+  if (copier) stages.init();
   __syncthreads();
   if (copier) {
-    detail::barrier_arrive_expecting(&barriers.query,
-                                     static_cast<std::uint32_t>(swizzled_tile_bytes<kHeadDim, kBlockRows>()));
-#pragma unroll
-    for (int panel = 0; panel < Config::kPanels; ++panel) {
-#pragma unroll
-      for (int half = 0; half < kBlockRows / kGroupRows; ++half) {
-        detail::copy_box_async(query_tile + panel * panel_bytes<kBlockRows>() + half * panel_bytes<kGroupRows>(),
-                               &qkv_map, q_column + panel * kPanelColumns, first_query + half * kGroupRows, sample,
-                               &barriers.query);
-      }
-    }
+    copy_rows_async<kHeadDim, kBlockRows>(
+        query_tile, &qkv_map, q_column, first_query, sample,
+        stages.reserve_block(static_cast<std::uint32_t>(swizzled_tile_bytes<kHeadDim, kBlockRows>())));
     for (int ahead = 0; ahead < kStages - 2 && ahead < key_blocks; ++ahead) load_keys(ahead);
   }
 
@@ -160,12 +124,12 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   fence_accumulators(out);  // set before any product is issued
 #pragma unroll
   for (int kk = 0; kk < kKeyTiles / 2; ++kk) probs[kk][0] = probs[kk][1] = probs[kk][2] = probs[kk][3] = 0u;
-  detail::barrier_wait(&barriers.query, 0);
+  detail::barrier_wait(&stages.block, 0);
   for (int block = 0; block < key_blocks; ++block) {
     const int first_key = block * kStreamRows;
     if (copier && block + kStages - 2 < key_blocks) load_keys(block + kStages - 2);
     __syncwarp();
-    detail::barrier_wait(&barriers.full[block % kStages], static_cast<std::uint32_t>(block / kStages) & 1u);
+    stages.wait_full(block);
     issue_scores(block);
     wgmma_commit();
     issue_output(block > 0 ? block - 1 : block);  // adds nothing on the first tile
@@ -182,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
     }
     wgmma_wait<0>();  // the previous tile's p v: the output and its operands are free
     fence_accumulators(out);
-    if (block > 0 && lane == 0) detail::barrier_arrive(&barriers.empty[(block - 1) % kStages]);
+    if (block > 0) stages.release(block - 1, lane);
     if (moves) softmax.rescale_output(out);
 #pragma unroll
     for (int kk = 0; kk < kKeyTiles / 2; ++kk) {

@@ -5,8 +5,8 @@
 // rows past the tensor's end as zeros; the other threads spend no instructions on it and
 // wait on the tile's barrier instead of meeting at __syncthreads. Only for *.cu files.
 //
-// The host side encodes a map (CUtensorMap) of a [batch, seq, row] array of bf16 rows
-// row_stride elements apart: a box is kBoxRows rows of one 64-column panel of a row.
+// The host side encodes a map (CUtensorMap) of a [batch, seq, row] array of rows
+// row_stride elements apart: a box is some rows of some columns of a row.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -32,24 +32,40 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encoder;
 }
 
-// A map of rows [batch][seq] of row_elements bf16 each, row_stride elements apart (a
-// multiple of 8), boxes of box_rows rows x 64 columns swizzled by 128 bytes; rows at or
-// past seq (and columns past row_elements) read as zeros.
-inline cudaError_t encode_token_rows_map(CUtensorMap& map, const std::uint16_t* base, std::int64_t row_elements,
-                                         std::int64_t row_stride, int seq, int batch, int box_rows) {
+// A map of rows [batch][seq] of row_elements elements each (element_bytes wide),
+// row_stride elements apart, boxes of box_rows rows x box_columns; rows at or past seq
+// (and columns past row_elements) read as zeros.
+inline cudaError_t encode_rows_map(CUtensorMap& map, CUtensorMapDataType type, std::uint64_t element_bytes,
+                                   const void* base, std::int64_t row_elements, std::int64_t row_stride, int seq,
+                                   int batch, int box_columns, int box_rows, CUtensorMapSwizzle swizzle) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (encode == nullptr) return cudaErrorNotSupported;
+  const cuuint64_t row_bytes = static_cast<cuuint64_t>(row_stride) * element_bytes;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(row_elements), static_cast<cuuint64_t>(seq),
                               static_cast<cuuint64_t>(batch)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(row_stride) * 2u,
-                                 static_cast<cuuint64_t>(row_stride) * 2u * static_cast<cuuint64_t>(seq)};
-  const cuuint32_t box[3] = {64u, static_cast<cuuint32_t>(box_rows), 1u};
+  const cuuint64_t strides[2] = {row_bytes, row_bytes * static_cast<cuuint64_t>(seq)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_columns), static_cast<cuuint32_t>(box_rows), 1u};
   const cuuint32_t element_strides[3] = {1u, 1u, 1u};
   const CUresult result =
-      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<std::uint16_t*>(base), dims, strides, box,
-             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      encode(&map, type, 3, const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// bf16 rows (row_stride a multiple of 8), boxes of box_rows rows x one 64-column panel
+// swizzled by 128 bytes, as the warpgroup products read them.
+inline cudaError_t encode_token_rows_map(CUtensorMap& map, const std::uint16_t* base, std::int64_t row_elements,
+                                         std::int64_t row_stride, int seq, int batch, int box_rows) {
+  return encode_rows_map(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, row_elements, row_stride, seq, batch, 64,
+                         box_rows, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+// fp32 rows (row_stride a multiple of 4), boxes of box_rows rows x box_columns (a
+// multiple of 4) laid out plainly.
+inline cudaError_t encode_fp32_rows_map(CUtensorMap& map, const void* base, std::int64_t row_elements,
+                                        std::int64_t row_stride, int seq, int batch, int box_columns, int box_rows) {
+  return encode_rows_map(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, row_elements, row_stride, seq, batch,
+                         box_columns, box_rows, CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 // ---- device ----

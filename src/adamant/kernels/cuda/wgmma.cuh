@@ -61,16 +61,6 @@ __device__ __forceinline__ void load_swizzled_tile_async(unsigned char* tile, co
                                 [](int r, int c) { return swizzled_chunk_offset<kRows>(r, c); });
 }
 
-// Starts copying the key and value rows of one streamed tile (kStreamRows rows from
-// block * kStreamRows) into their swizzled stage tiles.
-template <int kHeadDim>
-__device__ __forceinline__ void load_key_value_tiles_async(unsigned char* key_tile, unsigned char* value_tile,
-                                                           const std::uint16_t* k_base, const std::uint16_t* v_base,
-                                                           std::int64_t token_stride, int block, int seq) {
-  load_swizzled_tile_async<kHeadDim, kStreamRows>(key_tile, k_base, token_stride, block * kStreamRows, seq);
-  load_swizzled_tile_async<kHeadDim, kStreamRows>(value_tile, v_base, token_stride, block * kStreamRows, seq);
-}
-
 // A matrix descriptor with 128-byte swizzling: the operand's start (`offset` bytes into
 // the tile at shared address `tile`), the byte distance between its 64-column panels
 // (used by MN-major operands wider than one panel) and between its 8-row core groups.
