@@ -314,12 +314,8 @@ cudaError_t launch_backward_key_pass_wgmma(const BackwardOperands& operands, con
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
     const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
     KeyPassMaps maps;
-    cudaError_t status = detail::encode_token_rows_map(maps.qkv, operands.qkv, 3 * channels, 3 * channels, problem.seq,
-                                                       problem.batch, kStreamRows);
-    if (status == cudaSuccess) {
-      status = detail::encode_token_rows_map(maps.d_out, operands.d_out, channels, channels, problem.seq, problem.batch,
-                                             kStreamRows);
-    }
+    cudaError_t status = encode_qkv_map(maps.qkv, operands.qkv, problem);
+    if (status == cudaSuccess) status = encode_head_rows_map(maps.d_out, operands.d_out, problem);
     if (status == cudaSuccess) {
       status = detail::encode_fp32_rows_map(maps.statistics, operands.d_qkv, 3 * channels / 2, 3 * channels / 2,
                                             problem.seq, problem.batch, kStatisticsRow, kStreamRows);

@@ -199,14 +199,9 @@ cudaError_t launch_backward_query_pass_wgmma(const BackwardOperands& operands, c
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-    const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
     QueryPassMaps maps;
-    cudaError_t status = detail::encode_token_rows_map(maps.qkv, operands.qkv, 3 * channels, 3 * channels, problem.seq,
-                                                       problem.batch, kStreamRows);
-    if (status == cudaSuccess) {
-      status = detail::encode_token_rows_map(maps.d_out, operands.d_out, channels, channels, problem.seq, problem.batch,
-                                             kStreamRows);
-    }
+    cudaError_t status = encode_qkv_map(maps.qkv, operands.qkv, problem);
+    if (status == cudaSuccess) status = encode_head_rows_map(maps.d_out, operands.d_out, problem);
     if (status != cudaSuccess) return status;
     return launch_over_row_blocks(flash_backward_query_wgmma_kernel<kHeadDim, kDropout>,
                                   WgmmaQueryPassConfig<kHeadDim>::kBytes, problem, stream, maps, operands, problem,

@@ -2,7 +2,8 @@
 // (flash_attention_stored_scores.cuh), for head sizes 64 and 128: one block of two
 // warpgroups per (sample, head, 128 queries), each warpgroup owning one 64-query tile.
 // Per key tile up to the diagonal, the key tile and the warpgroups' ds^T tiles stream
-// through shared memory (a cp.async pipeline), and a warpgroup makes
+// through shared memory (tensor-memory and bulk copies on stage barriers,
+// flash_attention_stages.cuh), and a warpgroup makes
 //   dq^T += k^T ds^T   (both MN-major in shared memory, d / 64 products of m64n64)
 // in place of the scores, their softmax, dropout and gradients the recomputing query
 // pass makes (flash_attention_backward_queries_wgmma.cu). dq is scaled by 1/sqrt(d) and
@@ -15,6 +16,7 @@
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
 #include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
+#include "adamant/kernels/cuda/flash_attention_stages.cuh"
 #include "adamant/kernels/cuda/flash_attention_stored_scores.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 #include "adamant/kernels/cuda/wgmma.cuh"
@@ -27,7 +29,7 @@ using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own hel
 
 template <int kHeadDim>
 struct StoredQueryPassConfig {
-  static constexpr int kStages = 3;  // tile i in use, tile i + 1 landing
+  static constexpr int kStages = 3;  // tile i in use, tiles i + 1 and i + 2 landing
   static constexpr std::size_t kKeyTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
   static constexpr std::size_t kStageBytes = kKeyTile + 2 * kScoreTileBytes;  // keys, then each warpgroup's ds^T
   static constexpr std::size_t kBytes = kStages * kStageBytes + kSwizzleAlignment;
@@ -35,12 +37,13 @@ struct StoredQueryPassConfig {
 
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads)
-    flash_backward_stored_query_kernel(BackwardOperands operands, Problem problem, float scale) {
+    flash_backward_stored_query_kernel(const __grid_constant__ CUtensorMap qkv_map, BackwardOperands operands,
+                                       Problem problem, float scale) {
   using Config = StoredQueryPassConfig<kHeadDim>;
   constexpr int kStages = Config::kStages;
   constexpr int kHalves = kHeadDim / kPanelColumns;  // m64 halves of dq^T's d rows
-  constexpr int kTileChunks = static_cast<int>(kScoreTileBytes / 16);
   extern __shared__ unsigned char shared_raw[];
+  __shared__ StageBarriers<kStages> stages;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
 
   const BlockPlace<kHeadDim> place(problem);
@@ -51,24 +54,33 @@ __global__ void __launch_bounds__(kThreads)
   const int first_tile = first_query / kStreamRows;  // the first warpgroup's query tile
   const int own_tile = first_tile + warpgroup;
   const int key_tiles = min(first_tile + 2, query_tiles);  // up to the block's last query tile
-  const std::uint16_t* k_base = place.q(operands.qkv) + channels;
   const auto* scores = reinterpret_cast<const unsigned char*>(operands.d_scores);
   const int slot = static_cast<int>(blockIdx.x);  // in the scratch
+  auto has_image = [&](int key_tile, int query_tile) { return key_tile <= query_tile && query_tile < query_tiles; };
 
+  // Thread 0 issues every copy: the key tile by its tensor map, the warpgroups' images
+  // (8 KB each, whole in the scratch) by one bulk copy each; a warpgroup without a tile
+  // there skips it.
+  const bool copier = threadIdx.x == 0;
   auto load = [&](int key_tile) {
     unsigned char* stage = shared + static_cast<std::size_t>(key_tile % kStages) * Config::kStageBytes;
-    load_swizzled_tile_async<kHeadDim, kStreamRows>(stage, k_base, token_stride, key_tile * kStreamRows, seq);
-#pragma unroll
+    std::uint32_t bytes = static_cast<std::uint32_t>(Config::kKeyTile);
+    for (int w = 0; w < 2; ++w) bytes += has_image(key_tile, first_tile + w) ? kScoreTileBytes : 0u;
+    std::uint64_t* full = stages.reserve(key_tile, bytes);
+    copy_rows_async<kHeadDim, kStreamRows>(stage, &qkv_map, static_cast<int>(channels) + head * kHeadDim,
+                                           key_tile * kStreamRows, sample, full);
     for (int w = 0; w < 2; ++w) {
-      const int query_tile = first_tile + w;
-      if (key_tile > query_tile || query_tile >= query_tiles) continue;  // no such tile: its warpgroup skips it
-      const unsigned char* image = scores + score_tile_offset(slot, seq, key_tile, query_tile);
-      unsigned char* dst = stage + Config::kKeyTile + w * kScoreTileBytes;
-      for (int c = static_cast<int>(threadIdx.x); c < kTileChunks; c += kThreads) {
-        copy_async_16(dst + 16 * c, image + 16 * c, true);
-      }
+      if (!has_image(key_tile, first_tile + w)) continue;
+      detail::copy_bytes_async<static_cast<std::uint32_t>(kScoreTileBytes)>(
+          stage + Config::kKeyTile + w * kScoreTileBytes,
+          scores + score_tile_offset(slot, seq, key_tile, first_tile + w), full);
     }
   };
+  if (copier) stages.init();
+  __syncthreads();
+  if (copier) {
+    for (int ahead = 0; ahead < kStages - 1 && ahead < key_tiles; ++ahead) load(ahead);
+  }
 
   float dq_t[kHalves][8][4];
 #pragma unroll
@@ -78,15 +90,12 @@ __global__ void __launch_bounds__(kThreads)
   }
 #pragma unroll
   for (int h = 0; h < kHalves; ++h) fence_accumulators(dq_t[h]);  // set before any product is issued
-  load(0);
-  commit_copies();
   for (int key_tile = 0; key_tile < key_tiles; ++key_tile) {
-    if (key_tile + 1 < key_tiles) load(key_tile + 1);
-    commit_copies();
-    wait_copies<1>();  // this tile has landed
-    fence_async_shared();
-    __syncthreads();
-    if (key_tile <= own_tile && own_tile < query_tiles) {
+    // Tile key_tile + kStages - 1 goes where tile key_tile - 1 was, once every warp is done with it.
+    if (copier && key_tile + kStages - 1 < key_tiles) load(key_tile + kStages - 1);
+    __syncwarp();
+    stages.wait_full(key_tile);
+    if (has_image(key_tile, own_tile)) {
       const unsigned char* stage = shared + static_cast<std::size_t>(key_tile % kStages) * Config::kStageBytes;
       const std::uint32_t key_address = shared_address(stage);
       const std::uint32_t score_address = shared_address(stage + Config::kKeyTile + warpgroup * kScoreTileBytes);
@@ -104,9 +113,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) fence_accumulators(dq_t[h]);
     }
-    __syncthreads();  // every warpgroup is done with the stage before a later load refills it
+    stages.release(key_tile, lane);  // this warp is done with the stage
   }
-  wait_copies<0>();
   if (!group_active) return;
 
   // dq^T row d = 64 h + 16 (warp % 4) + group (+ 8), columns queries 8 t + 2 pair + {0, 1}.
@@ -136,8 +144,11 @@ cudaError_t launch_backward_stored_query_pass_wgmma(const BackwardOperands& oper
   return with_wgmma_head_dim_and_dropout(problem.head_dim, false, [&](auto head, auto) {
     constexpr int kHeadDim = decltype(head)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    CUtensorMap qkv_map;
+    const cudaError_t encoded = encode_qkv_map(qkv_map, operands.qkv, problem);
+    if (encoded != cudaSuccess) return encoded;
     return launch_over_row_blocks(flash_backward_stored_query_kernel<kHeadDim>, StoredQueryPassConfig<kHeadDim>::kBytes,
-                                  problem, stream, operands, problem, scale);
+                                  problem, stream, qkv_map, operands, problem, scale);
   });
 }
 

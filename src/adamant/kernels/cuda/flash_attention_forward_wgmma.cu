@@ -177,10 +177,8 @@ cudaError_t launch_forward_wgmma(const ForwardOperands& operands, const Problem&
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale_log2 = kLog2E / std::sqrt(static_cast<float>(kHeadDim));
-    const std::int64_t row = 3 * static_cast<std::int64_t>(problem.heads) * kHeadDim;
     CUtensorMap qkv_map;
-    const cudaError_t encoded =
-        detail::encode_token_rows_map(qkv_map, operands.qkv, row, row, problem.seq, problem.batch, kStreamRows);
+    const cudaError_t encoded = encode_qkv_map(qkv_map, operands.qkv, problem);
     if (encoded != cudaSuccess) return encoded;
     return launch_over_row_blocks(flash_forward_wgmma_kernel<kHeadDim, kDropout>, WgmmaForwardConfig<kHeadDim>::kBytes,
                                   problem, stream, qkv_map, operands, problem, dropout, scale_log2);

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "adamant/kernels/cuda/flash_attention_launchers.h"
 #include "adamant/kernels/cuda/tensor_copy.cuh"
 #include "adamant/kernels/cuda/wgmma.cuh"
 
@@ -57,6 +58,19 @@ struct StageBarriers {
     if (lane == 0) detail::barrier_arrive(&empty[i % kStages]);
   }
 };
+
+// Host: the map of a problem's qkv [batch, seq, 3, heads, head_dim] and of an array of its
+// heads' rows [batch, seq, heads, head_dim] (d_out), boxes of kStreamRows rows.
+inline cudaError_t encode_qkv_map(CUtensorMap& map, const std::uint16_t* qkv,
+                                  const flash_attention_launchers::Problem& problem) {
+  const std::int64_t row = 3 * static_cast<std::int64_t>(problem.heads) * problem.head_dim;
+  return detail::encode_token_rows_map(map, qkv, row, row, problem.seq, problem.batch, kStreamRows);
+}
+inline cudaError_t encode_head_rows_map(CUtensorMap& map, const std::uint16_t* rows,
+                                        const flash_attention_launchers::Problem& problem) {
+  const std::int64_t row = static_cast<std::int64_t>(problem.heads) * problem.head_dim;
+  return detail::encode_token_rows_map(map, rows, row, row, problem.seq, problem.batch, kStreamRows);
+}
 
 // Starts the copy of rows [first_row, first_row + kRows) of one head's kHeadDim columns
 // (from `column` of `map`, a map of kStreamRows-row boxes) into the swizzled tile at `tile`

@@ -114,4 +114,16 @@ __device__ __forceinline__ void copy_box_async(unsigned char* tile, const CUtens
       : "memory");
 }
 
+// Starts copying kBytes (a multiple of 16) from global `source` (16-byte aligned) into
+// shared memory at `destination` (16-byte aligned), completing them on `barrier`.
+template <std::uint32_t kBytes>
+__device__ __forceinline__ void copy_bytes_async(unsigned char* destination, const unsigned char* source,
+                                                 std::uint64_t* barrier) {
+  static_assert(kBytes % 16 == 0, "bulk copies move whole 16-byte units");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   static_cast<std::uint32_t>(__cvta_generic_to_shared(destination))),
+               "l"(source), "n"(kBytes), "r"(barrier_address(barrier))
+               : "memory");
+}
+
 }  // namespace adamant::kernels::cuda::detail
