@@ -2,8 +2,9 @@
 // Hopper's warpgroup tensor cores (wgmma.cuh), for head sizes 64 and 128: one block of
 // two warpgroups per (sample, head, 128 keys), each warpgroup owning 64 keys and their
 // dk and dv accumulators. Query, d_out and row-statistics tiles of 64 queries stream
-// through shared memory (tensor-memory copies of swizzled tiles, flash_attention_stages.cuh) from the diagonal to
-// the end of the sequence; per tile a warpgroup makes
+// through shared memory (tensor-memory copies of swizzled tiles,
+// flash_attention_stages.cuh) from the diagonal to the end of the sequence; per tile a
+// warpgroup makes
 //   s^T = k q^T and dp^T = v d_out^T   (k, v, q and d_out all read from shared memory),
 //   p^T = exp2(s^T scale log2(e) - logsumexp log2(e)), ds^T = p^T (dp^T f - D),
 //   dv += (p^T f) d_out, dk += ds^T q  (p^T and ds^T as register operands),

@@ -2,8 +2,8 @@
 // Hopper's warpgroup tensor cores (wgmma.cuh), for head sizes 64 and 128: one block of
 // two warpgroups per (sample, head, 128 queries), the longest rows first, each
 // warpgroup owning 64 queries and their dq accumulators. Key and value tiles of 64
-// rows stream through shared memory (tensor-memory copies of swizzled tiles, flash_attention_stages.cuh) up to the
-// diagonal; per tile a warpgroup makes
+// rows stream through shared memory (tensor-memory copies of swizzled tiles,
+// flash_attention_stages.cuh) up to the diagonal; per tile a warpgroup makes
 //   s = q k^T and dp = d_out v^T   (q, d_out, k and v all read from shared memory),
 //   p = exp2(s scale log2(e) - logsumexp log2(e)), ds = p (dp f - D),
 //   dq += ds k                      (ds as a register operand),

@@ -1,14 +1,14 @@
 // Causal flash attention forward on Hopper's warpgroup tensor cores (wgmma.cuh), for
 // head sizes 64 and 128: one block of two warpgroups per (sample, head, 128 queries),
 // each warpgroup owning 64 query rows. Per 64-key tile streamed through shared memory
-// (tensor-memory copies of swizzled tiles, flash_attention_stages.cuh), a warpgroup makes s = q k^T with both
-// operands read from shared memory, runs the online softmax of the mma.sync kernel
-// (flash_attention_forward.cu: base-2 exponent with the scale folded in, rescaling only
-// when a row's maximum outgrows the running one by more than 2^8) on the scores in
-// registers, and adds p v with p as a register operand, that product running while the
-// warpgroup exponentiates the next tile. The accumulators sit in each warp exactly as
-// the mma.sync kernel's do, so masking, dropout draws and the softmax are the same code
-// over the same per-thread elements.
+// (tensor-memory copies of swizzled tiles, flash_attention_stages.cuh), a warpgroup
+// makes s = q k^T with both operands read from shared memory, runs the online softmax
+// of the mma.sync kernel (flash_attention_forward.cu: base-2 exponent with the scale
+// folded in, rescaling only when a row's maximum outgrows the running one by more than
+// 2^8) on the scores in registers, and adds p v with p as a register operand, that
+// product running while the warpgroup exponentiates the next tile. The accumulators sit
+// in each warp exactly as the mma.sync kernel's do, so masking, dropout draws and the
+// softmax are the same code over the same per-thread elements.
 #include <cuda_runtime.h>
 
 #include <cmath>
