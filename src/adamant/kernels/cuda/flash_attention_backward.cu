@@ -10,6 +10,7 @@
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
+#include "adamant/kernels/cuda/flash_attention_stages.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
 
 namespace adamant::kernels::cuda::flash_attention_launchers {
@@ -98,6 +99,16 @@ cudaError_t launch_statistics(const BackwardOperands& operands, const Problem& p
 
 }  // namespace
 
+cudaError_t encode_backward_maps(BackwardMaps& maps, const BackwardOperands& operands, const Problem& problem) {
+  cudaError_t status = flash_detail::encode_qkv_map(maps.qkv, operands.qkv, problem);
+  if (status != cudaSuccess) return status;
+  status = flash_detail::encode_head_rows_map(maps.d_out, operands.d_out, problem);
+  if (status != cudaSuccess) return status;
+  const std::int64_t qkv_floats = 3 * static_cast<std::int64_t>(problem.heads) * problem.head_dim / 2;
+  return detail::encode_fp32_rows_map(maps.statistics, operands.d_qkv, qkv_floats, qkv_floats, problem.seq,
+                                      problem.batch, kStatisticsRow, flash_detail::kStreamRows);
+}
+
 cudaError_t flash_attention_backward(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
                                      cudaStream_t stream) {
   if (problem.batch == 0 || problem.seq == 0) return cudaSuccess;
@@ -121,10 +132,13 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
   }
   if (status != cudaSuccess) return status;
   if (flash_detail::uses_wgmma(problem.head_dim)) {
+    BackwardMaps maps;
+    status = encode_backward_maps(maps, operands, problem);
+    if (status != cudaSuccess) return status;
     if (operands.d_scores == nullptr) {
-      status = launch_backward_key_pass_wgmma(operands, problem, dropout, stream);
+      status = launch_backward_key_pass_wgmma(maps, operands, problem, dropout, stream);
       if (status != cudaSuccess) return status;
-      return launch_backward_query_pass_wgmma(operands, problem, dropout, stream);
+      return launch_backward_query_pass_wgmma(maps, operands, problem, dropout, stream);
     }
     // A scratch that holds fewer slots than there are takes them in groups of as even a
     // size as the scratch allows, so that every group's launches end with the same tail.
@@ -136,9 +150,9 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
       Problem group = problem;
       group.first_slot = first;
       group.slot_count = std::min(group_slots, slots - first);
-      status = launch_backward_key_pass_wgmma(operands, group, dropout, stream);
+      status = launch_backward_key_pass_wgmma(maps, operands, group, dropout, stream);
       if (status != cudaSuccess) return status;
-      status = launch_backward_stored_query_pass_wgmma(operands, group, stream);
+      status = launch_backward_stored_query_pass_wgmma(maps, operands, group, stream);
       if (status != cudaSuccess) return status;
     }
     return cudaSuccess;

@@ -33,17 +33,6 @@ namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
 
-// Floats a query's statistics take in a stage: the copies move rows of 16 bytes.
-constexpr int kStatisticsRow = 4;
-
-// The maps the copies read: q, k and v rows of qkv; d_out rows; the statistics, read as
-// fp32 rows of qkv's width, whose head's first four floats of a token hold them.
-struct KeyPassMaps {
-  CUtensorMap qkv;
-  CUtensorMap d_out;
-  CUtensorMap statistics;
-};
-
 template <int kHeadDim>
 struct WgmmaKeyPassConfig {
   static constexpr int kMinBlocks = 1;
@@ -70,7 +59,7 @@ struct WgmmaKeyPassConfig {
 
 template <int kHeadDim, bool kDropout, bool kStoreScores>
 __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBlocks)
-    flash_backward_key_wgmma_kernel(const __grid_constant__ KeyPassMaps maps, BackwardOperands operands,
+    flash_backward_key_wgmma_kernel(const __grid_constant__ BackwardMaps maps, BackwardOperands operands,
                                     Problem problem, Dropout dropout, float scale, float scale_log2) {
   using Config = WgmmaKeyPassConfig<kHeadDim>;
   constexpr int kStages = Config::kStages;
@@ -181,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
     const int buffer = (block - first_query_block) % Config::kStagingBuffers;
     return shared + Config::kStaging + (buffer * 2 + warpgroup) * kScoreTileBytes;
   };
-  detail::barrier_wait(&stages.block, 0);
+  stages.wait_block();
   for (int block = first_query_block; block < query_blocks; ++block) {
     const int block_first = block * kStreamRows;
     // This tile's staging buffer is free once the copy that last used it has read it;
@@ -307,21 +296,12 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
 
 }  // namespace
 
-cudaError_t launch_backward_key_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
-                                           const Dropout& dropout, cudaStream_t stream) {
+cudaError_t launch_backward_key_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
+                                           const Problem& problem, const Dropout& dropout, cudaStream_t stream) {
   return with_wgmma_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-    const std::int64_t channels = static_cast<std::int64_t>(problem.heads) * kHeadDim;
-    KeyPassMaps maps;
-    cudaError_t status = encode_qkv_map(maps.qkv, operands.qkv, problem);
-    if (status == cudaSuccess) status = encode_head_rows_map(maps.d_out, operands.d_out, problem);
-    if (status == cudaSuccess) {
-      status = detail::encode_fp32_rows_map(maps.statistics, operands.d_qkv, 3 * channels / 2, 3 * channels / 2,
-                                            problem.seq, problem.batch, kStatisticsRow, kStreamRows);
-    }
-    if (status != cudaSuccess) return status;
     if (operands.d_scores != nullptr) {
       return launch_over_row_blocks(flash_backward_key_wgmma_kernel<kHeadDim, kDropout, true>,
                                     WgmmaKeyPassConfig<kHeadDim>::bytes(true), problem, stream, maps, operands, problem,

@@ -12,6 +12,7 @@
 // one for 80 and 96.
 // No output element is summed by more than one thread, in a fixed order, so runs
 // agree bit for bit.
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -20,16 +21,31 @@
 
 namespace adamant::kernels::cuda::flash_attention_launchers {
 
+// Floats of a query's row statistics that the wgmma key pass copies: (D, lse log2 e) and
+// two more floats of the row's scratch, since a tensor copy's rows are at least 16 bytes.
+constexpr int kStatisticsRow = 4;
+
+// The tensor maps the wgmma passes copy their tiles from, encoded once a backward (the
+// same for every group of slots): q, k and v rows of qkv; d_out rows; the statistics,
+// read as fp32 rows of qkv's width from d_qkv, whose head's first four floats of a token
+// hold them.
+struct BackwardMaps {
+  CUtensorMap qkv;
+  CUtensorMap d_out;
+  CUtensorMap statistics;
+};
+cudaError_t encode_backward_maps(BackwardMaps& maps, const BackwardOperands& operands, const Problem& problem);
+
 cudaError_t launch_backward_key_pass(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
                                      cudaStream_t stream);
 cudaError_t launch_backward_query_pass(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
                                        cudaStream_t stream);
-cudaError_t launch_backward_key_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
-                                           const Dropout& dropout, cudaStream_t stream);
-cudaError_t launch_backward_query_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
-                                             const Dropout& dropout, cudaStream_t stream);
+cudaError_t launch_backward_key_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
+                                           const Problem& problem, const Dropout& dropout, cudaStream_t stream);
+cudaError_t launch_backward_query_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
+                                             const Problem& problem, const Dropout& dropout, cudaStream_t stream);
 // The query pass from the score gradients the key pass stored (operands.d_scores).
-cudaError_t launch_backward_stored_query_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
-                                                    cudaStream_t stream);
+cudaError_t launch_backward_stored_query_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
+                                                    const Problem& problem, cudaStream_t stream);
 
 }  // namespace adamant::kernels::cuda::flash_attention_launchers

@@ -29,12 +29,6 @@ namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
 
-// The maps the copies read: q, k and v rows of qkv; d_out rows.
-struct QueryPassMaps {
-  CUtensorMap qkv;
-  CUtensorMap d_out;
-};
-
 template <int kHeadDim>
 struct WgmmaQueryPassConfig {
   static constexpr int kMinBlocks = 1;
@@ -49,7 +43,7 @@ struct WgmmaQueryPassConfig {
 
 template <int kHeadDim, bool kDropout>
 __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMinBlocks)
-    flash_backward_query_wgmma_kernel(const __grid_constant__ QueryPassMaps maps, BackwardOperands operands,
+    flash_backward_query_wgmma_kernel(const __grid_constant__ BackwardMaps maps, BackwardOperands operands,
                                       Problem problem, Dropout dropout, float scale, float scale_log2) {
   using Config = WgmmaQueryPassConfig<kHeadDim>;
   constexpr int kStages = Config::kStages;
@@ -131,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
   fence_accumulators(dq);  // set before any product is issued
 #pragma unroll
   for (int kk = 0; kk < kKeyTiles / 2; ++kk) d_scores[kk][0] = d_scores[kk][1] = d_scores[kk][2] = d_scores[kk][3] = 0u;
-  detail::barrier_wait(&stages.block, 0);
+  stages.wait_block();
   for (int block = 0; block < key_blocks; ++block) {
     const int first_key = block * kStreamRows;
     if (copier && block + kStages - 2 < key_blocks) load_keys(block + kStages - 2);
@@ -193,16 +187,12 @@ __global__ void __launch_bounds__(kThreads, WgmmaQueryPassConfig<kHeadDim>::kMin
 
 }  // namespace
 
-cudaError_t launch_backward_query_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
-                                             const Dropout& dropout, cudaStream_t stream) {
+cudaError_t launch_backward_query_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
+                                             const Problem& problem, const Dropout& dropout, cudaStream_t stream) {
   return with_wgmma_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-    QueryPassMaps maps;
-    cudaError_t status = encode_qkv_map(maps.qkv, operands.qkv, problem);
-    if (status == cudaSuccess) status = encode_head_rows_map(maps.d_out, operands.d_out, problem);
-    if (status != cudaSuccess) return status;
     return launch_over_row_blocks(flash_backward_query_wgmma_kernel<kHeadDim, kDropout>,
                                   WgmmaQueryPassConfig<kHeadDim>::kBytes, problem, stream, maps, operands, problem,
                                   dropout, scale, kLog2E * scale);

@@ -139,16 +139,13 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-cudaError_t launch_backward_stored_query_pass_wgmma(const BackwardOperands& operands, const Problem& problem,
-                                                    cudaStream_t stream) {
+cudaError_t launch_backward_stored_query_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
+                                                    const Problem& problem, cudaStream_t stream) {
   return with_wgmma_head_dim_and_dropout(problem.head_dim, false, [&](auto head, auto) {
     constexpr int kHeadDim = decltype(head)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-    CUtensorMap qkv_map;
-    const cudaError_t encoded = encode_qkv_map(qkv_map, operands.qkv, problem);
-    if (encoded != cudaSuccess) return encoded;
     return launch_over_row_blocks(flash_backward_stored_query_kernel<kHeadDim>, StoredQueryPassConfig<kHeadDim>::kBytes,
-                                  problem, stream, qkv_map, operands, problem, scale);
+                                  problem, stream, maps.qkv, operands, problem, scale);
   });
 }
 

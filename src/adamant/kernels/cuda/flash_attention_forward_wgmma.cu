@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
   fence_accumulators(out);  // set before any product is issued
 #pragma unroll
   for (int kk = 0; kk < kKeyTiles / 2; ++kk) probs[kk][0] = probs[kk][1] = probs[kk][2] = probs[kk][3] = 0u;
-  detail::barrier_wait(&stages.block, 0);
+  stages.wait_block();
   for (int block = 0; block < key_blocks; ++block) {
     const int first_key = block * kStreamRows;
     if (copier && block + kStages - 2 < key_blocks) load_keys(block + kStages - 2);

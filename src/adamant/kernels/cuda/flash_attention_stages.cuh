@@ -49,6 +49,8 @@ struct StageBarriers {
     detail::barrier_arrive_expecting(&block, bytes);
     return &block;
   }
+  // By every thread: waits until the block tiles have landed.
+  __device__ void wait_block() { detail::barrier_wait(&block, 0); }
   // By every thread: waits until tile i has landed.
   __device__ void wait_full(int i) {
     detail::barrier_wait(&full[i % kStages], static_cast<std::uint32_t>(i / kStages) & 1u);
