@@ -173,8 +173,10 @@ std::string name_of(const RowsCase& c) {
   return std::to_string(c.rows) + "x" + std::to_string(c.cols) + (c.offset ? " unaligned" : "");
 }
 
-const std::vector<RowsCase> kLayernormCases = {{512, 768, 0}, {256, 2048, 0}, {37, 100, 0},  {19, 1000, 1},
-                                               {3, 1, 0},     {8192, 768, 0}, {600, 2048, 1}};
+// The last two: chunks of the backward's column sums longer than the least (16 rows), and
+// more of them than its target of 1024.
+const std::vector<RowsCase> kLayernormCases = {{512, 768, 0},  {256, 2048, 0}, {37, 100, 0},   {19, 1000, 1}, {3, 1, 0},
+                                               {8192, 768, 0}, {600, 2048, 1}, {20000, 64, 0}, {70001, 16, 0}};
 
 TEST(CudaLayernorm, ForwardMatchesCpu) {
   ADAMANT_REQUIRE_GPU();

@@ -1,6 +1,6 @@
 #pragma once
 // A kernels::Workspace for kernel tests (kernels/workspace.h): everything a test may call,
-// matrix products, layernorm backward up to 2^16 rows of 8,192 and squared norms.
+// matrix products, layernorm backward up to 2^17 rows of 8,192 and squared norms.
 #include "adamant/kernels/workspace.h"
 
 namespace adamant::testing {
@@ -8,7 +8,7 @@ namespace adamant::testing {
 inline kernels::WorkspaceNeeds all_workspace_needs() {
   kernels::WorkspaceNeeds needs;
   needs.matmul = true;
-  needs.layernorm_rows = std::int64_t{1} << 16;
+  needs.layernorm_rows = std::int64_t{1} << 17;
   needs.layernorm_cols = 8192;
   needs.squared_norm = true;
   return needs;

@@ -102,6 +102,24 @@ inline void check_dropout(const KernelCall& call, const DropoutArgs& args, std::
   check_dropout_samples(args.first_sample_index, batch, op);
 }
 
+// The checks of a dropout over elements [first_element, first_element + numel) of a batch
+// of samples of sample_numel elements each (dropout()'s numbering).
+inline void check_dropout_range(const KernelCall& call, const DropoutArgs& args, std::int64_t numel,
+                                std::int64_t sample_numel) {
+  const char* op = call.op();
+  ADAMANT_CHECK(numel >= 0, "{}: negative size {}", op, numel);
+  call.positive("sample_numel", sample_numel);
+  ADAMANT_CHECK(args.first_element % kDropoutGroup == 0,
+                "{}: first_element {} is not a multiple of {}: one Philox draw decides {} consecutive elements, "
+                "so a shard must start at a multiple of {} elements of the flattened batch",
+                op, args.first_element, kDropoutGroup, kDropoutGroup, kDropoutGroup);
+  ADAMANT_CHECK(args.first_element <= static_cast<std::uint64_t>(INT64_MAX - numel),
+                "{}: first_element {} + {} elements overflows", op, args.first_element, numel);
+  // The samples that [first_element, first_element + numel) touches, counted from first_sample_index.
+  const auto end = static_cast<std::int64_t>(args.first_element) + numel;
+  check_dropout(call, args, (end + sample_numel - 1) / sample_numel);
+}
+
 }  // namespace detail
 
 // out[i] = keep ? in[i] / (1 - p) : 0 for i in [0, numel), where element i is element
@@ -113,17 +131,7 @@ inline void check_dropout(const KernelCall& call, const DropoutArgs& args, std::
 inline void dropout(const Tensor& in, Tensor out, std::int64_t numel, std::int64_t sample_numel,
                     const DropoutArgs& args, const Stream& stream, const BiasGradOut& bias = {}) {
   const KernelCall call = KernelCall::model("dropout", in, stream);
-  ADAMANT_CHECK(numel >= 0, "dropout: negative size {}", numel);
-  call.positive("sample_numel", sample_numel);
-  ADAMANT_CHECK(args.first_element % kDropoutGroup == 0,
-                "dropout: first_element {} is not a multiple of {}: one Philox draw decides {} consecutive elements, "
-                "so a shard must start at a multiple of {} elements of the flattened batch",
-                args.first_element, kDropoutGroup, kDropoutGroup, kDropoutGroup);
-  ADAMANT_CHECK(args.first_element <= static_cast<std::uint64_t>(INT64_MAX - numel),
-                "dropout: first_element {} + {} elements overflows", args.first_element, numel);
-  // The samples that [first_element, first_element + numel) touches, counted from first_sample_index.
-  const auto end = static_cast<std::int64_t>(args.first_element) + numel;
-  detail::check_dropout(call, args, (end + sample_numel - 1) / sample_numel);
+  detail::check_dropout_range(call, args, numel, sample_numel);
   call.exact("in", in, numel, Role::activation);
   call.exact("out", out, numel, Role::activation);
   const bool summing = check_bias_grad_out(call, bias, numel);

@@ -224,10 +224,22 @@ class GptModel {
   // Rows of the residual stream this rank holds, and the first of them (sequence parallelism: 1/tp).
   std::size_t local_rows(const Pass& pass) const;
   std::size_t first_row(const Pass& pass) const;
-  // Layernorm of this rank's rows into their place in `out_region` ([tokens, hidden]); with sequence
-  // parallelism the other ranks' rows are all-gathered in. Returns all the rows.
-  Tensor layernorm_rows(const Pass& pass, const Tensor& in, std::size_t weight_param, std::size_t bias_param,
-                        const Region& out_region, const Region& mean, const Region& rstd);
+  // One of the model's layernorms: its parameters, and the regions of its output ([tokens,
+  // hidden]) and of its statistics.
+  struct NormAt {
+    std::size_t weight_param;
+    std::size_t bias_param;
+    const Region* out;
+    const Region* mean;
+    const Region* rstd;
+  };
+  // Layernorm of this rank's rows into their place in `norm.out`; with sequence parallelism
+  // the other ranks' rows are all-gathered in. Returns all the rows.
+  Tensor layernorm_rows(const Pass& pass, const Tensor& in, const NormAt& norm);
+  // residual = x + dropout(branch) (the hidden dropout of `site`) for this rank's rows, and
+  // the layernorm of residual as layernorm_rows makes it, by one kernel.
+  Tensor residual_layernorm_rows(const Pass& pass, const Tensor& x, const Tensor& branch, std::uint32_t site,
+                                 Tensor residual, const NormAt& norm);
   // Sums a row-parallel GEMM's partial [tokens, hidden] over the group; returns this rank's rows of it.
   Tensor reduce_rows(const Pass& pass, Tensor partial);
   // The gradient entering a residual branch (d_residual through that branch's dropout) for all

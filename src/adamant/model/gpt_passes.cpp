@@ -16,6 +16,7 @@
 #include "adamant/kernels/layernorm.h"
 #include "adamant/kernels/linear.h"
 #include "adamant/kernels/residual.h"
+#include "adamant/kernels/residual_layernorm.h"
 #include "adamant/model/gpt_model.h"
 
 namespace adamant::model {
@@ -34,15 +35,29 @@ std::uint32_t attention_site(int layer, int tp_rank) {
 
 }  // namespace
 
-Tensor GptModel::layernorm_rows(const Pass& pass, const Tensor& in, std::size_t weight_param, std::size_t bias_param,
-                                const Region& out_region, const Region& mean, const Region& rstd) {
+Tensor GptModel::layernorm_rows(const Pass& pass, const Tensor& in, const NormAt& norm) {
   const std::size_t C = static_cast<std::size_t>(config_.hidden_size);
   const std::size_t rows = local_rows(pass);
-  Tensor all_rows = act(out_region, static_cast<std::size_t>(pass.batch) * pass.seq * C);
+  Tensor all_rows = act(*norm.out, static_cast<std::size_t>(pass.batch) * pass.seq * C);
   const Tensor mine = all_rows.slice(first_row(pass) * C, rows * C);
-  kernels::layernorm_forward(in, weight(weight_param), weight(bias_param), config_.layernorm_epsilon, mine,
-                             act(mean, rows), act(rstd, rows), {static_cast<std::int64_t>(rows), config_.hidden_size},
-                             *stream_);
+  kernels::layernorm_forward(in, weight(norm.weight_param), weight(norm.bias_param), config_.layernorm_epsilon, mine,
+                             act(*norm.mean, rows), act(*norm.rstd, rows),
+                             {static_cast<std::int64_t>(rows), config_.hidden_size}, *stream_);
+  if (config_.sequence_parallel) tp_all_gather(mine, all_rows);
+  return all_rows;
+}
+
+Tensor GptModel::residual_layernorm_rows(const Pass& pass, const Tensor& x, const Tensor& branch, std::uint32_t site,
+                                         Tensor residual, const NormAt& norm) {
+  const std::size_t C = static_cast<std::size_t>(config_.hidden_size);
+  const std::size_t rows = local_rows(pass);
+  Tensor all_rows = act(*norm.out, static_cast<std::size_t>(pass.batch) * pass.seq * C);
+  const Tensor mine = all_rows.slice(first_row(pass) * C, rows * C);
+  const kernels::DroppedBranch dropped{branch, dropout_at(pass, config_.hidden_dropout, site, first_row(pass) * C),
+                                       static_cast<std::int64_t>(pass.seq) * config_.hidden_size};
+  kernels::residual_layernorm_forward(
+      x, dropped, residual, {weight(norm.weight_param), weight(norm.bias_param), config_.layernorm_epsilon}, mine,
+      act(*norm.mean, rows), act(*norm.rstd, rows), {static_cast<std::int64_t>(rows), config_.hidden_size}, *stream_);
   if (config_.sequence_parallel) tp_all_gather(mine, all_rows);
   return all_rows;
 }
@@ -108,18 +123,25 @@ void GptModel::forward(const Pass& pass) {
   const std::size_t N = static_cast<std::size_t>(B * L), rows = local_rows(pass);
   const std::size_t NC = N * C, RC = rows * C, NW = N * W, NF = N * F;
   const std::uint64_t first_element = first_row(pass) * C;
-  const float hidden_p = config_.hidden_dropout;
 
   const ModelChunk& chunk = pass.chunk->layers;
   const GptParamIndex& index = pass.chunk->index;
   // A chunk without the embedding starts from the previous stage's output, received into its place.
   Tensor x = chunk.has_embedding ? embed(pass) : act(layout_.embedded, RC);
   Tensor branch_sums = act(layout_.branch, NC);
+  auto ln1_of = [&](int i) {
+    const LayerActivations& a = layout_.layers[i];
+    return NormAt{index.layers[i].ln1_weight, index.layers[i].ln1_bias, &a.ln1, &a.ln1_mean, &a.ln1_rstd};
+  };
+  const NormAt final_norm{index.final_ln_weight, index.final_ln_bias, &layout_.final_ln, &layout_.final_ln_mean,
+                          &layout_.final_ln_rstd};
+  // The chunk's first layernorm reads its input; every later one is made with the residual
+  // add before it.
+  Tensor ln1 = chunk.num_layers > 0 ? layernorm_rows(pass, x, ln1_of(0)) : Tensor{};
   for (int i = 0; i < chunk.num_layers; ++i) {
     const int l = chunk.first_layer + i;  // dropout sites are the whole model's layer numbers
     const LayerActivations& a = layout_.layers[i];
     const LayerParamIndex& w = index.layers[i];
-    const Tensor ln1 = layernorm_rows(pass, x, w.ln1_weight, w.ln1_bias, a.ln1, a.ln1_mean, a.ln1_rstd);
     Tensor qkv = act(a.qkv, 3 * NW);
     kernels::linear_forward(ln1, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {B * L, C, 3 * W}, workspace_,
                             *stream_);
@@ -130,29 +152,30 @@ void GptModel::forward(const Pass& pass) {
                                      {B, L, H, D}, attention_dropout, *stream_);
     kernels::linear_forward(attention, weight(w.proj_weight), row_parallel_bias(w.proj_bias), branch_sums,
                             {B * L, W, C}, workspace_, *stream_);
-    Tensor branch = reduce_rows(pass, branch_sums);
-    kernels::dropout(branch, branch, static_cast<std::int64_t>(RC), L * C,
-                     dropout_at(pass, hidden_p, attention_residual_site(l), first_element), *stream_);
     Tensor residual_attention = act(a.residual_attention, RC);
-    kernels::residual_add(x, branch, residual_attention, static_cast<std::int64_t>(RC), *stream_);
-
     const Tensor ln2 =
-        layernorm_rows(pass, residual_attention, w.ln2_weight, w.ln2_bias, a.ln2, a.ln2_mean, a.ln2_rstd);
+        residual_layernorm_rows(pass, x, reduce_rows(pass, branch_sums), attention_residual_site(l), residual_attention,
+                                {w.ln2_weight, w.ln2_bias, &a.ln2, &a.ln2_mean, &a.ln2_rstd});
+
     Tensor fc = act(a.fc, NF);
     kernels::linear_forward(ln2, weight(w.fc_weight), weight(w.fc_bias), fc, {B * L, C, F}, workspace_, *stream_);
     Tensor fc_gelu = act(a.fc_gelu, NF);
     kernels::gelu_forward(fc, fc_gelu, NF, config_.gelu, *stream_);
     kernels::linear_forward(fc_gelu, weight(w.fc_proj_weight), row_parallel_bias(w.fc_proj_bias), branch_sums,
                             {B * L, F, C}, workspace_, *stream_);
-    branch = reduce_rows(pass, branch_sums);
-    kernels::dropout(branch, branch, static_cast<std::int64_t>(RC), L * C,
-                     dropout_at(pass, hidden_p, mlp_residual_site(l), first_element), *stream_);
+    Tensor branch = reduce_rows(pass, branch_sums);
     x = act(a.residual_mlp, RC);
-    kernels::residual_add(residual_attention, branch, x, static_cast<std::int64_t>(RC), *stream_);
+    if (i + 1 < chunk.num_layers) {
+      ln1 = residual_layernorm_rows(pass, residual_attention, branch, mlp_residual_site(l), x, ln1_of(i + 1));
+    } else if (chunk.has_head) {
+      residual_layernorm_rows(pass, residual_attention, branch, mlp_residual_site(l), x, final_norm);
+    } else {  // the stage's output, which the next stage normalises
+      kernels::dropout(branch, branch, static_cast<std::int64_t>(RC), L * C,
+                       dropout_at(pass, config_.hidden_dropout, mlp_residual_site(l), first_element), *stream_);
+      kernels::residual_add(residual_attention, branch, x, static_cast<std::int64_t>(RC), *stream_);
+    }
   }
-  if (!chunk.has_head) return;
-  layernorm_rows(pass, x, index.final_ln_weight, index.final_ln_bias, layout_.final_ln, layout_.final_ln_mean,
-                 layout_.final_ln_rstd);
+  if (chunk.has_head && chunk.num_layers == 0) layernorm_rows(pass, x, final_norm);
 }
 
 void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_scale, bool with_grad) {

@@ -1,24 +1,31 @@
 // Layer normalisation forward and backward on bf16 activations and weights
-// (kernels/layernorm.h), fp32 statistics and reductions.
+// (kernels/layernorm.h), fp32 statistics and reductions, and the forward fused with the
+// residual add of a dropped-out branch before it (kernels/residual_layernorm.h).
 //
-// Forward and the d_x part of backward: one warp per row; lanes stride over the
-// row in 8-element (16-byte) vectors when the row length and pointers allow, and
-// the row is re-read from L1 for each pass instead of being held in registers.
+// Forward: one warp per row; lanes stride over the row in 8-element (16-byte) vectors
+// when the row length and pointers allow, and the row is re-read from L1 for each pass
+// instead of being held in registers.
 //
-// d_weight and d_bias are column sums over all rows, computed without atomics so
-// the result is bit-identical on every run: pass 1 sums each chunk of rows per
-// column into a workspace (blocks of 32 column-threads x 8 row-threads, the 8
-// row sums added in a fixed order), pass 2 adds the chunk sums of each column in
-// chunk order. The chunking depends only on the shape.
+// Backward: d_weight and d_bias are column sums over all rows, computed without atomics
+// so the result is bit-identical on every run. Rows of 16-byte vectors take one kernel, a
+// block per chunk of rows: each warp sums its rows' reductions, then the block's threads
+// take the chunk column-wise, adding d_x and summing each column's terms over the chunk
+// (32 column-threads x 8 row-threads, the 8 row sums added in a fixed order) into a
+// workspace. Other rows take the warp-per-row d_x kernel and then a column-sum kernel
+// that reads the rows again. A last pass adds the chunk sums of each column in chunk
+// order. The chunking depends only on the shape.
 #include <cstdint>
 
 #include "adamant/kernels/cuda/model_launchers_pointwise.h"
 #include "adamant/kernels/cuda/pointwise_model_device.cuh"
+#include "adamant/kernels/cuda/pointwise_model_philox.cuh"
 
 namespace adamant::kernels::cuda::launchers {
 
 namespace {
 
+using pointwise_detail::dropout_value;
+using pointwise_detail::first_sample_of;
 using pointwise_detail::kVectorWidth;
 using pointwise_detail::kWarp;
 using pointwise_detail::load_bf16;
@@ -30,10 +37,18 @@ constexpr int kWarpsPerBlock = kThreads / kWarp;
 // The row kernels' launch bounds hold them to the registers that let this many blocks stay
 // resident, so a grid capped at this many blocks a multiprocessor runs in one wave.
 constexpr int kBlocksPerMultiprocessor = 6;
+// The fused residual and layernorm with dropout holds a Philox draw more: fewer blocks, no spills.
+constexpr int kDropoutBlocksPerMultiprocessor = 5;
 
-// Column-sum chunking: at most kMaxChunks chunks of at least kMinRowsPerChunk rows.
-constexpr std::int64_t kMaxChunks = 256;
-constexpr std::int64_t kMinRowsPerChunk = 32;
+// Column-sum chunking: about kTargetChunks chunks of kMinRowsPerChunk to kMaxRowsPerChunk
+// rows (more chunks past kTargetChunks * kMaxRowsPerChunk rows). The fused backward runs a
+// block per chunk: enough blocks to fill the GPU, few enough rows that a block's rows are
+// still in cache when it reads them a second time.
+constexpr std::int64_t kTargetChunks = 1024;
+constexpr std::int64_t kMinRowsPerChunk = 16;
+constexpr std::int64_t kMaxRowsPerChunk = 64;
+// The fused backward holds a thread's 8 columns' two sums besides the row it works on.
+constexpr int kBackwardBlocksPerMultiprocessor = 4;
 
 struct Chunking {
   std::int64_t rows_per_chunk;
@@ -41,9 +56,47 @@ struct Chunking {
 };
 
 Chunking chunking_for(std::int64_t rows) {
-  std::int64_t rows_per_chunk = (rows + kMaxChunks - 1) / kMaxChunks;
+  std::int64_t rows_per_chunk = (rows + kTargetChunks - 1) / kTargetChunks;
   if (rows_per_chunk < kMinRowsPerChunk) rows_per_chunk = kMinRowsPerChunk;
+  if (rows_per_chunk > kMaxRowsPerChunk) rows_per_chunk = kMaxRowsPerChunk;
   return {rows_per_chunk, (rows + rows_per_chunk - 1) / rows_per_chunk};
+}
+
+// Passes 2 and 3 of a warp's row, given its lanes' sums of the row's values (pass 1):
+// the centred squares, then the normalised row; lane 0 writes the statistics. The row is
+// read again for each pass (from L1 or L2) rather than held in registers.
+template <int kWidth>
+__device__ __forceinline__ void normalize_row(const std::uint16_t* x_row, float lane_sum, const std::uint16_t* weight,
+                                              const std::uint16_t* bias, float epsilon, std::uint16_t* out_row,
+                                              float* mean, float* rstd, std::int64_t row, std::int64_t cols, int lane) {
+  const float cols_count = static_cast<float>(cols);
+  const float row_mean = warp_sum(lane_sum) / cols_count;
+  float squares = 0.0f;
+  for (std::int64_t c = static_cast<std::int64_t>(lane) * kWidth; c < cols; c += kWarp * kWidth) {
+    float v[kWidth];
+    load_bf16<kWidth>(x_row + c, v);
+#pragma unroll
+    for (int i = 0; i < kWidth; ++i) {
+      const float centered = v[i] - row_mean;
+      squares += centered * centered;
+    }
+  }
+  const float row_rstd = 1.0f / sqrtf(warp_sum(squares) / cols_count + epsilon);
+  for (std::int64_t c = static_cast<std::int64_t>(lane) * kWidth; c < cols; c += kWarp * kWidth) {
+    float v[kWidth];
+    float w[kWidth];
+    float b[kWidth];
+    load_bf16<kWidth>(x_row + c, v);
+    load_bf16<kWidth>(weight + c, w);
+    load_bf16<kWidth>(bias + c, b);
+#pragma unroll
+    for (int i = 0; i < kWidth; ++i) v[i] = (v[i] - row_mean) * row_rstd * w[i] + b[i];
+    store_bf16<kWidth>(out_row + c, v);
+  }
+  if (lane == 0) {
+    mean[row] = row_mean;
+    rstd[row] = row_rstd;
+  }
 }
 
 // kWidth = 8 needs cols % 8 == 0 and 16-byte aligned rows; kWidth = 1 works for any shape.
@@ -54,7 +107,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
                              std::int64_t cols) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
-  const float cols_count = static_cast<float>(cols);
   for (std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + warp; row < rows;
        row += static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock) {
     const std::uint16_t* x_row = x + row * cols;
@@ -65,34 +117,74 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
 #pragma unroll
       for (int i = 0; i < kWidth; ++i) sum += v[i];
     }
-    const float row_mean = warp_sum(sum) / cols_count;
-    float squares = 0.0f;
-    for (std::int64_t c = static_cast<std::int64_t>(lane) * kWidth; c < cols; c += kWarp * kWidth) {
-      float v[kWidth];
-      load_bf16<kWidth>(x_row + c, v);
+    normalize_row<kWidth>(x_row, sum, weight, bias, epsilon, out + row * cols, mean, rstd, row, cols, lane);
+  }
+}
+
+// Rounds v to bf16 as a store of it would (detail::pack_bf16), in place.
+__device__ __forceinline__ void round_to_bf16(float (&v)[kVectorWidth]) {
 #pragma unroll
-      for (int i = 0; i < kWidth; ++i) {
-        const float centered = v[i] - row_mean;
-        squares += centered * centered;
+  for (int i = 0; i < kVectorWidth / 2; ++i) {
+    const std::uint32_t word = detail::pack_bf16(v[2 * i], v[2 * i + 1]);
+    v[2 * i] = __uint_as_float(word << 16);
+    v[2 * i + 1] = __uint_as_float(word & 0xffff0000u);
+  }
+}
+
+// residual = x + dropout(branch), then the layernorm of residual's rows, each warp a row:
+// pass 1 writes the row's sums and the stream's new row, passes 2 and 3 read that row
+// back. The values are those of the dropout, residual add and layernorm kernels: the
+// dropped branch and the sum rounded to bf16 as those kernels store them, the row sums in
+// layernorm_forward_kernel's order. Rows of 16-byte vectors inside one sample of
+// rows_per_sample rows; a lane's vector is two whole Philox groups (dropout_bits).
+template <bool kDropout>
+__global__ void __launch_bounds__(kThreads, kDropout ? kDropoutBlocksPerMultiprocessor : kBlocksPerMultiprocessor)
+    residual_layernorm_forward_kernel(const std::uint16_t* x, const std::uint16_t* branch, std::uint16_t* residual,
+                                      const std::uint16_t* weight, const std::uint16_t* bias, float epsilon,
+                                      std::uint16_t* out, float* mean, float* rstd, std::int64_t rows,
+                                      std::int64_t cols, std::int64_t rows_per_sample, DropoutParams params) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  const std::int64_t first_row = static_cast<std::int64_t>(params.first_element) / cols;  // in the whole batch
+  const std::uint64_t first_sample = kDropout ? first_sample_of(params) : 0;
+  for (std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + warp; row < rows;
+       row += static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock) {
+    // The row's sample and the Philox group of its first element in that sample.
+    std::int64_t sample = 0;
+    std::int64_t first_group = 0;
+    if constexpr (kDropout) {
+      sample = (first_row + row) / rows_per_sample;
+      first_group = (first_row + row - sample * rows_per_sample) * (cols / 4);
+    }
+    std::uint16_t* residual_row = residual + row * cols;
+    float sum = 0.0f;
+    for (std::int64_t c = static_cast<std::int64_t>(lane) * kVectorWidth; c < cols; c += kWarp * kVectorWidth) {
+      float v[kVectorWidth];
+      float b[kVectorWidth];
+      load_bf16<kVectorWidth>(x + row * cols + c, v);
+      load_bf16<kVectorWidth>(branch + row * cols + c, b);
+      if constexpr (kDropout) {
+#pragma unroll
+        for (int g = 0; g < 2; ++g) {
+          const PhiloxWords bits =
+              pointwise_detail::dropout_bits(params.seed, first_sample + static_cast<std::uint64_t>(sample),
+                                             params.site, static_cast<std::uint64_t>(first_group + c / 4 + g));
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            b[4 * g + k] = dropout_value(b[4 * g + k], bits.word[k], params.probability, params.keep_scale);
+          }
+        }
+        round_to_bf16(b);
       }
-    }
-    const float row_rstd = 1.0f / sqrtf(warp_sum(squares) / cols_count + epsilon);
-    std::uint16_t* out_row = out + row * cols;
-    for (std::int64_t c = static_cast<std::int64_t>(lane) * kWidth; c < cols; c += kWarp * kWidth) {
-      float v[kWidth];
-      float w[kWidth];
-      float b[kWidth];
-      load_bf16<kWidth>(x_row + c, v);
-      load_bf16<kWidth>(weight + c, w);
-      load_bf16<kWidth>(bias + c, b);
 #pragma unroll
-      for (int i = 0; i < kWidth; ++i) v[i] = (v[i] - row_mean) * row_rstd * w[i] + b[i];
-      store_bf16<kWidth>(out_row + c, v);
+      for (int i = 0; i < kVectorWidth; ++i) v[i] += b[i];
+      round_to_bf16(v);
+      store_bf16<kVectorWidth>(residual_row + c, v);
+#pragma unroll
+      for (int i = 0; i < kVectorWidth; ++i) sum += v[i];
     }
-    if (lane == 0) {
-      mean[row] = row_mean;
-      rstd[row] = row_rstd;
-    }
+    normalize_row<kVectorWidth>(residual_row, sum, weight, bias, epsilon, out + row * cols, mean, rstd, row, cols,
+                                lane);
   }
 }
 
@@ -147,6 +239,119 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
       }
       store_bf16<kWidth>(dx_row + c, dx);
     }
+  }
+}
+
+// The whole backward of a chunk of rows with 16-byte vectors (cols % 8 == 0, aligned), one
+// block a chunk. Phase 1, a warp a row: the row's mean(dxhat) and mean(dxhat xhat), summed
+// as layernorm_backward_input_kernel sums them. Phase 2, by tiles of 256 columns: thread
+// (tx = threadIdx.x % 32, ty = threadIdx.x / 32) takes the 8 columns tile + 8 tx of rows ty,
+// ty + 8, ... of the chunk, adds their d_x (the same values as that kernel's) and sums their
+// d_weight and d_bias terms; the 8 row-thread sums are added in ty order into the chunk's
+// partials (workspace as layernorm_param_partials_kernel's). The rows are read twice, the
+// second time from cache, instead of a second kernel reading them from memory again.
+__global__ void __launch_bounds__(kThreads, kBackwardBlocksPerMultiprocessor)
+    layernorm_backward_kernel(const std::uint16_t* d_out, const std::uint16_t* x, const std::uint16_t* weight,
+                              const float* mean, const float* rstd, std::uint16_t* d_x, float* workspace,
+                              std::int64_t rows, std::int64_t cols, std::int64_t rows_per_chunk, std::int64_t chunks) {
+  constexpr int kRowThreads = kThreads / kWarp;
+  constexpr int kTileCols = kWarp * kVectorWidth;
+  // Per row of the chunk: mean, rstd, mean(dxhat), mean(dxhat xhat).
+  __shared__ float row_terms[kMaxRowsPerChunk][4];
+  __shared__ float weight_sums[kRowThreads][kTileCols];
+  __shared__ float bias_sums[kRowThreads][kTileCols];
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  const std::int64_t chunk = blockIdx.x;
+  const std::int64_t row_begin = chunk * rows_per_chunk;
+  const int chunk_rows = static_cast<int>(rows - row_begin < rows_per_chunk ? rows - row_begin : rows_per_chunk);
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int r = warp; r < chunk_rows; r += kWarpsPerBlock) {
+    const std::int64_t row = row_begin + r;
+    const std::uint16_t* x_row = x + row * cols;
+    const std::uint16_t* dy_row = d_out + row * cols;
+    const float row_mean = mean[row];
+    const float row_rstd = rstd[row];
+    float dxhat_sum = 0.0f;
+    float dxhat_xhat_sum = 0.0f;
+    for (std::int64_t c = static_cast<std::int64_t>(lane) * kVectorWidth; c < cols; c += kWarp * kVectorWidth) {
+      float v[kVectorWidth];
+      float dy[kVectorWidth];
+      float w[kVectorWidth];
+      load_bf16<kVectorWidth>(x_row + c, v);
+      load_bf16<kVectorWidth>(dy_row + c, dy);
+      load_bf16<kVectorWidth>(weight + c, w);
+#pragma unroll
+      for (int i = 0; i < kVectorWidth; ++i) {
+        const float xhat = (v[i] - row_mean) * row_rstd;
+        const float dxhat = dy[i] * w[i];
+        dxhat_sum += dxhat;
+        dxhat_xhat_sum += dxhat * xhat;
+      }
+    }
+    const float dxhat_mean = warp_sum(dxhat_sum) * inv_cols;
+    const float dxhat_xhat_mean = warp_sum(dxhat_xhat_sum) * inv_cols;
+    if (lane == 0) {
+      row_terms[r][0] = row_mean;
+      row_terms[r][1] = row_rstd;
+      row_terms[r][2] = dxhat_mean;
+      row_terms[r][3] = dxhat_xhat_mean;
+    }
+  }
+  __syncthreads();
+  const int tx = lane;
+  const int ty = warp;
+  float* weight_partials = workspace;
+  float* bias_partials = workspace + chunks * cols;
+  for (std::int64_t tile = 0; tile < cols; tile += kTileCols) {
+    const std::int64_t c = tile + static_cast<std::int64_t>(tx) * kVectorWidth;
+    float dw[kVectorWidth] = {};
+    float db[kVectorWidth] = {};
+    if (c < cols) {
+      for (int r = ty; r < chunk_rows; r += kRowThreads) {
+        const std::int64_t at = (row_begin + r) * cols + c;
+        const float row_mean = row_terms[r][0];
+        const float row_rstd = row_terms[r][1];
+        const float dxhat_mean = row_terms[r][2];
+        const float dxhat_xhat_mean = row_terms[r][3];
+        float v[kVectorWidth];
+        float dy[kVectorWidth];
+        float w[kVectorWidth];
+        float dx[kVectorWidth];
+        load_bf16<kVectorWidth>(x + at, v);
+        load_bf16<kVectorWidth>(d_out + at, dy);
+        load_bf16<kVectorWidth>(weight + c, w);
+        load_bf16<kVectorWidth>(d_x + at, dx);
+#pragma unroll
+        for (int i = 0; i < kVectorWidth; ++i) {
+          const float xhat = (v[i] - row_mean) * row_rstd;
+          dx[i] += row_rstd * (dy[i] * w[i] - dxhat_mean - xhat * dxhat_xhat_mean);
+          dw[i] += dy[i] * xhat;
+          db[i] += dy[i];
+        }
+        store_bf16<kVectorWidth>(d_x + at, dx);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVectorWidth; ++i) {
+      weight_sums[ty][tx * kVectorWidth + i] = dw[i];
+      bias_sums[ty][tx * kVectorWidth + i] = db[i];
+    }
+    __syncthreads();
+    for (int k = static_cast<int>(threadIdx.x); k < kTileCols; k += kThreads) {
+      const std::int64_t col = tile + k;
+      if (col >= cols) continue;
+      float weight_total = 0.0f;
+      float bias_total = 0.0f;
+#pragma unroll
+      for (int t = 0; t < kRowThreads; ++t) {
+        weight_total += weight_sums[t][k];
+        bias_total += bias_sums[t][k];
+      }
+      weight_partials[chunk * cols + col] = weight_total;
+      bias_partials[chunk * cols + col] = bias_total;
+    }
+    __syncthreads();  // the sums' next tile overwrites them
   }
 }
 
@@ -210,23 +415,28 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Pass 2: column blockIdx.x * 32 + tx; row-thread ty adds chunks ty, ty + 8, ... in
-// order, then the 8 sums are added in ty order and written (overwriting).
+// The last pass: column blockIdx.x * 8 + tx (tx = threadIdx.x % 8); row-thread ty =
+// threadIdx.x / 8 adds chunks ty, ty + 32, ... in order, then the 32 sums are added in ty
+// order and written (overwriting). Eight columns a block, so that a thousand chunks of a
+// few hundred columns still spread over the GPU.
+constexpr int kFinishColumns = 8;
+constexpr int kFinishRowThreads = kThreads / kFinishColumns;
+
 __global__ void __launch_bounds__(kThreads)
     layernorm_param_finish_kernel(const float* workspace, float* d_weight, float* d_bias, std::int64_t cols,
                                   std::int64_t chunks) {
-  constexpr int kRowThreads = kThreads / kWarp;
-  __shared__ float weight_sums[kRowThreads][kWarp];
-  __shared__ float bias_sums[kRowThreads][kWarp];
-  const int tx = static_cast<int>(threadIdx.x) % kWarp;
-  const int ty = static_cast<int>(threadIdx.x) / kWarp;
-  const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kWarp + tx;
+  __shared__ float weight_sums[kFinishRowThreads][kFinishColumns];
+  __shared__ float bias_sums[kFinishRowThreads][kFinishColumns];
+  const int tx = static_cast<int>(threadIdx.x) % kFinishColumns;
+  const int ty = static_cast<int>(threadIdx.x) / kFinishColumns;
+  const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kFinishColumns + tx;
   const float* weight_partials = workspace;
   const float* bias_partials = workspace + chunks * cols;
   float dw = 0.0f;
   float db = 0.0f;
   if (col < cols) {
-    for (std::int64_t chunk = ty; chunk < chunks; chunk += kRowThreads) {
+#pragma unroll 8
+    for (std::int64_t chunk = ty; chunk < chunks; chunk += kFinishRowThreads) {
       dw += weight_partials[chunk * cols + col];
       db += bias_partials[chunk * cols + col];
     }
@@ -238,7 +448,7 @@ __global__ void __launch_bounds__(kThreads)
     float weight_total = 0.0f;
     float bias_total = 0.0f;
 #pragma unroll
-    for (int t = 0; t < kRowThreads; ++t) {
+    for (int t = 0; t < kFinishRowThreads; ++t) {
       weight_total += weight_sums[t][tx];
       bias_total += bias_sums[t][tx];
     }
@@ -247,8 +457,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-int row_grid(std::int64_t rows, const PointwiseLaunch& launch) {
-  return pointwise_detail::capped_grid(rows, kWarpsPerBlock, launch.multiprocessors, kBlocksPerMultiprocessor);
+int row_grid(std::int64_t rows, const PointwiseLaunch& launch,
+             int blocks_per_multiprocessor = kBlocksPerMultiprocessor) {
+  return pointwise_detail::capped_grid(rows, kWarpsPerBlock, launch.multiprocessors, blocks_per_multiprocessor);
 }
 
 bool use_vectors(std::int64_t cols, const PointwiseLaunch& launch) {
@@ -280,9 +491,15 @@ cudaError_t layernorm_forward(const std::uint16_t* x, const std::uint16_t* weigh
 }
 
 std::int64_t layernorm_backward_workspace_floats(std::int64_t rows, std::int64_t cols) {
-  // chunking_for(r).chunks is at most both of these for every r <= rows.
-  const std::int64_t by_rows = (rows + kMinRowsPerChunk - 1) / kMinRowsPerChunk;
-  return 2 * (by_rows < kMaxChunks ? by_rows : kMaxChunks) * cols;
+  // chunking_for(r).chunks for every r <= rows is at most this: up to kTargetChunks chunks of
+  // at least kMinRowsPerChunk rows where the chunks stay within kMaxRowsPerChunk rows, and
+  // chunks of kMaxRowsPerChunk rows past that.
+  std::int64_t chunks = (rows + kMaxRowsPerChunk - 1) / kMaxRowsPerChunk;
+  if (rows <= kTargetChunks * kMaxRowsPerChunk) {
+    const std::int64_t by_rows = (rows + kMinRowsPerChunk - 1) / kMinRowsPerChunk;
+    chunks = by_rows < kTargetChunks ? by_rows : kTargetChunks;
+  }
+  return 2 * chunks * cols;
 }
 
 cudaError_t layernorm_backward(const std::uint16_t* d_out, const std::uint16_t* x, const std::uint16_t* weight,
@@ -295,22 +512,48 @@ cudaError_t layernorm_backward(const std::uint16_t* d_out, const std::uint16_t* 
     if (status != cudaSuccess) return status;
     return cudaMemsetAsync(d_bias, 0, static_cast<std::size_t>(cols) * sizeof(float), stream_of(launch));
   }
-  const bool vectors = use_vectors(cols, launch);
-  auto* input_kernel = vectors ? layernorm_backward_input_kernel<kVectorWidth> : layernorm_backward_input_kernel<1>;
-  input_kernel<<<row_grid(rows, launch), kThreads, 0, stream_of(launch)>>>(d_out, x, weight, mean, rstd, d_x, rows,
-                                                                           cols);
-  cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess) return status;
-
   const Chunking chunking = chunking_for(rows);
-  status = vectors ? launch_param_partials<kVectorWidth>(d_out, x, mean, rstd, workspace, rows, cols, chunking,
-                                                         stream_of(launch))
-                   : launch_param_partials<1>(d_out, x, mean, rstd, workspace, rows, cols, chunking, stream_of(launch));
+  cudaError_t status = cudaSuccess;
+  if (use_vectors(cols, launch)) {
+    layernorm_backward_kernel<<<static_cast<unsigned>(chunking.chunks), kThreads, 0, stream_of(launch)>>>(
+        d_out, x, weight, mean, rstd, d_x, workspace, rows, cols, chunking.rows_per_chunk, chunking.chunks);
+    status = cudaGetLastError();
+  } else {  // scalar rows: d_x, then the column sums reading the rows again
+    layernorm_backward_input_kernel<1>
+        <<<row_grid(rows, launch), kThreads, 0, stream_of(launch)>>>(d_out, x, weight, mean, rstd, d_x, rows, cols);
+    status = cudaGetLastError();
+    if (status == cudaSuccess) {
+      status = launch_param_partials<1>(d_out, x, mean, rstd, workspace, rows, cols, chunking, stream_of(launch));
+    }
+  }
   if (status != cudaSuccess) return status;
-  const auto finish_grid = static_cast<unsigned>((cols + kWarp - 1) / kWarp);
+  const auto finish_grid = static_cast<unsigned>((cols + kFinishColumns - 1) / kFinishColumns);
   layernorm_param_finish_kernel<<<finish_grid, kThreads, 0, stream_of(launch)>>>(workspace, d_weight, d_bias, cols,
                                                                                  chunking.chunks);
   return cudaGetLastError();
 }
 
 }  // namespace adamant::kernels::cuda::launchers
+
+namespace adamant::kernels::cuda {
+
+int residual_layernorm_forward(const std::uint16_t* x, const std::uint16_t* branch, std::uint16_t* residual,
+                               const std::uint16_t* weight, const std::uint16_t* bias, float epsilon,
+                               std::uint16_t* out, float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
+                               std::int64_t rows_per_sample, const DropoutParams& params, const CudaLaunch& launch) {
+  if (rows <= 0) return cudaSuccess;
+  if (cols <= 0 || cols % launchers::kVectorWidth != 0 || rows_per_sample <= 0 ||
+      params.first_element % static_cast<std::uint64_t>(cols) != 0) {
+    return cudaErrorInvalidValue;
+  }
+  const bool dropout = params.probability > 0.0f;
+  auto* kernel = dropout ? launchers::residual_layernorm_forward_kernel<true>
+                         : launchers::residual_layernorm_forward_kernel<false>;
+  const int grid = launchers::row_grid(
+      rows, launch, dropout ? launchers::kDropoutBlocksPerMultiprocessor : launchers::kBlocksPerMultiprocessor);
+  kernel<<<grid, launchers::kThreads, 0, launchers::stream_of(launch)>>>(
+      x, branch, residual, weight, bias, epsilon, out, mean, rstd, rows, cols, rows_per_sample, params);
+  return cudaGetLastError();
+}
+
+}  // namespace adamant::kernels::cuda

@@ -16,6 +16,8 @@ using launchers::stream_of;
 namespace {
 
 using column_sums_detail::sum_columns_of_rows;
+using pointwise_detail::dropout_value;
+using pointwise_detail::first_sample_of;
 using pointwise_detail::kVectorWidth;
 using pointwise_detail::load_bf16;
 using pointwise_detail::store_bf16;
@@ -218,18 +220,6 @@ template <bool kVectorized>
 __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     residual_add_kernel(const std::uint16_t* a, const std::uint16_t* b, std::uint16_t* out, std::int64_t n) {
   transform_groups<kVectorized, 1>(a, b, {out}, n, [](float u, float v) { return Results<1>{{u + v}}; });
-}
-
-// An element after dropout, by its Philox word: kept and scaled, or zeroed. Scalars, not
-// DropoutParams: a reference to the kernel's parameter costs dropout_kernel registers.
-__device__ __forceinline__ float dropout_value(float value, std::uint32_t bits, float probability, float keep_scale) {
-  return pointwise_detail::dropout_keeps(bits, probability) ? value * keep_scale : 0.0f;
-}
-
-// The batch's first sample: the launch's index plus, when given, the one in device memory
-// (a recorded step reads each micro-batch's index there).
-__device__ __forceinline__ std::uint64_t first_sample_of(const DropoutParams& params) {
-  return params.first_sample_index + (params.sample_offset != nullptr ? *params.sample_offset : 0);
 }
 
 // One thread per Philox group (4 elements of one sample, fewer at the end of a sample

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "adamant/kernels/cuda/philox.cuh"
+#include "adamant/kernels/cuda_launch.h"
 
 namespace adamant::kernels::cuda::pointwise_detail {
 
@@ -19,5 +20,19 @@ ADAMANT_PHILOX_HOST_DEVICE PhiloxWords dropout_bits(std::uint64_t seed, std::uin
 ADAMANT_PHILOX_HOST_DEVICE bool dropout_keeps(std::uint32_t bits, float probability) {
   return static_cast<float>(bits >> 8) * 0x1p-24f >= probability;
 }
+
+// An element after dropout, by its Philox word: kept and scaled, or zeroed. Scalars, not
+// DropoutParams: a reference to the kernel's parameter costs the dropout kernels registers.
+ADAMANT_PHILOX_HOST_DEVICE float dropout_value(float value, std::uint32_t bits, float probability, float keep_scale) {
+  return dropout_keeps(bits, probability) ? value * keep_scale : 0.0f;
+}
+
+#ifdef __CUDACC__
+// The batch's first sample: the launch's index plus, when given, the one in device memory
+// (a recorded step reads each micro-batch's index there).
+__device__ __forceinline__ std::uint64_t first_sample_of(const DropoutParams& params) {
+  return params.first_sample_index + (params.sample_offset != nullptr ? *params.sample_offset : 0);
+}
+#endif
 
 }  // namespace adamant::kernels::cuda::pointwise_detail

@@ -1,0 +1,87 @@
+#pragma once
+// The seam of a pre-LN block: the residual stream plus a dropped-out branch, and the
+// layer normalisation of that sum that the next sublayer reads. On a GPU one kernel
+// makes both, reading the stream and the branch once and writing the sum and the
+// normalised rows (three kernels and two more passes over the rows otherwise); the CPU,
+// and shapes that kernel does not take, run the three kernels it stands for.
+#include <cstdint>
+
+#include "adamant/core/stream.h"
+#include "adamant/core/tensor.h"
+#include "adamant/kernels/dispatch.h"
+#include "adamant/kernels/dropout.h"
+#include "adamant/kernels/layernorm.h"
+#include "adamant/kernels/residual.h"
+
+namespace adamant::kernels {
+
+// A residual branch and its dropout, whose elements are numbered as dropout() numbers
+// them: samples of sample_numel elements, the rows starting at dropout.first_element.
+struct DroppedBranch {
+  Tensor values;
+  DropoutArgs dropout;
+  std::int64_t sample_numel = 0;
+};
+
+// A layer normalisation's learned scale and shift and its epsilon.
+struct LayernormParams {
+  Tensor weight;
+  Tensor bias;
+  double epsilon = 1e-5;
+};
+
+// Launcher in kernels/cuda/layernorm.cu (bf16 bit patterns); returns its cudaError_t. Rows
+// of whole 16-byte vectors, every operand 16-byte aligned, each row inside one sample of
+// rows_per_sample rows, params.first_element a multiple of cols.
+namespace cuda {
+int residual_layernorm_forward(const std::uint16_t* x, const std::uint16_t* branch, std::uint16_t* residual,
+                               const std::uint16_t* weight, const std::uint16_t* bias, float epsilon,
+                               std::uint16_t* out, float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
+                               std::int64_t rows_per_sample, const DropoutParams& params, const CudaLaunch& launch);
+}  // namespace cuda
+
+// residual = x + dropout(branch) and out, mean, rstd = layernorm(residual): the values of
+//   dropout(branch.values, residual, ...); residual_add(x, residual, residual, ...);
+//   layernorm_forward(residual, ...);
+// bit for bit on both backends (the GPU rounds the dropped branch and the sum to bf16 as
+// those kernels store them). residual may alias the branch, not x.
+inline void residual_layernorm_forward(const Tensor& x, const DroppedBranch& branch, Tensor residual,
+                                       const LayernormParams& norm, Tensor out, Tensor mean, Tensor rstd,
+                                       const RowsShape& shape, const Stream& stream) {
+  const KernelCall call = KernelCall::model("residual_layernorm_forward", x, stream);
+  call.positive("cols", shape.cols);
+  call.non_negative("rows", shape.rows);
+  const std::int64_t numel = shape.rows * shape.cols;
+  detail::check_dropout_range(call, branch.dropout, numel, branch.sample_numel);
+  call.exact("x", x, numel, Role::activation);
+  call.exact("branch", branch.values, numel, Role::activation);
+  call.exact("residual", residual, numel, Role::activation);
+  ADAMANT_CHECK(numel == 0 || residual.data != x.data,
+                "residual_layernorm_forward: residual is x's memory; the dropped branch is written there before x is "
+                "read, so give residual the branch's memory or memory of its own");
+  auto three_kernels = [&] {
+    dropout(branch.values, residual, numel, branch.sample_numel, branch.dropout, stream);
+    residual_add(x, residual, residual, numel, stream);
+    layernorm_forward(residual, norm.weight, norm.bias, norm.epsilon, out, mean, rstd, shape, stream);
+  };
+  const bool fusable = shape.cols % 8 == 0 && branch.sample_numel % shape.cols == 0 &&
+                       branch.dropout.first_element % static_cast<std::uint64_t>(shape.cols) == 0 &&
+                       aligned_to(16, {&x, &branch.values, &residual, &norm.weight, &norm.bias, &out});
+  if (call.on_cuda() && !fusable) {
+    three_kernels();
+    return;
+  }
+  call.exact("weight", norm.weight, shape.cols, Role::weight);
+  call.exact("bias", norm.bias, shape.cols, Role::weight);
+  call.exact("out", out, numel, Role::activation);
+  call.exact("mean", mean, shape.rows, Role::statistic);
+  call.exact("rstd", rstd, shape.rows, Role::statistic);
+  ADAMANT_CHECK(norm.epsilon > 0.0, "residual_layernorm_forward: epsilon {} must be positive", norm.epsilon);
+  call.run(three_kernels, ADAMANT_CUDA_CALL(cuda::residual_layernorm_forward(
+                              bits16_of(x), bits16_of(branch.values), bits16_of(residual), bits16_of(norm.weight),
+                              bits16_of(norm.bias), static_cast<float>(norm.epsilon), bits16_of(out),
+                              static_cast<float*>(mean.data), static_cast<float*>(rstd.data), shape.rows, shape.cols,
+                              branch.sample_numel / shape.cols, detail::dropout_params(branch.dropout), launch)));
+}
+
+}  // namespace adamant::kernels
