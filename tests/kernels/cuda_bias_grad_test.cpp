@@ -26,21 +26,6 @@ namespace {
 
 using testing::MirroredArray;
 
-std::vector<std::uint16_t> normal_bf16(std::size_t n, std::uint64_t seed, double stddev) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, stddev);
-  std::vector<std::uint16_t> bits(n);
-  for (auto& b : bits) b = f32_to_bf16(static_cast<float>(normal(rng)));
-  return bits;
-}
-
-MirroredArray<std::uint16_t> on_gpu(const std::vector<std::uint16_t>& bits, std::size_t offset) {
-  MirroredArray<std::uint16_t> array(bits.size(), DType::bf16, offset);
-  array.host = bits;
-  array.upload();
-  return array;
-}
-
 // sums against the column sums in double of `values` [rows, cols] (bf16 bits).
 void expect_column_sums(const std::vector<float>& sums, const std::vector<std::uint16_t>& values, std::int64_t rows,
                         std::int64_t cols) {
@@ -92,18 +77,18 @@ void check_bias_grad(const BiasCase& c, std::uint64_t seed) {
   Workspace workspace(stream, testing::all_workspace_needs());
   const auto n = static_cast<std::size_t>(c.rows * c.cols);
   const auto count = static_cast<std::int64_t>(n);
-  auto x = on_gpu(normal_bf16(n, seed, 2.5), c.offset);
-  const std::vector<std::uint16_t> d_out = normal_bf16(n, seed + 1, 1.0);
+  auto x = testing::bf16_bits_on_gpu(testing::normal_bf16(n, seed, 0.0, 2.5), c.offset);
+  const std::vector<std::uint16_t> d_out = testing::normal_bf16(n, seed + 1, 0.0, 1.0);
 
   // The plain backward, and the forward for the rematerialised output.
-  auto plain = on_gpu(d_out, c.offset);
+  auto plain = testing::bf16_bits_on_gpu(d_out, c.offset);
   gelu_backward(plain.device_view(), x.device_view(), plain.device_view(), count, c.form, stream);
   MirroredArray<std::uint16_t> forward(n, DType::bf16, c.offset);
   gelu_forward(x.device_view(), forward.device_view(), count, c.form, stream);
 
   std::vector<float> first_sums;
   for (int run = 0; run < 2; ++run) {
-    auto d_x = on_gpu(d_out, c.offset);  // in place, as the model runs it
+    auto d_x = testing::bf16_bits_on_gpu(d_out, c.offset);  // in place, as the model runs it
     MirroredArray<std::uint16_t> out(n, DType::bf16, c.offset);
     auto d_bias = nan_sums_on_gpu(c.cols);
     gelu_backward(d_x.device_view(), x.device_view(), d_x.device_view(), count, c.form, stream,
@@ -152,7 +137,7 @@ void check_dropout_bias_grad(const DropoutBiasCase& c, std::uint64_t seed) {
   Workspace workspace(stream, testing::all_workspace_needs());
   const auto n = static_cast<std::size_t>(c.rows * c.cols);
   const auto count = static_cast<std::int64_t>(n);
-  const std::vector<std::uint16_t> in = normal_bf16(n, seed, 1.0);
+  const std::vector<std::uint16_t> in = testing::normal_bf16(n, seed, 0.0, 1.0);
   DropoutArgs args;
   args.probability = c.probability;
   args.seed = 1234;
@@ -161,7 +146,7 @@ void check_dropout_bias_grad(const DropoutBiasCase& c, std::uint64_t seed) {
   args.first_element = c.first_element;
   const std::int64_t sample_numel = c.sample_rows * c.cols;
 
-  auto plain_in = on_gpu(in, 0);
+  auto plain_in = testing::bf16_bits_on_gpu(in, 0);
   MirroredArray<std::uint16_t> plain(n, DType::bf16);
   dropout(plain_in.device_view(), plain.device_view(), count, sample_numel, args, stream);
   // The second run reads part of the first sample index from GPU memory, as a recorded pass does.
@@ -173,7 +158,7 @@ void check_dropout_bias_grad(const DropoutBiasCase& c, std::uint64_t seed) {
   split.sample_offset = static_cast<const std::uint64_t*>(offset.device_view().data);
   std::vector<float> first_sums;
   for (int run = 0; run < 2; ++run) {
-    auto in_gpu = on_gpu(in, 0);
+    auto in_gpu = testing::bf16_bits_on_gpu(in, 0);
     MirroredArray<std::uint16_t> out(n, DType::bf16);
     auto d_bias = nan_sums_on_gpu(c.cols);
     dropout(in_gpu.device_view(), out.device_view(), count, sample_numel, run == 0 ? args : split, stream,

@@ -19,22 +19,9 @@
 namespace adamant::kernels {
 namespace {
 
+using testing::bf16_bits_on_gpu;
 using testing::MirroredArray;
-
-std::vector<std::uint16_t> normal_bf16(std::size_t n, std::uint64_t seed, double mean, double stddev) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(mean, stddev);
-  std::vector<std::uint16_t> bits(n);
-  for (auto& b : bits) b = f32_to_bf16(static_cast<float>(normal(rng)));
-  return bits;
-}
-
-MirroredArray<std::uint16_t> on_gpu(const std::vector<std::uint16_t>& bits, std::size_t offset) {
-  MirroredArray<std::uint16_t> array(bits.size(), DType::bf16, offset);
-  array.host = bits;
-  array.upload();
-  return array;
-}
+using testing::normal_bf16;
 
 std::vector<float> to_f32(const std::vector<std::uint16_t>& bits) {
   std::vector<float> values(bits.size());
@@ -108,8 +95,8 @@ TEST(CudaResidualLayernorm, MatchesTheThreeKernelsBitForBitAndTheCpu) {
     }
 
     auto run = [&](bool fused) {
-      auto x_gpu = on_gpu(x, c.offset), branch_gpu = on_gpu(branch, c.offset), weight_gpu = on_gpu(weight, c.offset),
-           bias_gpu = on_gpu(bias, c.offset);
+      auto x_gpu = bf16_bits_on_gpu(x, c.offset), branch_gpu = bf16_bits_on_gpu(branch, c.offset),
+           weight_gpu = bf16_bits_on_gpu(weight, c.offset), bias_gpu = bf16_bits_on_gpu(bias, c.offset);
       MirroredArray<std::uint16_t> residual_gpu(n, DType::bf16, c.offset), out_gpu(n, DType::bf16, c.offset);
       MirroredArray<float> mean_gpu(rows, DType::f32), rstd_gpu(rows, DType::f32);
       MirroredArray<std::uint16_t>& sum = c.in_place ? branch_gpu : residual_gpu;

@@ -1,7 +1,7 @@
 #pragma once
-// Helpers for the CUDA kernel tests: host arrays mirrored in GPU memory, random
-// segment layouts with padding gaps, and bitwise comparisons that report the
-// worst difference in units in the last place.
+// Helpers for the CUDA kernel tests: host arrays mirrored in GPU memory, normal bf16
+// values, random segment layouts with padding gaps, and bitwise comparisons that report
+// the worst difference in units in the last place.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -56,6 +56,23 @@ class MirroredArray {
   std::size_t offset_;
   Buffer device_buffer_;
 };
+
+// n normal values rounded to bf16, as their bit patterns.
+inline std::vector<std::uint16_t> normal_bf16(std::size_t n, std::uint64_t seed, double mean, double stddev) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(mean, stddev);
+  std::vector<std::uint16_t> bits(n);
+  for (auto& b : bits) b = f32_to_bf16(static_cast<float>(normal(rng)));
+  return bits;
+}
+
+// A bf16 GPU array holding `bits`, `offset` elements into its allocation.
+inline MirroredArray<std::uint16_t> bf16_bits_on_gpu(const std::vector<std::uint16_t>& bits, std::size_t offset) {
+  MirroredArray<std::uint16_t> array(bits.size(), DType::bf16, offset);
+  array.host = bits;
+  array.upload();
+  return array;
+}
 
 // A segments table with `count` segments after a head of `first_begin` padding
 // elements; gaps of 0..max_gap padding elements between segments; lengths drawn

@@ -188,6 +188,50 @@ __global__ void __launch_bounds__(kThreads, kDropout ? kDropoutBlocksPerMultipro
   }
 }
 
+// The two reductions of a row's d_x: mean(dxhat) and mean(dxhat xhat), dxhat = d_out *
+// weight, summed by a warp whose lanes stride over the row.
+struct RowGradMeans {
+  float dxhat;
+  float dxhat_xhat;
+};
+
+template <int kWidth>
+__device__ __forceinline__ RowGradMeans row_grad_means(const std::uint16_t* x_row, const std::uint16_t* dy_row,
+                                                       const std::uint16_t* weight, float row_mean, float row_rstd,
+                                                       std::int64_t cols, int lane) {
+  float dxhat_sum = 0.0f;
+  float dxhat_xhat_sum = 0.0f;
+  for (std::int64_t c = static_cast<std::int64_t>(lane) * kWidth; c < cols; c += kWarp * kWidth) {
+    float v[kWidth];
+    float dy[kWidth];
+    float w[kWidth];
+    load_bf16<kWidth>(x_row + c, v);
+    load_bf16<kWidth>(dy_row + c, dy);
+    load_bf16<kWidth>(weight + c, w);
+#pragma unroll
+    for (int i = 0; i < kWidth; ++i) {
+      const float xhat = (v[i] - row_mean) * row_rstd;
+      const float dxhat = dy[i] * w[i];
+      dxhat_sum += dxhat;
+      dxhat_xhat_sum += dxhat * xhat;
+    }
+  }
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  return {warp_sum(dxhat_sum) * inv_cols, warp_sum(dxhat_xhat_sum) * inv_cols};
+}
+
+// dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat xhat)) for kWidth elements of a row.
+template <int kWidth>
+__device__ __forceinline__ void add_input_grad(const float (&v)[kWidth], const float (&dy)[kWidth],
+                                               const float (&w)[kWidth], float row_mean, float row_rstd,
+                                               const RowGradMeans& means, float (&dx)[kWidth]) {
+#pragma unroll
+  for (int i = 0; i < kWidth; ++i) {
+    const float xhat = (v[i] - row_mean) * row_rstd;
+    dx[i] += row_rstd * (dy[i] * w[i] - means.dxhat - xhat * means.dxhat_xhat);
+  }
+}
+
 // d_x += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = d_out * weight.
 template <int kWidth>
 __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
@@ -196,32 +240,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
                                     std::int64_t cols) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
-  const float inv_cols = 1.0f / static_cast<float>(cols);
   for (std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + warp; row < rows;
        row += static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock) {
     const std::uint16_t* x_row = x + row * cols;
     const std::uint16_t* dy_row = d_out + row * cols;
     const float row_mean = mean[row];
     const float row_rstd = rstd[row];
-    float dxhat_sum = 0.0f;
-    float dxhat_xhat_sum = 0.0f;
-    for (std::int64_t c = static_cast<std::int64_t>(lane) * kWidth; c < cols; c += kWarp * kWidth) {
-      float v[kWidth];
-      float dy[kWidth];
-      float w[kWidth];
-      load_bf16<kWidth>(x_row + c, v);
-      load_bf16<kWidth>(dy_row + c, dy);
-      load_bf16<kWidth>(weight + c, w);
-#pragma unroll
-      for (int i = 0; i < kWidth; ++i) {
-        const float xhat = (v[i] - row_mean) * row_rstd;
-        const float dxhat = dy[i] * w[i];
-        dxhat_sum += dxhat;
-        dxhat_xhat_sum += dxhat * xhat;
-      }
-    }
-    const float dxhat_mean = warp_sum(dxhat_sum) * inv_cols;
-    const float dxhat_xhat_mean = warp_sum(dxhat_xhat_sum) * inv_cols;
+    const RowGradMeans means = row_grad_means<kWidth>(x_row, dy_row, weight, row_mean, row_rstd, cols, lane);
     std::uint16_t* dx_row = d_x + row * cols;
     for (std::int64_t c = static_cast<std::int64_t>(lane) * kWidth; c < cols; c += kWarp * kWidth) {
       float v[kWidth];
@@ -232,14 +257,49 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
       load_bf16<kWidth>(dy_row + c, dy);
       load_bf16<kWidth>(weight + c, w);
       load_bf16<kWidth>(dx_row + c, dx);
-#pragma unroll
-      for (int i = 0; i < kWidth; ++i) {
-        const float xhat = (v[i] - row_mean) * row_rstd;
-        dx[i] += row_rstd * (dy[i] * w[i] - dxhat_mean - xhat * dxhat_xhat_mean);
-      }
+      add_input_grad<kWidth>(v, dy, w, row_mean, row_rstd, means, dx);
       store_bf16<kWidth>(dx_row + c, dx);
     }
   }
+}
+
+// The end of a column tile of the chunk sums: thread (tx = threadIdx.x % 32, ty =
+// threadIdx.x / 32) holds its rows' sums of columns tile + kWidth tx, ...; the 8 row-threads'
+// sums are added in ty order into the chunk's partials (workspace: the d_weight sums
+// [chunks, cols], then the d_bias sums). Ends with the block synchronised, so that the
+// staging arrays may take the next tile.
+template <int kWidth>
+__device__ __forceinline__ void write_chunk_partials(const float (&dw)[kWidth], const float (&db)[kWidth],
+                                                     float (*weight_sums)[kWarp * kWidth],
+                                                     float (*bias_sums)[kWarp * kWidth], std::int64_t tile,
+                                                     std::int64_t chunk, std::int64_t cols, std::int64_t chunks,
+                                                     float* workspace) {
+  constexpr int kRowThreads = kThreads / kWarp;
+  constexpr int kTileCols = kWarp * kWidth;
+  const int tx = static_cast<int>(threadIdx.x) % kWarp;
+  const int ty = static_cast<int>(threadIdx.x) / kWarp;
+#pragma unroll
+  for (int i = 0; i < kWidth; ++i) {
+    weight_sums[ty][tx * kWidth + i] = dw[i];
+    bias_sums[ty][tx * kWidth + i] = db[i];
+  }
+  __syncthreads();
+  float* weight_partials = workspace;
+  float* bias_partials = workspace + chunks * cols;
+  for (int k = static_cast<int>(threadIdx.x); k < kTileCols; k += kThreads) {
+    const std::int64_t col = tile + k;
+    if (col >= cols) continue;
+    float weight_total = 0.0f;
+    float bias_total = 0.0f;
+#pragma unroll
+    for (int t = 0; t < kRowThreads; ++t) {
+      weight_total += weight_sums[t][k];
+      bias_total += bias_sums[t][k];
+    }
+    weight_partials[chunk * cols + col] = weight_total;
+    bias_partials[chunk * cols + col] = bias_total;
+  }
+  __syncthreads();
 }
 
 // The whole backward of a chunk of rows with 16-byte vectors (cols % 8 == 0, aligned), one
@@ -265,44 +325,22 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerMultiprocessor)
   const std::int64_t chunk = blockIdx.x;
   const std::int64_t row_begin = chunk * rows_per_chunk;
   const int chunk_rows = static_cast<int>(rows - row_begin < rows_per_chunk ? rows - row_begin : rows_per_chunk);
-  const float inv_cols = 1.0f / static_cast<float>(cols);
   for (int r = warp; r < chunk_rows; r += kWarpsPerBlock) {
     const std::int64_t row = row_begin + r;
-    const std::uint16_t* x_row = x + row * cols;
-    const std::uint16_t* dy_row = d_out + row * cols;
     const float row_mean = mean[row];
     const float row_rstd = rstd[row];
-    float dxhat_sum = 0.0f;
-    float dxhat_xhat_sum = 0.0f;
-    for (std::int64_t c = static_cast<std::int64_t>(lane) * kVectorWidth; c < cols; c += kWarp * kVectorWidth) {
-      float v[kVectorWidth];
-      float dy[kVectorWidth];
-      float w[kVectorWidth];
-      load_bf16<kVectorWidth>(x_row + c, v);
-      load_bf16<kVectorWidth>(dy_row + c, dy);
-      load_bf16<kVectorWidth>(weight + c, w);
-#pragma unroll
-      for (int i = 0; i < kVectorWidth; ++i) {
-        const float xhat = (v[i] - row_mean) * row_rstd;
-        const float dxhat = dy[i] * w[i];
-        dxhat_sum += dxhat;
-        dxhat_xhat_sum += dxhat * xhat;
-      }
-    }
-    const float dxhat_mean = warp_sum(dxhat_sum) * inv_cols;
-    const float dxhat_xhat_mean = warp_sum(dxhat_xhat_sum) * inv_cols;
+    const RowGradMeans means =
+        row_grad_means<kVectorWidth>(x + row * cols, d_out + row * cols, weight, row_mean, row_rstd, cols, lane);
     if (lane == 0) {
       row_terms[r][0] = row_mean;
       row_terms[r][1] = row_rstd;
-      row_terms[r][2] = dxhat_mean;
-      row_terms[r][3] = dxhat_xhat_mean;
+      row_terms[r][2] = means.dxhat;
+      row_terms[r][3] = means.dxhat_xhat;
     }
   }
   __syncthreads();
   const int tx = lane;
   const int ty = warp;
-  float* weight_partials = workspace;
-  float* bias_partials = workspace + chunks * cols;
   for (std::int64_t tile = 0; tile < cols; tile += kTileCols) {
     const std::int64_t c = tile + static_cast<std::int64_t>(tx) * kVectorWidth;
     float dw[kVectorWidth] = {};
@@ -312,8 +350,6 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerMultiprocessor)
         const std::int64_t at = (row_begin + r) * cols + c;
         const float row_mean = row_terms[r][0];
         const float row_rstd = row_terms[r][1];
-        const float dxhat_mean = row_terms[r][2];
-        const float dxhat_xhat_mean = row_terms[r][3];
         float v[kVectorWidth];
         float dy[kVectorWidth];
         float w[kVectorWidth];
@@ -322,36 +358,16 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerMultiprocessor)
         load_bf16<kVectorWidth>(d_out + at, dy);
         load_bf16<kVectorWidth>(weight + c, w);
         load_bf16<kVectorWidth>(d_x + at, dx);
+        add_input_grad<kVectorWidth>(v, dy, w, row_mean, row_rstd, {row_terms[r][2], row_terms[r][3]}, dx);
+        store_bf16<kVectorWidth>(d_x + at, dx);
 #pragma unroll
         for (int i = 0; i < kVectorWidth; ++i) {
-          const float xhat = (v[i] - row_mean) * row_rstd;
-          dx[i] += row_rstd * (dy[i] * w[i] - dxhat_mean - xhat * dxhat_xhat_mean);
-          dw[i] += dy[i] * xhat;
+          dw[i] += dy[i] * ((v[i] - row_mean) * row_rstd);
           db[i] += dy[i];
         }
-        store_bf16<kVectorWidth>(d_x + at, dx);
       }
     }
-#pragma unroll
-    for (int i = 0; i < kVectorWidth; ++i) {
-      weight_sums[ty][tx * kVectorWidth + i] = dw[i];
-      bias_sums[ty][tx * kVectorWidth + i] = db[i];
-    }
-    __syncthreads();
-    for (int k = static_cast<int>(threadIdx.x); k < kTileCols; k += kThreads) {
-      const std::int64_t col = tile + k;
-      if (col >= cols) continue;
-      float weight_total = 0.0f;
-      float bias_total = 0.0f;
-#pragma unroll
-      for (int t = 0; t < kRowThreads; ++t) {
-        weight_total += weight_sums[t][k];
-        bias_total += bias_sums[t][k];
-      }
-      weight_partials[chunk * cols + col] = weight_total;
-      bias_partials[chunk * cols + col] = bias_total;
-    }
-    __syncthreads();  // the sums' next tile overwrites them
+    write_chunk_partials<kVectorWidth>(dw, db, weight_sums, bias_sums, tile, chunk, cols, chunks, workspace);
   }
 }
 
@@ -392,27 +408,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-#pragma unroll
-  for (int i = 0; i < kWidth; ++i) {
-    weight_sums[ty][tx * kWidth + i] = dw[i];
-    bias_sums[ty][tx * kWidth + i] = db[i];
-  }
-  __syncthreads();
-  float* weight_partials = workspace;
-  float* bias_partials = workspace + chunks * cols;
-  for (int k = static_cast<int>(threadIdx.x); k < kTileCols; k += kThreads) {
-    const std::int64_t col = tile_begin + k;
-    if (col >= cols) continue;
-    float weight_total = 0.0f;
-    float bias_total = 0.0f;
-#pragma unroll
-    for (int t = 0; t < kRowThreads; ++t) {
-      weight_total += weight_sums[t][k];
-      bias_total += bias_sums[t][k];
-    }
-    weight_partials[chunk * cols + col] = weight_total;
-    bias_partials[chunk * cols + col] = bias_total;
-  }
+  write_chunk_partials<kWidth>(dw, db, weight_sums, bias_sums, tile_begin, chunk, cols, chunks, workspace);
 }
 
 // The last pass: column blockIdx.x * 8 + tx (tx = threadIdx.x % 8); row-thread ty =
