@@ -24,7 +24,8 @@ class DropoutMask {
                                           dropout.stream_per_sample),
         head_(static_cast<std::uint64_t>(head)),
         blocks_(attention_dropout_layout::blocks_per_row(static_cast<std::uint64_t>(seq))),
-        threshold_(attention_dropout_layout::keep_threshold(dropout.probability)),
+        keep_above_(static_cast<std::uint32_t>(
+            static_cast<std::uint64_t>(attention_dropout_layout::keep_threshold(dropout.probability)) * 65536u - 1u)),
         keep_scale_(dropout.keep_scale) {}
 
   // The four words of block (query_block, key_block)'s draw for rows q % 8 = query_lane
@@ -39,10 +40,18 @@ class DropoutMask {
     return make_uint4(words.word[0], words.word[1], words.word[2], words.word[3]);
   }
 
-  // The factor of the element whose 16 bits are half `half` (0 low, 1 high) of `word`.
-  __device__ float factor(std::uint32_t word, unsigned half) const {
-    return attention_dropout_layout::keeps(word, half, threshold_) ? keep_scale_ : 0.0f;
+  // Whether the element whose 16 bits are half `half` (0 low, 1 high) of `word` is kept
+  // (attention_dropout_layout::keeps): a half h is at least the threshold t exactly when
+  // h * 65536 + (anything below 65536) > t * 65536 - 1, so one unsigned comparison of
+  // the word (the low half shifted up first) decides it, for every t in [1, 65536].
+  __device__ bool kept(std::uint32_t word, unsigned half) const {
+    return (half == 0 ? word << 16 : word) > keep_above_;
   }
+
+  // The factor (0 or 1/(1-p)) of that element.
+  __device__ float factor(std::uint32_t word, unsigned half) const { return kept(word, half) ? keep_scale_ : 0.0f; }
+
+  __device__ float keep_scale() const { return keep_scale_; }
 
   // Factors of the scores tiles a thread holds with queries as rows: rows {group,
   // group + 8} x keys {16 m + 2 pair + j, + 8} of one 16-key step, elements e = 2 h + j
@@ -58,31 +67,35 @@ class DropoutMask {
     }
   }
 
-  // Scales the scores tiles of one key tile (queries as rows: the warp's rows from
-  // warp_first, kKeyTiles n8 tiles of keys from first_key) by their factors: draw m
-  // decides rows {group, group + 8} x keys {16 m + 2 pair + j, + 8}, n8 tiles 2 m and 2 m + 1.
+  // Zeroes the dropped scores of one key tile (queries as rows: the warp's rows from
+  // warp_first, kKeyTiles n8 tiles of keys from first_key); the kept ones are left for the
+  // caller to scale by keep_scale() once, at the end. Draw m decides rows {group, group + 8}
+  // x keys {16 m + 2 pair + j, + 8}, n8 tiles 2 m and 2 m + 1 (as row_factors lays them out).
   template <int kKeyTiles>
-  __device__ void apply_to_rows(float (&scores)[kKeyTiles][4], int warp_first, int first_key, int group,
-                                int pair) const {
+  __device__ void drop_in_rows(float (&scores)[kKeyTiles][4], int warp_first, int first_key, int group,
+                               int pair) const {
 #pragma unroll
     for (int m = 0; m < kKeyTiles / 2; ++m) {
-      float factors[2][4];
-      row_factors(draw(warp_first / 16, first_key / 16 + m, group, pair), factors);
+      const uint4 words = draw(warp_first / 16, first_key / 16 + m, group, pair);
+      const std::uint32_t tile_words[2][2] = {{words.x, words.z}, {words.y, words.w}};  // [n8 tile][row half]
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        scores[2 * m][e] *= factors[0][e];
-        scores[2 * m + 1][e] *= factors[1][e];
+      for (int t = 0; t < 2; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (!kept(tile_words[t][e >> 1], static_cast<unsigned>(e & 1))) scores[2 * m + t][e] = 0.0f;
+        }
       }
     }
   }
 
-  // Factors of the transposed tiles of the key pass: keys {group, group + 8} of the
-  // warp's block as rows x queries {16-query step + 8 t + 2 pair + j} as columns, element
-  // e = 2 h + j of n8 tile t. They lie in draws (query lane 2 pair + j, key pair group / 2)
-  // for j = 0 and 1, in the halves of the key's parity group % 2. The lane of even group
-  // draws j = 0 and its neighbour (lane ^ 4, odd group, same pair) j = 1; each keeps its
-  // own parity's halves and sends the neighbour the other's.
-  __device__ void column_factors(int query_block, int key_block, int group, int pair, float (&factors)[2][4]) const {
+  // The words that decide the transposed tiles of the key pass: keys {group, group + 8} of
+  // the warp's block as rows x queries {16-query step + 8 t + 2 pair + j} as columns,
+  // element e = 2 h + j of n8 tile t in half h of words[t][j]. They lie in draws (query
+  // lane 2 pair + j, key pair group / 2) for j = 0 and 1, in the halves of the key's parity
+  // group % 2. The lane of even group draws j = 0 and its neighbour (lane ^ 4, odd group,
+  // same pair) j = 1; each keeps its own parity's halves and sends the neighbour the other's.
+  __device__ void column_words(int query_block, int key_block, int group, int pair,
+                               std::uint32_t (&tile_words)[2][2]) const {
     const unsigned odd = static_cast<unsigned>(group) & 1u;
     const uint4 words = draw(query_block, key_block, 2 * pair + static_cast<int>(odd), group / 2);
     // __byte_perm selectors: the low halves of (x, y) packed low-first, or the high halves.
@@ -96,13 +109,19 @@ class DropoutMask {
                                        __shfl_xor_sync(0xffffffffu, sent[1], 4)};
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
-      const std::uint32_t even_draw = odd != 0u ? received[t] : own[t];  // j = 0
-      const std::uint32_t odd_draw = odd != 0u ? own[t] : received[t];   // j = 1
+      tile_words[t][0] = odd != 0u ? received[t] : own[t];  // j = 0
+      tile_words[t][1] = odd != 0u ? own[t] : received[t];  // j = 1
+    }
+  }
+
+  // The factors (0 or 1/(1-p)) of those elements: factors[t][e] of element e of n8 tile t.
+  __device__ void column_factors(int query_block, int key_block, int group, int pair, float (&factors)[2][4]) const {
+    std::uint32_t tile_words[2][2];
+    column_words(query_block, key_block, group, pair, tile_words);
 #pragma unroll
-      for (unsigned h = 0; h < 2; ++h) {
-        factors[t][2 * h] = factor(even_draw, h);
-        factors[t][2 * h + 1] = factor(odd_draw, h);
-      }
+    for (int t = 0; t < 2; ++t) {
+#pragma unroll
+      for (unsigned e = 0; e < 4; ++e) factors[t][e] = factor(tile_words[t][e & 1u], e >> 1);
     }
   }
 
@@ -111,7 +130,7 @@ class DropoutMask {
   std::uint64_t stream_;
   std::uint64_t head_;
   std::uint64_t blocks_;
-  std::uint32_t threshold_;
+  std::uint32_t keep_above_;  // t * 65536 - 1 for the threshold t = ceil(p * 65536) >= 1
   float keep_scale_;
 };
 

@@ -21,10 +21,10 @@ using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own hel
 
 constexpr int kStatisticsThreads = 256;
 
-// Per (token, head) row: D = sum_d d_out_d o_d and logsumexp * log2(e), into the
-// row's statistics slot. Each thread takes one 16-byte chunk of kPasses rows
-// (adjacent threads, adjacent chunks, so the loads coalesce, and all of a thread's
-// loads are in flight at once); a row's chunks are then summed in order.
+// Per (token, head) row: D = sum_d d_out_d o_d, logsumexp * log2(e) and D (1 - p) (D
+// over the attention dropout's 1/(1-p); D without dropout), into the row's statistics slot. Each thread takes one
+// 16-byte chunk of kPasses rows (adjacent threads, adjacent chunks, so the loads coalesce, and all of a thread's loads
+// are in flight at once); a row's chunks are then summed in order.
 template <int kHeadDim>
 struct StatisticsConfig {
   static constexpr int kChunksPerRow = kHeadDim / kChunk;
@@ -35,7 +35,7 @@ struct StatisticsConfig {
 
 template <int kHeadDim>
 __global__ void __launch_bounds__(kStatisticsThreads)
-    flash_backward_statistics_kernel(BackwardOperands operands, Problem problem) {
+    flash_backward_statistics_kernel(BackwardOperands operands, Problem problem, float inverse_keep_scale) {
   using Config = StatisticsConfig<kHeadDim>;
   constexpr int kChunksPerRow = Config::kChunksPerRow;
   // One padding float per row keeps both the chunk writes and the row sums free of bank conflicts.
@@ -81,19 +81,20 @@ __global__ void __launch_bounds__(kStatisticsThreads)
   const std::int64_t sample = token / problem.seq;
   const std::int64_t position = token % problem.seq;
   const float lse = operands.logsumexp[(sample * problem.heads + head) * problem.seq + position];
-  *reinterpret_cast<float2*>(row_statistics_slot(
+  *reinterpret_cast<float4*>(row_statistics_slot(
       operands.d_qkv, token, 3 * static_cast<std::int64_t>(problem.heads) * kHeadDim, head, kHeadDim)) =
-      make_float2(total, lse * kLog2E);
+      make_float4(total, lse * kLog2E, total * inverse_keep_scale, 0.0f);
 }
 
 template <int kHeadDim>
-cudaError_t launch_statistics(const BackwardOperands& operands, const Problem& problem, cudaStream_t stream) {
+cudaError_t launch_statistics(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
+                              cudaStream_t stream) {
   constexpr int kRowsPerBlock = StatisticsConfig<kHeadDim>::kRowsPerBlock;
   const std::int64_t rows = static_cast<std::int64_t>(problem.batch) * problem.seq * problem.heads;
   const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
-  flash_backward_statistics_kernel<kHeadDim>
-      <<<static_cast<unsigned>(blocks), kStatisticsThreads, 0, stream>>>(operands, problem);
+  flash_backward_statistics_kernel<kHeadDim><<<static_cast<unsigned>(blocks), kStatisticsThreads, 0, stream>>>(
+      operands, problem, dropout.enabled ? 1.0f / dropout.keep_scale : 1.0f);
   return cudaGetLastError();
 }
 
@@ -116,16 +117,16 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
   cudaError_t status = cudaErrorInvalidValue;
   switch (problem.head_dim) {
     case 64:
-      status = launch_statistics<64>(operands, problem, stream);
+      status = launch_statistics<64>(operands, problem, dropout, stream);
       break;
     case 80:
-      status = launch_statistics<80>(operands, problem, stream);
+      status = launch_statistics<80>(operands, problem, dropout, stream);
       break;
     case 96:
-      status = launch_statistics<96>(operands, problem, stream);
+      status = launch_statistics<96>(operands, problem, dropout, stream);
       break;
     case 128:
-      status = launch_statistics<128>(operands, problem, stream);
+      status = launch_statistics<128>(operands, problem, dropout, stream);
       break;
     default:
       break;
@@ -152,7 +153,7 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
       group.slot_count = std::min(group_slots, slots - first);
       status = launch_backward_key_pass_wgmma(maps, operands, group, dropout, stream);
       if (status != cudaSuccess) return status;
-      status = launch_backward_stored_query_pass_wgmma(maps, operands, group, stream);
+      status = launch_backward_stored_query_pass_wgmma(maps, operands, group, dropout, stream);
       if (status != cudaSuccess) return status;
     }
     return cudaSuccess;

@@ -10,7 +10,10 @@
 //   dv += (p^T f) d_out, dk += ds^T q  (p^T and ds^T as register operands),
 // with f the dropout factor, drawn as the mma.sync key pass does
 // (flash_attention_backward_keys.cu): the accumulators sit in each warp as its do.
-// dk is scaled by 1/sqrt(d) once at the end. One thread copies every tile with
+// dk is scaled by 1/sqrt(d) once at the end. With dropout, f = m / (1 - p) for the mask m,
+// and the products take m p^T and ds^T (1 - p) = (m p^T) dp^T - p^T D (1 - p) (the row
+// statistics carry D (1 - p)): the 1/(1-p) multiplies dk and dv once at the end, and the
+// query pass's dq from the stored ds^T (1 - p). One thread copies every tile with
 // tensor-memory copies (tensor_copy.cuh) onto the stages' barriers; the warps wait for
 // their tiles and release each stage once their products on it are done.
 #include <cuda_runtime.h>
@@ -203,16 +206,17 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
         // Queries {block_first + 16 chunk + 8 t + 2 pair + j} x this thread's two keys,
         // element e = 2 h + j of n8 tile 2 chunk + t, from two draws shared with the
         // neighbouring lane (attention_dropout_layout.h).
-        float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
-        if constexpr (kDropout) mask.column_factors(block_first / 16 + chunk, warp_first / 16, group, pair, factors);
+        [[maybe_unused]] std::uint32_t tile_words[2][2] = {};
+        if constexpr (kDropout) mask.column_words(block_first / 16 + chunk, warp_first / 16, group, pair, tile_words);
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
           const int tile = 2 * chunk + t;
-          // (D, lse log2 e) of queries 2 pair and 2 pair + 1 of this n8 tile.
+          // (D, lse log2 e, D (1 - p)) of queries 2 pair and 2 pair + 1 of this n8 tile.
           const float* row = stage_statistics + kStatisticsRow * (8 * tile + 2 * pair);
-          const float2 first_stats = *reinterpret_cast<const float2*>(row);
-          const float2 second_stats = *reinterpret_cast<const float2*>(row + kStatisticsRow);
-          const float d_values[2] = {first_stats.x, second_stats.x};
+          const float4 first_stats = *reinterpret_cast<const float4*>(row);
+          const float4 second_stats = *reinterpret_cast<const float4*>(row + kStatisticsRow);
+          const float d_values[2] = {kDropout ? first_stats.z : first_stats.x,
+                                     kDropout ? second_stats.z : second_stats.x};
           const float lse_log2[2] = {first_stats.y, second_stats.y};
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
@@ -221,9 +225,14 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
               const int query = block_first + 8 * tile + 2 * pair + (e & 1);
               if (query < keys[e >> 1] || query >= seq) p = 0.0f;
             }
-            const float factor = factors[t][e];
-            s[tile][e] = p * factor;
-            dp[tile][e] = p * (dp[tile][e] * factor - d_values[e & 1]);
+            if constexpr (kDropout) {
+              const float kept = mask.kept(tile_words[t][e & 1], static_cast<unsigned>(e >> 1)) ? p : 0.0f;
+              dp[tile][e] = fmaf(kept, dp[tile][e], -p * d_values[e & 1]);
+              s[tile][e] = kept;
+            } else {
+              s[tile][e] = p;
+              dp[tile][e] = p * (dp[tile][e] - d_values[e & 1]);
+            }
           }
         }
       }
@@ -288,10 +297,11 @@ __global__ void __launch_bounds__(kThreads, WgmmaKeyPassConfig<kHeadDim>::kMinBl
   // The warp's own key and value rows are read only by its warpgroup's products, all
   // done: they stage its results.
   std::uint16_t* dk_base = operands.d_qkv + sample_token * token_stride + channels + head * kHeadDim;
-  store_warp_rows_swizzled<kHeadDim, kBlockRows>(dk, scale, scale, key_tile, warp * kWarpRows, dk_base, token_stride,
-                                                 warp_first, seq);
-  store_warp_rows_swizzled<kHeadDim, kBlockRows>(dv, 1.0f, 1.0f, value_tile, warp * kWarpRows, dk_base + channels,
-                                                 token_stride, warp_first, seq);
+  const float kept_scale = kDropout ? mask.keep_scale() : 1.0f;
+  store_warp_rows_swizzled<kHeadDim, kBlockRows>(dk, scale * kept_scale, scale * kept_scale, key_tile, warp * kWarpRows,
+                                                 dk_base, token_stride, warp_first, seq);
+  store_warp_rows_swizzled<kHeadDim, kBlockRows>(dv, kept_scale, kept_scale, value_tile, warp * kWarpRows,
+                                                 dk_base + channels, token_stride, warp_first, seq);
 }
 
 }  // namespace

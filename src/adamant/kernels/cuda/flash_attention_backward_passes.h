@@ -2,8 +2,9 @@
 // The passes of the CUDA flash attention backward (flash_attention_backward.cu
 // runs them in this order on one stream), each in its own file so that they
 // compile in parallel:
-//  1. row statistics: per (token, head), D = rowsum(d_out o) and logsumexp * log2(e),
-//     parked as two fp32 at the start of the token's dq slice of d_qkv;
+//  1. row statistics: per (token, head), D = rowsum(d_out o), logsumexp * log2(e) and
+//     D (1 - p) (D over the attention dropout's 1/(1-p)), parked as four fp32 at the start
+//     of the token's dq slice of d_qkv;
 //  2. key pass: dk and dv, one block per 128 keys;
 //  3. query pass: dq, one block per 128 queries, written over the statistics of its own
 //     rows after reading them; with BackwardOperands::d_scores, from the score gradients
@@ -21,8 +22,8 @@
 
 namespace adamant::kernels::cuda::flash_attention_launchers {
 
-// Floats of a query's row statistics that the wgmma key pass copies: (D, lse log2 e) and
-// two more floats of the row's scratch, since a tensor copy's rows are at least 16 bytes.
+// Floats of a query's row statistics that the wgmma key pass copies: (D, lse log2 e,
+// D (1 - p), 0), the last one padding a tensor copy's row to 16 bytes.
 constexpr int kStatisticsRow = 4;
 
 // The tensor maps the wgmma passes copy their tiles from, encoded once a backward (the
@@ -44,8 +45,10 @@ cudaError_t launch_backward_key_pass_wgmma(const BackwardMaps& maps, const Backw
                                            const Problem& problem, const Dropout& dropout, cudaStream_t stream);
 cudaError_t launch_backward_query_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
                                              const Problem& problem, const Dropout& dropout, cudaStream_t stream);
-// The query pass from the score gradients the key pass stored (operands.d_scores).
+// The query pass from the score gradients the key pass stored (operands.d_scores), which
+// with dropout are the gradients over 1/(1-p).
 cudaError_t launch_backward_stored_query_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
-                                                    const Problem& problem, cudaStream_t stream);
+                                                    const Problem& problem, const Dropout& dropout,
+                                                    cudaStream_t stream);
 
 }  // namespace adamant::kernels::cuda::flash_attention_launchers

@@ -6,7 +6,8 @@
 // flash_attention_stages.cuh), and a warpgroup makes
 //   dq^T += k^T ds^T   (both MN-major in shared memory, d / 64 products of m64n64)
 // in place of the scores, their softmax, dropout and gradients the recomputing query
-// pass makes (flash_attention_backward_queries_wgmma.cu). dq is scaled by 1/sqrt(d) and
+// pass makes (flash_attention_backward_queries_wgmma.cu). dq is scaled by 1/sqrt(d) (and
+// with dropout by the 1/(1-p) the key pass leaves out of the stored gradients) and
 // transposed on its store.
 #include <cuda_runtime.h>
 
@@ -140,10 +141,11 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t launch_backward_stored_query_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
-                                                    const Problem& problem, cudaStream_t stream) {
+                                                    const Problem& problem, const Dropout& dropout,
+                                                    cudaStream_t stream) {
   return with_wgmma_head_dim_and_dropout(problem.head_dim, false, [&](auto head, auto) {
     constexpr int kHeadDim = decltype(head)::value;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+    const float scale = (dropout.enabled ? dropout.keep_scale : 1.0f) / std::sqrt(static_cast<float>(kHeadDim));
     return launch_over_row_blocks(flash_backward_stored_query_kernel<kHeadDim>, StoredQueryPassConfig<kHeadDim>::kBytes,
                                   problem, stream, maps.qkv, operands, problem, scale);
   });

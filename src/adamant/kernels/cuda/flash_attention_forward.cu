@@ -6,8 +6,10 @@
 // (flash_attention_tiles.cuh); the online softmax (running row maximum and denominator, base-2 exponent with the scale
 // folded in) rescales the output only when a row's maximum outgrows the running one
 // by more than 2^8 in probability. Key tiles past the diagonal are never visited,
-// and only the tiles that straddle it are masked. It writes the bf16 output and each row's
-// logsumexp, from which backward recomputes the probabilities.
+// and only the tiles that straddle it are masked. With dropout, the dropped probabilities
+// are zeroed in registers and the kept ones' 1/(1-p) multiplies the output once, with the
+// row's 1/denominator. It writes the bf16 output and each row's logsumexp, from which
+// backward recomputes the probabilities.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -128,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
       // Only a tile that reaches past the warp's first row has keys after some query.
       if (first_key + kStreamRows - 1 > warp_first) mask_future_keys(scores, first_key, rows, pair);
       softmax.add_tile(scores, out, scale_log2);
-      if constexpr (kDropout) mask.apply_to_rows(scores, warp_first, first_key, group, pair);
+      if constexpr (kDropout) mask.drop_in_rows(scores, warp_first, first_key, group, pair);
 
 #pragma unroll
       for (int kk = 0; kk < kKeyTiles / 2; ++kk) {
@@ -148,7 +150,8 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim, kDropout>::k
 
   // The warp's own query rows are free once its fragments are loaded: they stage the output.
   const float row_sums[2] = {softmax.total(0), softmax.total(1)};
-  store_warp_rows<kHeadDim>(out, 1.0f / row_sums[0], 1.0f / row_sums[1],
+  const float kept_scale = kDropout ? mask.keep_scale() : 1.0f;  // the kept probabilities' 1/(1-p)
+  store_warp_rows<kHeadDim>(out, kept_scale / row_sums[0], kept_scale / row_sums[1],
                             query_tile + warp * kWarpRows * kPitch<kHeadDim>, place.rows_of(operands.out), channels,
                             warp_first, seq);
   softmax.write_logsumexp(operands.logsumexp + (static_cast<std::int64_t>(sample) * problem.heads + head) * seq, rows,

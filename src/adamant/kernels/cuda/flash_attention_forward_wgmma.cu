@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
       // Only a tile that reaches past the warp's first row has keys after some query.
       if (first_key + kStreamRows - 1 > warp_first) mask_future_keys(scores, first_key, rows, pair);
       moves = softmax.exponentiate(scores, scale_log2);
-      if constexpr (kDropout) mask.apply_to_rows(scores, warp_first, first_key, group, pair);
+      if constexpr (kDropout) mask.drop_in_rows(scores, warp_first, first_key, group, pair);
     }
     wgmma_wait<0>();  // the previous tile's p v: the output and its operands are free
     fence_accumulators(out);
@@ -162,7 +162,8 @@ __global__ void __launch_bounds__(kThreads, WgmmaForwardConfig<kHeadDim>::kMinBl
 
   // The warp's own query rows are read only by its warpgroup's products, all done: they stage the output.
   const float row_sums[2] = {softmax.total(0), softmax.total(1)};
-  store_warp_rows_swizzled<kHeadDim, kBlockRows>(out, 1.0f / row_sums[0], 1.0f / row_sums[1], query_tile,
+  const float kept_scale = kDropout ? mask.keep_scale() : 1.0f;  // the kept probabilities' 1/(1-p)
+  store_warp_rows_swizzled<kHeadDim, kBlockRows>(out, kept_scale / row_sums[0], kept_scale / row_sums[1], query_tile,
                                                  warp * kWarpRows, place.rows_of(operands.out), channels, warp_first,
                                                  seq);
   softmax.write_logsumexp(operands.logsumexp + (static_cast<std::int64_t>(sample) * problem.heads + head) * seq, rows,
