@@ -3,7 +3,11 @@
 // statistics bit for bit (the fused kernel rounds and sums as they do). And against the
 // CPU: the sum bit for bit equal to bf16(x + bf16(the CPU dropout's value)), the
 // statistics and the normalised rows within cuda_pointwise_test.cpp's layernorm
-// tolerances (fp32 sums in another order; bf16 rounding of the output).
+// tolerances (fp32 sums in another order; bf16 rounding of the output). Its backward
+// against the layernorm backward and the dropout (or column sums) run one after the other
+// on the GPU: the stream's gradient, the branch's and the layernorm's parameter gradients
+// bit for bit, the branch bias's sums within fp32 rounding of another order; and the
+// branch's gradient against the CPU's dropout of the stream's, its bias against fp64 sums.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +19,7 @@
 #include "adamant/core/half.h"
 #include "adamant/kernels/residual_layernorm.h"
 #include "kernels/cuda_test_util.h"
+#include "kernels/workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
@@ -148,6 +153,130 @@ TEST(CudaResidualLayernorm, MatchesTheThreeKernelsBitForBitAndTheCpu) {
       outside += std::abs(gpu_out[i] - out[i]) <= 5e-3 * std::abs(out[i]) + 1e-4 ? 0 : 1;
     }
     EXPECT_EQ(outside, 0u) << "statistics or normalised values outside the CPU's tolerance";
+  }
+}
+
+struct BackwardCase {
+  std::int64_t rows;
+  std::int64_t cols;
+  std::int64_t rows_per_sample;
+  std::int64_t first_row;
+  std::size_t offset;  // elements into the allocations: 1 forbids 16-byte accesses
+  float probability;
+  bool with_bias;
+  bool offset_in_memory;
+};
+
+struct BackwardOutputs {
+  std::vector<std::uint16_t> d_residual;
+  std::vector<std::uint16_t> d_branch;
+  std::vector<float> d_weight;
+  std::vector<float> d_bias;
+  std::vector<float> branch_bias;
+};
+
+TEST(CudaResidualLayernorm, BackwardMatchesTheSeparateKernelsAndTheCpu) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  Workspace workspace(stream, testing::all_workspace_needs());
+  const std::vector<BackwardCase> cases = {
+      {16384, 768, 2048, 0, 0, 0.1f, true, false},  // GPT-3 126M's rows, an attention or MLP branch
+      {16384, 768, 2048, 0, 0, 0.1f, false, true},  // the embedding's branch: dropout, no bias
+      {4096, 2048, 2048, 0, 0, 0.0f, true, false},  // no dropout: the stream's gradient is the branch's
+      {512, 768, 128, 0, 0, 0.0f, false, false},    // neither: the layernorm backward alone
+      {300, 2048, 100, 7, 0, 0.3f, true, true},     // a shard from inside a sample
+      {70001, 64, 70001, 0, 0, 0.2f, true, false},  // more chunks than 1024, long ones
+      {37, 100, 37, 0, 0, 0.1f, true, false},       // rows of 100: the separate kernels run
+      {19, 1000, 19, 0, 1, 0.1f, true, false},      // unaligned: the separate kernels run
+  };
+  MirroredArray<std::uint64_t> sample_offset(1, DType::i64);
+  sample_offset.host[0] = 1000;
+  sample_offset.upload();
+  for (const BackwardCase& c : cases) {
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " from row " + std::to_string(c.first_row) +
+                 " p " + std::to_string(c.probability) + (c.with_bias ? " bias" : "") + (c.offset ? " unaligned" : ""));
+    const auto n = static_cast<std::size_t>(c.rows * c.cols);
+    const auto cols = static_cast<std::size_t>(c.cols);
+    const auto rows = static_cast<std::size_t>(c.rows);
+    const std::int64_t sample_numel = c.rows_per_sample * c.cols;
+    const RowsShape shape{c.rows, c.cols};
+    const std::vector<std::uint16_t> x = normal_bf16(n, 11, 0.1, 1.0), d_out = normal_bf16(n, 12, 0.0, 1.0),
+                                     weight = normal_bf16(cols, 13, 1.0, 0.1), bias = normal_bf16(cols, 14, 0.0, 0.1),
+                                     d_residual = normal_bf16(n, 15, 0.0, 0.5);
+    DropoutArgs args;
+    args.probability = c.probability;
+    args.seed = 0x5eed0fba5eull;
+    args.first_sample_index = 3000;
+    args.site = 11;
+    args.first_element = static_cast<std::uint64_t>(c.first_row * c.cols);
+    DropoutArgs launch_args = args;
+    if (c.offset_in_memory) {
+      launch_args.first_sample_index -= sample_offset.host[0];
+      launch_args.sample_offset = static_cast<const std::uint64_t*>(sample_offset.device_view().data);
+    }
+    auto x_gpu = bf16_bits_on_gpu(x, c.offset), d_out_gpu = bf16_bits_on_gpu(d_out, c.offset),
+         weight_gpu = bf16_bits_on_gpu(weight, c.offset), bias_gpu = bf16_bits_on_gpu(bias, c.offset);
+    MirroredArray<std::uint16_t> normalized(n, DType::bf16, c.offset);
+    MirroredArray<float> mean(rows, DType::f32), rstd(rows, DType::f32);
+    layernorm_forward(x_gpu.device_view(), weight_gpu.device_view(), bias_gpu.device_view(), 1e-5,
+                      normalized.device_view(), mean.device_view(), rstd.device_view(), shape, stream);
+
+    auto run = [&](bool fused) {
+      auto stream_grad = bf16_bits_on_gpu(d_residual, c.offset);
+      MirroredArray<std::uint16_t> d_branch(n, DType::bf16, c.offset);
+      MirroredArray<float> d_weight(cols, DType::f32), d_bias(cols, DType::f32), branch_bias(cols, DType::f32);
+      const Tensor branch_bias_view = c.with_bias ? branch_bias.device_view() : Tensor{};
+      if (fused) {
+        residual_layernorm_backward(
+            d_out_gpu.device_view(), x_gpu.device_view(), weight_gpu.device_view(), mean.device_view(),
+            rstd.device_view(), stream_grad.device_view(), d_weight.device_view(), d_bias.device_view(),
+            {d_branch.device_view(), launch_args, sample_numel, branch_bias_view}, shape, workspace, stream);
+      } else {
+        layernorm_backward(d_out_gpu.device_view(), x_gpu.device_view(), weight_gpu.device_view(), mean.device_view(),
+                           rstd.device_view(), stream_grad.device_view(), d_weight.device_view(), d_bias.device_view(),
+                           shape, workspace, stream);
+        if (c.probability > 0.0f) {
+          dropout(stream_grad.device_view(), d_branch.device_view(), c.rows * c.cols, sample_numel, launch_args, stream,
+                  {branch_bias_view, c.cols, &workspace});
+        } else if (c.with_bias) {
+          bias_grad(stream_grad.device_view(), branch_bias_view, c.rows, c.cols, workspace, stream);
+        }
+      }
+      stream.synchronize();
+      return BackwardOutputs{stream_grad.download(),
+                             c.probability > 0.0f ? d_branch.download() : stream_grad.download(), d_weight.download(),
+                             d_bias.download(), c.with_bias ? branch_bias.download() : std::vector<float>{}};
+    };
+    const BackwardOutputs fused = run(true);
+    const BackwardOutputs separate = run(false);
+    testing::expect_bitwise_equal(fused.d_residual, separate.d_residual, "d_residual");
+    testing::expect_bitwise_equal(fused.d_branch, separate.d_branch, "d_branch");
+    testing::expect_bitwise_equal(fused.d_weight, separate.d_weight, "d_weight");
+    testing::expect_bitwise_equal(fused.d_bias, separate.d_bias, "d_bias");
+
+    // The CPU: the dropout of the stream's gradient as stored, rounded as stored; the
+    // bias's sums of the branch's gradient in fp64.
+    std::vector<float> stream_f32 = to_f32(fused.d_residual), dropped(n);
+    if (c.probability > 0.0f) {
+      cpu::dropout(cpu_view(stream_f32), cpu_view(dropped), c.rows * c.cols, sample_numel, args);
+      std::vector<std::uint16_t> dropped_bits(n);
+      for (std::size_t i = 0; i < n; ++i) dropped_bits[i] = f32_to_bf16(dropped[i]);
+      testing::expect_bitwise_equal(fused.d_branch, dropped_bits, "d_branch against the CPU");
+    }
+    if (!c.with_bias) continue;
+    std::vector<double> sums(cols, 0.0), magnitudes(cols, 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double g = bf16_to_f32(fused.d_branch[i]);
+      sums[i % cols] += g;
+      magnitudes[i % cols] += std::abs(g);
+    }
+    std::size_t outside = 0;
+    for (std::size_t col = 0; col < cols; ++col) {
+      const double tolerance = 1e-5 * magnitudes[col] + 1e-6;
+      outside += std::abs(fused.branch_bias[col] - sums[col]) <= tolerance ? 0 : 1;
+      outside += std::abs(separate.branch_bias[col] - sums[col]) <= tolerance ? 0 : 1;
+    }
+    EXPECT_EQ(outside, 0u) << "branch bias sums outside fp32 rounding of the fp64 sums";
   }
 }
 

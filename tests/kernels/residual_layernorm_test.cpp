@@ -1,6 +1,8 @@
 // The residual add and layernorm of kernels/residual_layernorm.h on the CPU: the sum and
 // its layernorm against both in closed form (fp64), the dropout's zeros where dropout()
-// puts them, and the refusal of a residual written over x.
+// puts them, and the refusal of a residual written over x. Its backward against the
+// layernorm's gradient in closed form, the branch's gradient through the same mask, and
+// the branch bias's column sums.
 #include "adamant/kernels/residual_layernorm.h"
 
 #include <gmock/gmock.h>
@@ -9,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/workspace_test_util.h"
 #include "model_kernels_test_util.h"
 
 namespace adamant::kernels {
@@ -92,6 +95,107 @@ TEST(ResidualLayernorm, ResidualOverXIsRefused) {
     EXPECT_THAT(e.what(), HasSubstr("residual is x's memory"));
   }
   EXPECT_EQ(x, x_before);
+}
+
+// The closed-form gradients of a layernorm of x [rows, cols]: d_x, d_weight and d_bias.
+struct LayernormGrads {
+  std::vector<double> d_x, d_weight, d_bias, mean, rstd;
+};
+LayernormGrads layernorm_grads(const std::vector<double>& x, const std::vector<double>& dy,
+                               const std::vector<double>& weight, int rows, int cols) {
+  LayernormGrads g{std::vector<double>(x.size()), std::vector<double>(cols), std::vector<double>(cols),
+                   std::vector<double>(rows), std::vector<double>(rows)};
+  for (int r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (int c = 0; c < cols; ++c) m += x[r * cols + c] / cols;
+    for (int c = 0; c < cols; ++c) v += (x[r * cols + c] - m) * (x[r * cols + c] - m) / cols;
+    const double rstd = 1 / std::sqrt(v + kEpsilon);
+    g.mean[r] = m;
+    g.rstd[r] = rstd;
+    double mean_dxhat = 0, mean_dxhat_xhat = 0;
+    for (int c = 0; c < cols; ++c) {
+      const int i = r * cols + c;
+      const double xhat = (x[i] - m) * rstd;
+      mean_dxhat += dy[i] * weight[c] / cols;
+      mean_dxhat_xhat += dy[i] * weight[c] * xhat / cols;
+      g.d_weight[c] += dy[i] * xhat;
+      g.d_bias[c] += dy[i];
+    }
+    for (int c = 0; c < cols; ++c) {
+      const int i = r * cols + c;
+      const double xhat = (x[i] - m) * rstd;
+      g.d_x[i] = rstd * (dy[i] * weight[c] - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+  }
+  return g;
+}
+
+TEST(ResidualLayernorm, BackwardGivesTheStreamItsGradientAndTheBranchItsDroppedShare) {
+  Stream stream;
+  Workspace workspace(stream, testing::all_workspace_needs());
+  constexpr int kRows = 6, kCols = 12;  // two samples of three rows
+  const RowsShape shape{kRows, kCols};
+  auto x = random_normal(72, 21, 2.0), dy = random_normal(72, 22), weight = random_normal(12, 23),
+       d_residual = random_normal(72, 24);
+  LayernormGrads expected = layernorm_grads(x, dy, weight, kRows, kCols);
+  for (const float probability : {0.25f, 0.0f}) {
+    SCOPED_TRACE(probability);
+    DropoutArgs args;
+    args.probability = probability;
+    args.seed = 91;
+    args.site = 7;
+    args.first_element = 24;  // a shard from the third row of the batch on
+    std::vector<double> ones(72, 1.0), mask(72);
+    dropout(view(ones), view(mask), 72, 36, args, stream);
+    std::vector<double> stream_grad = d_residual, d_branch(72, -1.0), d_weight(12), d_bias(12), branch_bias(12);
+    residual_layernorm_backward(view(dy), view(x), view(weight), view(expected.mean), view(expected.rstd),
+                                view(stream_grad), view(d_weight), view(d_bias),
+                                {view(d_branch), args, 36, view(branch_bias)}, shape, workspace, stream);
+    std::vector<double> branch_sums(12, 0.0);
+    int dropped = 0;
+    for (int i = 0; i < 72; ++i) {
+      EXPECT_NEAR(stream_grad[i], d_residual[i] + expected.d_x[i], 1e-12) << i;
+      // Without dropout the branch's gradient is the stream's own, and d_branch is not written.
+      const double branch = probability > 0.0f ? mask[i] * stream_grad[i] : stream_grad[i];
+      if (probability > 0.0f) {
+        EXPECT_NEAR(d_branch[i], branch, 1e-12) << i;
+      } else {
+        EXPECT_EQ(d_branch[i], -1.0) << i;
+      }
+      dropped += mask[i] == 0.0 ? 1 : 0;
+      branch_sums[i % 12] += branch;
+    }
+    if (probability > 0.0f) {
+      EXPECT_GT(dropped, 0);
+      EXPECT_LT(dropped, 72);
+    }
+    for (int c = 0; c < 12; ++c) {
+      EXPECT_NEAR(d_weight[c], expected.d_weight[c], 1e-12) << c;
+      EXPECT_NEAR(d_bias[c], expected.d_bias[c], 1e-12) << c;
+      EXPECT_NEAR(branch_bias[c], branch_sums[c], 1e-12) << c;
+    }
+  }
+}
+
+TEST(ResidualLayernorm, BackwardRefusesABranchGradientOverTheStreams) {
+  Stream stream;
+  Workspace workspace(stream, testing::all_workspace_needs());
+  const RowsShape shape{2, 8};
+  auto x = random_normal(16, 25), dy = random_normal(16, 26), weight = random_normal(8, 27),
+       d_residual = random_normal(16, 28);
+  const std::vector<double> before = d_residual;
+  std::vector<double> mean(2, 0.0), rstd(2, 1.0), d_weight(8), d_bias(8);
+  DropoutArgs args;
+  args.probability = 0.1f;
+  try {
+    residual_layernorm_backward(view(dy), view(x), view(weight), view(mean), view(rstd), view(d_residual),
+                                view(d_weight), view(d_bias), {view(d_residual), args, 16, {}}, shape, workspace,
+                                stream);
+    FAIL() << "a branch gradient over the stream's was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("d_branch is d_residual's memory"));
+  }
+  EXPECT_EQ(d_residual, before);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "adamant/kernels/dispatch.h"
 #include "adamant/kernels/dropout.h"
 #include "adamant/kernels/layernorm.h"
+#include "adamant/kernels/linear.h"
 #include "adamant/kernels/residual.h"
 
 namespace adamant::kernels {
@@ -30,10 +31,25 @@ struct LayernormParams {
   double epsilon = 1e-5;
 };
 
+// The gradient that a residual branch gets where it joins the stream (the backward of
+// residual_layernorm_forward's residual = x + dropout(branch)): the dropout of the stream's
+// gradient, its elements numbered as the forward's branch, and the gradient of the bias of
+// the layer that made the branch (the column sums of the branch's gradient).
+struct BranchGrad {
+  Tensor d_branch;  // the dropout's output; unused without dropout, where the branch's gradient is the stream's
+  DropoutArgs dropout;
+  std::int64_t sample_numel = 0;
+  Tensor d_bias;  // empty: none
+};
+
 // Launcher in kernels/cuda/layernorm.cu (bf16 bit patterns); returns its cudaError_t. Rows
 // of whole 16-byte vectors, every operand 16-byte aligned, each row inside one sample of
 // rows_per_sample rows, params.first_element a multiple of cols.
 namespace cuda {
+void residual_layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                 const Tensor& rstd, Tensor d_residual, Tensor d_weight, Tensor d_bias,
+                                 const BranchGrad& branch, const RowsShape& shape, Workspace& workspace,
+                                 const Stream& stream);
 int residual_layernorm_forward(const std::uint16_t* x, const std::uint16_t* branch, std::uint16_t* residual,
                                const std::uint16_t* weight, const std::uint16_t* bias, float epsilon,
                                std::uint16_t* out, float* mean, float* rstd, std::int64_t rows, std::int64_t cols,
@@ -82,6 +98,55 @@ inline void residual_layernorm_forward(const Tensor& x, const DroppedBranch& bra
                               bits16_of(norm.bias), static_cast<float>(norm.epsilon), bits16_of(out),
                               static_cast<float*>(mean.data), static_cast<float*>(rstd.data), shape.rows, shape.cols,
                               branch.sample_numel / shape.cols, detail::dropout_params(branch.dropout), launch)));
+}
+
+// d_residual += the layernorm's input gradient (d_weight and d_bias overwritten), then the
+// gradient of the branch that joins the stream below it, from d_residual as stored:
+//   layernorm_backward(d_out, x, weight, mean, rstd, d_residual, d_weight, d_bias, ...);
+//   dropout(d_residual, branch.d_branch, ..., {branch.d_bias, cols}) with dropout, or
+//   bias_grad(d_residual, branch.d_bias, ...) without;
+// the same values on both backends, the bias gradient's sums in another order on the GPU,
+// where one kernel makes it all for rows of 16-byte vectors (the branch's gradient from
+// d_residual while it is in cache). `workspace` as for layernorm_backward and bias_grad.
+inline void residual_layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                        const Tensor& rstd, Tensor d_residual, Tensor d_weight, Tensor d_bias,
+                                        const BranchGrad& branch, const RowsShape& shape, Workspace& workspace,
+                                        const Stream& stream) {
+  const KernelCall call = KernelCall::model("residual_layernorm_backward", x, stream);
+  call.positive("cols", shape.cols);
+  call.non_negative("rows", shape.rows);
+  const std::int64_t numel = shape.rows * shape.cols;
+  const bool dropped = branch.dropout.probability > 0.0f;
+  const bool summing = branch.d_bias.data != nullptr;
+  detail::check_dropout_range(call, branch.dropout, numel, branch.sample_numel);
+  if (dropped) {
+    call.exact("d_branch", branch.d_branch, numel, Role::activation);
+    ADAMANT_CHECK(numel == 0 || branch.d_branch.data != d_residual.data,
+                  "residual_layernorm_backward: d_branch is d_residual's memory, which still holds the stream's "
+                  "gradient that the layers below need; give the dropped branch's gradient memory of its own");
+  }
+  auto in_steps = [&] {
+    layernorm_backward(d_out, x, weight, mean, rstd, d_residual, d_weight, d_bias, shape, workspace, stream);
+    if (dropped) {
+      dropout(d_residual, branch.d_branch, numel, branch.sample_numel, branch.dropout, stream,
+              {branch.d_bias, shape.cols, &workspace});
+    } else if (summing) {
+      bias_grad(d_residual, branch.d_bias, shape.rows, shape.cols, workspace, stream);
+    }
+  };
+  const bool fusable = shape.cols % 8 == 0 && branch.sample_numel % shape.cols == 0 &&
+                       branch.dropout.first_element % static_cast<std::uint64_t>(shape.cols) == 0 &&
+                       aligned_to(16, {&d_out, &x, &weight, &d_residual}) &&
+                       (!dropped || aligned_to(16, {&branch.d_branch}));
+  if (!call.on_cuda() || !fusable || shape.rows == 0) {
+    in_steps();
+    return;
+  }
+  detail::check_layernorm_backward(call, d_out, x, weight, mean, rstd, d_residual, d_weight, d_bias, shape, workspace);
+  if (summing) call.exact("branch d_bias", branch.d_bias, shape.cols, Role::weight_grad);
+  call.run(in_steps,
+           ADAMANT_CUDA_CALL(cuda::residual_layernorm_backward(d_out, x, weight, mean, rstd, d_residual, d_weight,
+                                                               d_bias, branch, shape, workspace, stream)));
 }
 
 }  // namespace adamant::kernels

@@ -53,6 +53,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -246,6 +247,18 @@ class GptModel {
   // the rows, as the branch's GEMMs read it; with a non-empty d_bias also the gradient of the
   // branch's output bias (its column sums), by the dropout kernel where there is one.
   Tensor branch_grad(const Pass& pass, std::uint32_t site, Tensor d_bias = {});
+  // A residual branch by where it joins the stream: its hidden dropout's site and the
+  // gradient of its output bias (empty: none).
+  struct BranchAt {
+    std::uint32_t site;
+    Tensor d_bias;
+  };
+  // The backward of the layernorm `norm` at a seam of the residual stream: d_residual +=
+  // its input gradient, and when `below` names the branch that joins the stream there, that
+  // branch's gradient as branch_grad makes it, by the same kernel where the rows allow
+  // (kernels/residual_layernorm.h); returns it (empty without `below`).
+  Tensor seam_backward(const Pass& pass, const Tensor& d_ln_sums, const Tensor& x, const NormAt& norm,
+                       const std::optional<BranchAt>& below);
   Tensor embed(const Pass& pass);
   void tp_all_reduce(Tensor data);
   // Every rank's `mine` into `all`, in rank order (in place when `mine` is this rank's block of `all`).

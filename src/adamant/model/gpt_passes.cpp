@@ -100,6 +100,30 @@ Tensor GptModel::branch_grad(const Pass& pass, std::uint32_t site, Tensor d_bias
   return all_rows;
 }
 
+Tensor GptModel::seam_backward(const Pass& pass, const Tensor& d_ln_sums, const Tensor& x, const NormAt& norm,
+                               const std::optional<BranchAt>& below) {
+  const std::int64_t C = config_.hidden_size;
+  const auto rows = static_cast<std::int64_t>(local_rows(pass));
+  const std::size_t RC = static_cast<std::size_t>(rows * C);
+  Tensor d_residual = act(layout_.d_residual, RC);
+  const Tensor d_out = reduce_rows(pass, d_ln_sums);
+  const Tensor mean = act(*norm.mean, static_cast<std::size_t>(rows));
+  const Tensor rstd = act(*norm.rstd, static_cast<std::size_t>(rows));
+  if (!below || config_.sequence_parallel) {  // the branch's rows are gathered before its gradient is summed
+    kernels::layernorm_backward(d_out, x, weight(norm.weight_param), mean, rstd, d_residual,
+                                micro_grad(norm.weight_param), micro_grad(norm.bias_param), {rows, C}, workspace_,
+                                *stream_);
+    return below ? branch_grad(pass, below->site, below->d_bias) : Tensor{};
+  }
+  const kernels::DropoutArgs args = dropout_at(pass, config_.hidden_dropout, below->site, first_row(pass) * C);
+  const Tensor d_branch = args.probability > 0.0f ? act(layout_.d_branch, RC) : d_residual;
+  kernels::residual_layernorm_backward(d_out, x, weight(norm.weight_param), mean, rstd, d_residual,
+                                       micro_grad(norm.weight_param), micro_grad(norm.bias_param),
+                                       {d_branch, args, static_cast<std::int64_t>(pass.seq) * C, below->d_bias},
+                                       {rows, C}, workspace_, *stream_);
+  return d_branch;
+}
+
 Tensor GptModel::embed(const Pass& pass) {
   const std::int64_t B = pass.batch, L = pass.seq, C = config_.hidden_size, V = config_.local_vocab();
   const std::size_t rows = local_rows(pass);
@@ -213,7 +237,6 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
   const std::int64_t H = config_.local_heads(), D = config_.head_dim(), W = H * D, V = config_.local_vocab();
   const std::size_t N = static_cast<std::size_t>(B * L), rows = local_rows(pass);
   const std::size_t NC = N * C, RC = rows * C, NW = N * W, NF = N * F;
-  const std::int64_t local = static_cast<std::int64_t>(rows);
   auto finish = [&](std::size_t bias, std::size_t weight_param) {
     finish_grad(bias, on_grad_ready);
     finish_grad(weight_param, on_grad_ready);
@@ -222,15 +245,27 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
   const GptParamIndex& index = pass.chunk->index;
   Tensor d_residual = act(layout_.d_residual, RC);  // a chunk without the head: d(output), received
   Tensor d_ln_sums = act(layout_.d_ln, NC);         // holds d(final_ln output) from the classifier
+  // The branch that joins the stream below layer i (below the final layernorm for i =
+  // num_layers): the MLP branch of layer i - 1, or the embedding's; none at the bottom of a
+  // chunk without the embedding.
+  auto branch_below = [&](int i) -> std::optional<BranchAt> {
+    if (i > 0)
+      return BranchAt{mlp_residual_site(chunk.first_layer + i - 1), micro_grad(index.layers[i - 1].fc_proj_bias)};
+    if (chunk.has_embedding) return BranchAt{kEmbeddingSite, {}};
+    return std::nullopt;
+  };
+  // The gradient of that branch, made by the layernorm backward above it (seam_backward);
+  // empty at the top of a chunk without the head.
+  Tensor d_branch_below;
 
   if (chunk.has_head) {
     zero(d_residual);
     const Tensor last_x =
         chunk.num_layers > 0 ? act(layout_.layers.back().residual_mlp, RC) : act(layout_.embedded, RC);
-    kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), last_x, weight(index.final_ln_weight),
-                                act(layout_.final_ln_mean, rows), act(layout_.final_ln_rstd, rows), d_residual,
-                                micro_grad(index.final_ln_weight), micro_grad(index.final_ln_bias), {local, C},
-                                workspace_, *stream_);
+    d_branch_below = seam_backward(
+        pass, d_ln_sums, last_x,
+        {index.final_ln_weight, index.final_ln_bias, nullptr, &layout_.final_ln_mean, &layout_.final_ln_rstd},
+        branch_below(chunk.num_layers));
     finish(index.final_ln_bias, index.final_ln_weight);
     // A head without the embedding (a later pipeline stage): the classifier's share is the whole
     // gradient of its copy of the word embedding.
@@ -244,7 +279,9 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     const Tensor x_in = i == 0 ? act(layout_.embedded, RC) : act(layout_.layers[i - 1].residual_mlp, RC);
 
     Tensor d_fc = act(layout_.d_fc, NF);
-    const Tensor d_mlp_branch = branch_grad(pass, mlp_residual_site(l), micro_grad(w.fc_proj_bias));
+    const Tensor d_mlp_branch = d_branch_below.data != nullptr
+                                    ? d_branch_below
+                                    : branch_grad(pass, mlp_residual_site(l), micro_grad(w.fc_proj_bias));
     // The down projection's data gradient, then the GELU backward, then its parameter
     // gradients: with selective recomputation the GELU outputs were not kept, and the GELU
     // backward, which reads the pre-activations anyway, writes this layer's back into the
@@ -262,15 +299,15 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln_sums, micro_grad(w.fc_weight), {},
                              {B * L, C, F}, workspace_, *stream_, kernels::WeightGrad::accumulate);
     finish(w.fc_bias, w.fc_weight);
-    kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), act(a.residual_attention, RC), weight(w.ln2_weight),
-                                act(a.ln2_mean, rows), act(a.ln2_rstd, rows), d_residual, micro_grad(w.ln2_weight),
-                                micro_grad(w.ln2_bias), {local, C}, workspace_, *stream_);
+    const Tensor d_attention_branch = seam_backward(pass, d_ln_sums, act(a.residual_attention, RC),
+                                                    {w.ln2_weight, w.ln2_bias, nullptr, &a.ln2_mean, &a.ln2_rstd},
+                                                    BranchAt{attention_residual_site(l), micro_grad(w.proj_bias)});
     finish(w.ln2_bias, w.ln2_weight);
 
     Tensor d_attention = act(layout_.d_attention, NW);
-    kernels::linear_backward(branch_grad(pass, attention_residual_site(l), micro_grad(w.proj_bias)),
-                             act(a.attention, NW), weight(w.proj_weight), d_attention, micro_grad(w.proj_weight), {},
-                             {B * L, W, C}, workspace_, *stream_, kernels::WeightGrad::accumulate);
+    kernels::linear_backward(d_attention_branch, act(a.attention, NW), weight(w.proj_weight), d_attention,
+                             micro_grad(w.proj_weight), {}, {B * L, W, C}, workspace_, *stream_,
+                             kernels::WeightGrad::accumulate);
     finish(w.proj_bias, w.proj_weight);
     Tensor d_qkv = act(layout_.d_qkv, 3 * NW);
     const kernels::DropoutArgs attention_dropout =
@@ -282,9 +319,8 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
                              micro_grad(w.qkv_bias), {B * L, C, 3 * W}, workspace_, *stream_,
                              kernels::WeightGrad::accumulate);
     finish(w.qkv_bias, w.qkv_weight);
-    kernels::layernorm_backward(reduce_rows(pass, d_ln_sums), x_in, weight(w.ln1_weight), act(a.ln1_mean, rows),
-                                act(a.ln1_rstd, rows), d_residual, micro_grad(w.ln1_weight), micro_grad(w.ln1_bias),
-                                {local, C}, workspace_, *stream_);
+    d_branch_below = seam_backward(pass, d_ln_sums, x_in, {w.ln1_weight, w.ln1_bias, nullptr, &a.ln1_mean, &a.ln1_rstd},
+                                   branch_below(i));
     finish(w.ln1_bias, w.ln1_weight);
   }
 
@@ -296,7 +332,7 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
   }
   // Every rank has the whole gradient of the embedding output here, so each computes the same
   // position gradient and its own vocabulary rows' word gradient.
-  const Tensor d_embedded = branch_grad(pass, kEmbeddingSite);
+  const Tensor d_embedded = d_branch_below.data != nullptr ? d_branch_below : branch_grad(pass, kEmbeddingSite);
   // Both gradients accumulate in the gradient buffer (model_memory.h), the word embedding's after
   // the classifier's share of the tied weights when this chunk has the head.
   Tensor d_position = micro_grad(index.position_embedding);

@@ -1,6 +1,7 @@
 // Layer normalisation forward and backward on bf16 activations and weights
-// (kernels/layernorm.h), fp32 statistics and reductions, and the forward fused with the
-// residual add of a dropped-out branch before it (kernels/residual_layernorm.h).
+// (kernels/layernorm.h), fp32 statistics and reductions, the forward fused with the
+// residual add of a dropped-out branch before it, and the backward with that branch's
+// gradient (kernels/residual_layernorm.h).
 //
 // Forward: one warp per row; lanes stride over the row in 8-element (16-byte) vectors
 // when the row length and pointers allow, and the row is re-read from L1 for each pass
@@ -11,8 +12,10 @@
 // block per chunk of rows: each warp sums its rows' reductions, then the block's threads
 // take the chunk column-wise, adding d_x and summing each column's terms over the chunk
 // (32 column-threads x 8 row-threads, the 8 row sums added in a fixed order) into a
-// workspace. Other rows take the warp-per-row d_x kernel and then a column-sum kernel
-// that reads the rows again. A last pass adds the chunk sums of each column in chunk
+// workspace; with a branch below the layernorm, they also write the branch's gradient
+// (the dropout of d_x as stored) and sum its bias's gradient as a third column sum. Other
+// rows (no branch there) take the warp-per-row d_x kernel and then a column-sum kernel
+// that reads the rows again. A last pass adds the chunk sums of each column in a fixed
 // order. The chunking depends only on the shape.
 #include <cstdint>
 
@@ -30,6 +33,8 @@ using pointwise_detail::kVectorWidth;
 using pointwise_detail::kWarp;
 using pointwise_detail::load_bf16;
 using pointwise_detail::store_bf16;
+using pointwise_detail::store_packed_bf16;
+using pointwise_detail::unpack_bf16;
 using pointwise_detail::warp_sum;
 
 constexpr int kThreads = 256;
@@ -47,7 +52,9 @@ constexpr int kDropoutBlocksPerMultiprocessor = 5;
 constexpr std::int64_t kTargetChunks = 1024;
 constexpr std::int64_t kMinRowsPerChunk = 16;
 constexpr std::int64_t kMaxRowsPerChunk = 64;
-// The fused backward holds a thread's 8 columns' two sums besides the row it works on.
+// The fused backward holds a thread's 8 columns' two or three sums besides the row it works
+// on (and a Philox draw) in the registers that let four blocks stay resident: the GPT-3
+// shapes' thousand chunks then run in two waves.
 constexpr int kBackwardBlocksPerMultiprocessor = 4;
 
 struct Chunking {
@@ -123,11 +130,22 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
 
 // Rounds v to bf16 as a store of it would (detail::pack_bf16), in place.
 __device__ __forceinline__ void round_to_bf16(float (&v)[kVectorWidth]) {
+  unpack_bf16(make_uint4(detail::pack_bf16(v[0], v[1]), detail::pack_bf16(v[2], v[3]), detail::pack_bf16(v[4], v[5]),
+                         detail::pack_bf16(v[6], v[7])),
+              v);
+}
+
+// dropout() of 8 values of one sample from its element 4 * first_group on (two Philox
+// groups), in place.
+__device__ __forceinline__ void drop_vector(const DropoutParams& params, std::uint64_t sample,
+                                            std::uint64_t first_group, float (&v)[kVectorWidth]) {
 #pragma unroll
-  for (int i = 0; i < kVectorWidth / 2; ++i) {
-    const std::uint32_t word = detail::pack_bf16(v[2 * i], v[2 * i + 1]);
-    v[2 * i] = __uint_as_float(word << 16);
-    v[2 * i + 1] = __uint_as_float(word & 0xffff0000u);
+  for (int g = 0; g < 2; ++g) {
+    const PhiloxWords bits = pointwise_detail::dropout_bits(params.seed, sample, params.site, first_group + g);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      v[4 * g + k] = dropout_value(v[4 * g + k], bits.word[k], params.probability, params.keep_scale);
+    }
   }
 }
 
@@ -164,22 +182,13 @@ __global__ void __launch_bounds__(kThreads, kDropout ? kDropoutBlocksPerMultipro
       load_bf16<kVectorWidth>(x + row * cols + c, v);
       load_bf16<kVectorWidth>(branch + row * cols + c, b);
       if constexpr (kDropout) {
-#pragma unroll
-        for (int g = 0; g < 2; ++g) {
-          const PhiloxWords bits =
-              pointwise_detail::dropout_bits(params.seed, first_sample + static_cast<std::uint64_t>(sample),
-                                             params.site, static_cast<std::uint64_t>(first_group + c / 4 + g));
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            b[4 * g + k] = dropout_value(b[4 * g + k], bits.word[k], params.probability, params.keep_scale);
-          }
-        }
+        drop_vector(params, first_sample + static_cast<std::uint64_t>(sample),
+                    static_cast<std::uint64_t>(first_group + c / 4), b);
         round_to_bf16(b);
       }
 #pragma unroll
       for (int i = 0; i < kVectorWidth; ++i) v[i] += b[i];
-      round_to_bf16(v);
-      store_bf16<kVectorWidth>(residual_row + c, v);
+      unpack_bf16(store_packed_bf16(residual_row + c, v), v);  // the sum as stored
 #pragma unroll
       for (int i = 0; i < kVectorWidth; ++i) sum += v[i];
     }
@@ -232,8 +241,8 @@ __device__ __forceinline__ void add_input_grad(const float (&v)[kWidth], const f
   }
 }
 
-// d_x += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = d_out * weight.
-template <int kWidth>
+// d_x += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = d_out * weight,
+// for rows of any length (layernorm_backward_kernel takes rows of 16-byte vectors).
 __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     layernorm_backward_input_kernel(const std::uint16_t* d_out, const std::uint16_t* x, const std::uint16_t* weight,
                                     const float* mean, const float* rstd, std::uint16_t* d_x, std::int64_t rows,
@@ -246,80 +255,82 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     const std::uint16_t* dy_row = d_out + row * cols;
     const float row_mean = mean[row];
     const float row_rstd = rstd[row];
-    const RowGradMeans means = row_grad_means<kWidth>(x_row, dy_row, weight, row_mean, row_rstd, cols, lane);
+    const RowGradMeans means = row_grad_means<1>(x_row, dy_row, weight, row_mean, row_rstd, cols, lane);
     std::uint16_t* dx_row = d_x + row * cols;
-    for (std::int64_t c = static_cast<std::int64_t>(lane) * kWidth; c < cols; c += kWarp * kWidth) {
-      float v[kWidth];
-      float dy[kWidth];
-      float w[kWidth];
-      float dx[kWidth];
-      load_bf16<kWidth>(x_row + c, v);
-      load_bf16<kWidth>(dy_row + c, dy);
-      load_bf16<kWidth>(weight + c, w);
-      load_bf16<kWidth>(dx_row + c, dx);
-      add_input_grad<kWidth>(v, dy, w, row_mean, row_rstd, means, dx);
-      store_bf16<kWidth>(dx_row + c, dx);
+    for (std::int64_t c = lane; c < cols; c += kWarp) {
+      float v[1];
+      float dy[1];
+      float w[1];
+      float dx[1];
+      load_bf16<1>(x_row + c, v);
+      load_bf16<1>(dy_row + c, dy);
+      load_bf16<1>(weight + c, w);
+      load_bf16<1>(dx_row + c, dx);
+      add_input_grad<1>(v, dy, w, row_mean, row_rstd, means, dx);
+      store_bf16<1>(dx_row + c, dx);
     }
   }
 }
 
+constexpr int kRowThreads = kThreads / kWarp;
+
 // The end of a column tile of the chunk sums: thread (tx = threadIdx.x % 32, ty =
-// threadIdx.x / 32) holds its rows' sums of columns tile + kWidth tx, ...; the 8 row-threads'
-// sums are added in ty order into the chunk's partials (workspace: the d_weight sums
-// [chunks, cols], then the d_bias sums). Ends with the block synchronised, so that the
-// staging arrays may take the next tile.
-template <int kWidth>
-__device__ __forceinline__ void write_chunk_partials(const float (&dw)[kWidth], const float (&db)[kWidth],
-                                                     float (*weight_sums)[kWarp * kWidth],
-                                                     float (*bias_sums)[kWarp * kWidth], std::int64_t tile,
+// threadIdx.x / 32) holds its rows' kSums sums of columns tile + kWidth tx, ...; the 8
+// row-threads' sums are added in ty order into the chunk's partials (workspace: sum s's
+// partials [chunks, cols] from s * chunks * cols: d_weight's, d_bias's, a branch's
+// d_bias's). Ends with the block synchronised, so that `staged` may take the next tile.
+template <int kWidth, int kSums>
+__device__ __forceinline__ void write_chunk_partials(const float (&sums)[kSums][kWidth],
+                                                     float (*staged)[kRowThreads][kWarp * kWidth], std::int64_t tile,
                                                      std::int64_t chunk, std::int64_t cols, std::int64_t chunks,
                                                      float* workspace) {
-  constexpr int kRowThreads = kThreads / kWarp;
   constexpr int kTileCols = kWarp * kWidth;
   const int tx = static_cast<int>(threadIdx.x) % kWarp;
   const int ty = static_cast<int>(threadIdx.x) / kWarp;
 #pragma unroll
-  for (int i = 0; i < kWidth; ++i) {
-    weight_sums[ty][tx * kWidth + i] = dw[i];
-    bias_sums[ty][tx * kWidth + i] = db[i];
+  for (int s = 0; s < kSums; ++s) {
+#pragma unroll
+    for (int i = 0; i < kWidth; ++i) staged[s][ty][tx * kWidth + i] = sums[s][i];
   }
   __syncthreads();
-  float* weight_partials = workspace;
-  float* bias_partials = workspace + chunks * cols;
   for (int k = static_cast<int>(threadIdx.x); k < kTileCols; k += kThreads) {
     const std::int64_t col = tile + k;
     if (col >= cols) continue;
-    float weight_total = 0.0f;
-    float bias_total = 0.0f;
 #pragma unroll
-    for (int t = 0; t < kRowThreads; ++t) {
-      weight_total += weight_sums[t][k];
-      bias_total += bias_sums[t][k];
+    for (int s = 0; s < kSums; ++s) {
+      float total = 0.0f;
+#pragma unroll
+      for (int t = 0; t < kRowThreads; ++t) total += staged[s][t][k];
+      workspace[(s * chunks + chunk) * cols + col] = total;
     }
-    weight_partials[chunk * cols + col] = weight_total;
-    bias_partials[chunk * cols + col] = bias_total;
   }
   __syncthreads();
 }
 
 // The whole backward of a chunk of rows with 16-byte vectors (cols % 8 == 0, aligned), one
-// block a chunk. Phase 1, a warp a row: the row's mean(dxhat) and mean(dxhat xhat), summed
-// as layernorm_backward_input_kernel sums them. Phase 2, by tiles of 256 columns: thread
-// (tx = threadIdx.x % 32, ty = threadIdx.x / 32) takes the 8 columns tile + 8 tx of rows ty,
-// ty + 8, ... of the chunk, adds their d_x (the same values as that kernel's) and sums their
-// d_weight and d_bias terms; the 8 row-thread sums are added in ty order into the chunk's
-// partials (workspace as layernorm_param_partials_kernel's). The rows are read twice, the
-// second time from cache, instead of a second kernel reading them from memory again.
+// block a chunk. Phase 1, a warp a row: the row's mean(dxhat) and mean(dxhat xhat)
+// (row_grad_means). Phase 2, by tiles of 256 columns: thread (tx = threadIdx.x % 32, ty =
+// threadIdx.x / 32) takes the 8 columns tile + 8 tx of rows ty, ty + 8, ... of the chunk,
+// adds their d_x (add_input_grad) and sums their d_weight and d_bias terms; the 8
+// row-thread sums are added in ty order into the chunk's partials (write_chunk_partials).
+// The rows are read twice, the second time from cache, instead of a second kernel reading
+// them from memory again. With kDropout the branch's gradient dropout(d_x) is written too,
+// from d_x as stored (the dropout kernel's values), and with kBranchSums its column sums
+// (or d_x's, without dropout) are a third partial sum: the dropout or column-sum pass that
+// would read d_x back is not needed.
+template <bool kDropout, bool kBranchSums>
 __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerMultiprocessor)
     layernorm_backward_kernel(const std::uint16_t* d_out, const std::uint16_t* x, const std::uint16_t* weight,
                               const float* mean, const float* rstd, std::uint16_t* d_x, float* workspace,
-                              std::int64_t rows, std::int64_t cols, std::int64_t rows_per_chunk, std::int64_t chunks) {
-  constexpr int kRowThreads = kThreads / kWarp;
+                              std::int64_t rows, std::int64_t cols, std::int64_t rows_per_chunk, std::int64_t chunks,
+                              LayernormBranchGrad branch) {
+  constexpr int kSums = kBranchSums ? 3 : 2;
   constexpr int kTileCols = kWarp * kVectorWidth;
   // Per row of the chunk: mean, rstd, mean(dxhat), mean(dxhat xhat).
   __shared__ float row_terms[kMaxRowsPerChunk][4];
-  __shared__ float weight_sums[kRowThreads][kTileCols];
-  __shared__ float bias_sums[kRowThreads][kTileCols];
+  // With dropout, per row: its sample and the Philox group of its first element in it.
+  __shared__ std::uint64_t row_draws[kDropout ? kMaxRowsPerChunk : 1][2];
+  __shared__ float staged[kSums][kRowThreads][kTileCols];
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   const std::int64_t chunk = blockIdx.x;
@@ -336,6 +347,12 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerMultiprocessor)
       row_terms[r][1] = row_rstd;
       row_terms[r][2] = means.dxhat;
       row_terms[r][3] = means.dxhat_xhat;
+      if constexpr (kDropout) {
+        const std::int64_t batch_row = static_cast<std::int64_t>(branch.dropout.first_element) / cols + row;
+        const std::int64_t sample = batch_row / branch.rows_per_sample;
+        row_draws[r][0] = first_sample_of(branch.dropout) + static_cast<std::uint64_t>(sample);
+        row_draws[r][1] = static_cast<std::uint64_t>((batch_row - sample * branch.rows_per_sample) * (cols / 4));
+      }
     }
   }
   __syncthreads();
@@ -343,8 +360,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerMultiprocessor)
   const int ty = warp;
   for (std::int64_t tile = 0; tile < cols; tile += kTileCols) {
     const std::int64_t c = tile + static_cast<std::int64_t>(tx) * kVectorWidth;
-    float dw[kVectorWidth] = {};
-    float db[kVectorWidth] = {};
+    float sums[kSums][kVectorWidth] = {};
     if (c < cols) {
       for (int r = ty; r < chunk_rows; r += kRowThreads) {
         const std::int64_t at = (row_begin + r) * cols + c;
@@ -359,97 +375,112 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerMultiprocessor)
         load_bf16<kVectorWidth>(weight + c, w);
         load_bf16<kVectorWidth>(d_x + at, dx);
         add_input_grad<kVectorWidth>(v, dy, w, row_mean, row_rstd, {row_terms[r][2], row_terms[r][3]}, dx);
-        store_bf16<kVectorWidth>(d_x + at, dx);
+        const uint4 stored = store_packed_bf16(d_x + at, dx);
 #pragma unroll
         for (int i = 0; i < kVectorWidth; ++i) {
-          dw[i] += dy[i] * ((v[i] - row_mean) * row_rstd);
-          db[i] += dy[i];
+          sums[0][i] += dy[i] * ((v[i] - row_mean) * row_rstd);
+          sums[1][i] += dy[i];
+        }
+        if constexpr (kDropout || kBranchSums) {
+          float g[kVectorWidth];  // the branch's gradient as stored
+          unpack_bf16(stored, g);
+          if constexpr (kDropout) {
+            drop_vector(branch.dropout, row_draws[r][0], row_draws[r][1] + static_cast<std::uint64_t>(c / 4), g);
+            unpack_bf16(store_packed_bf16(branch.d_branch + at, g), g);
+          }
+          if constexpr (kBranchSums) {
+#pragma unroll
+            for (int i = 0; i < kVectorWidth; ++i) sums[kSums - 1][i] += g[i];
+          }
         }
       }
     }
-    write_chunk_partials<kVectorWidth>(dw, db, weight_sums, bias_sums, tile, chunk, cols, chunks, workspace);
+    write_chunk_partials<kVectorWidth, kSums>(sums, staged, tile, chunk, cols, chunks, workspace);
   }
 }
 
-// Pass 1 of the parameter gradients. Block (column tile blockIdx.x, chunk blockIdx.y):
-// thread (tx = threadIdx.x % 32, ty = threadIdx.x / 32) sums rows chunk_begin + ty,
-// + 8, ... of columns [tile + tx * kWidth, + kWidth); the 8 row-thread sums are then
-// added in ty order. workspace: d_weight sums [chunks, cols], then d_bias sums.
-template <int kWidth>
+// The column sums of the scalar rows' parameter gradients. Block (column tile blockIdx.x,
+// chunk blockIdx.y): thread (tx = threadIdx.x % 32, ty = threadIdx.x / 32) sums rows
+// chunk_begin + ty, + 8, ... of column tile + tx; the 8 row-thread sums are then added in
+// ty order (write_chunk_partials).
 __global__ void __launch_bounds__(kThreads)
     layernorm_param_partials_kernel(const std::uint16_t* d_out, const std::uint16_t* x, const float* mean,
                                     const float* rstd, float* workspace, std::int64_t rows, std::int64_t cols,
                                     std::int64_t rows_per_chunk, std::int64_t chunks) {
-  constexpr int kRowThreads = kThreads / kWarp;
-  constexpr int kTileCols = kWarp * kWidth;
-  __shared__ float weight_sums[kRowThreads][kTileCols];
-  __shared__ float bias_sums[kRowThreads][kTileCols];
+  __shared__ float staged[2][kRowThreads][kWarp];
   const int tx = static_cast<int>(threadIdx.x) % kWarp;
   const int ty = static_cast<int>(threadIdx.x) / kWarp;
-  const std::int64_t tile_begin = static_cast<std::int64_t>(blockIdx.x) * kTileCols;
+  const std::int64_t tile_begin = static_cast<std::int64_t>(blockIdx.x) * kWarp;
   const std::int64_t chunk = blockIdx.y;
   const std::int64_t row_begin = chunk * rows_per_chunk;
   const std::int64_t row_end = row_begin + rows_per_chunk < rows ? row_begin + rows_per_chunk : rows;
-  const std::int64_t c = tile_begin + static_cast<std::int64_t>(tx) * kWidth;
-  float dw[kWidth] = {};
-  float db[kWidth] = {};
-  if (c < cols) {  // with kWidth = 8, cols % 8 == 0: the whole vector is inside
+  const std::int64_t c = tile_begin + tx;
+  float sums[2][1] = {};
+  if (c < cols) {
     for (std::int64_t r = row_begin + ty; r < row_end; r += kRowThreads) {
-      float dy[kWidth];
-      float v[kWidth];
-      load_bf16<kWidth>(d_out + r * cols + c, dy);
-      load_bf16<kWidth>(x + r * cols + c, v);
-      const float row_mean = mean[r];
-      const float row_rstd = rstd[r];
-#pragma unroll
-      for (int i = 0; i < kWidth; ++i) {
-        dw[i] += dy[i] * (v[i] - row_mean) * row_rstd;
-        db[i] += dy[i];
-      }
+      const float dy = detail::bf16_bits_to_f32(d_out[r * cols + c]);
+      const float v = detail::bf16_bits_to_f32(x[r * cols + c]);
+      sums[0][0] += dy * (v - mean[r]) * rstd[r];
+      sums[1][0] += dy;
     }
   }
-  write_chunk_partials<kWidth>(dw, db, weight_sums, bias_sums, tile_begin, chunk, cols, chunks, workspace);
+  write_chunk_partials<1, 2>(sums, staged, tile_begin, chunk, cols, chunks, workspace);
 }
 
-// The last pass: column blockIdx.x * 8 + tx (tx = threadIdx.x % 8); row-thread ty =
-// threadIdx.x / 8 adds chunks ty, ty + 32, ... in order, then the 32 sums are added in ty
-// order and written (overwriting). Eight columns a block, so that a thousand chunks of a
-// few hundred columns still spread over the GPU.
-constexpr int kFinishColumns = 8;
-constexpr int kFinishRowThreads = kThreads / kFinishColumns;
+// The last pass, a block per kFinishColumns columns: column blockIdx.x * 4 + tx (tx =
+// threadIdx.x % 4); row-thread ty = threadIdx.x / 4 adds chunks ty, ty + 128, ... of each
+// of the kSums partial sums in order; then each of 8 threads adds 16 row-threads' sums in
+// ty order, and the 8 group sums are added in order and written (overwriting) to the
+// sum's output. A few columns and many row-threads a block: a thousand chunks of a few
+// hundred columns spread over the GPU with all of a thread's loads in flight at once.
+constexpr int kFinishThreads = 512;
+constexpr int kFinishColumns = 4;
+constexpr int kFinishRowThreads = kFinishThreads / kFinishColumns;
+constexpr int kFinishGroups = 8;
+constexpr int kMaxSums = 3;
 
-__global__ void __launch_bounds__(kThreads)
-    layernorm_param_finish_kernel(const float* workspace, float* d_weight, float* d_bias, std::int64_t cols,
+struct FinishOutputs {
+  float* sums[kMaxSums];  // d_weight, d_bias, then a branch's d_bias
+};
+
+template <int kSums>
+__global__ void __launch_bounds__(kFinishThreads)
+    layernorm_param_finish_kernel(const float* workspace, FinishOutputs outputs, std::int64_t cols,
                                   std::int64_t chunks) {
-  __shared__ float weight_sums[kFinishRowThreads][kFinishColumns];
-  __shared__ float bias_sums[kFinishRowThreads][kFinishColumns];
+  constexpr int kGroupRows = kFinishRowThreads / kFinishGroups;
+  __shared__ float staged[kSums][kFinishRowThreads][kFinishColumns];
+  __shared__ float grouped[kSums][kFinishGroups][kFinishColumns];
   const int tx = static_cast<int>(threadIdx.x) % kFinishColumns;
   const int ty = static_cast<int>(threadIdx.x) / kFinishColumns;
   const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * kFinishColumns + tx;
-  const float* weight_partials = workspace;
-  const float* bias_partials = workspace + chunks * cols;
-  float dw = 0.0f;
-  float db = 0.0f;
+  float sums[kSums] = {};
   if (col < cols) {
 #pragma unroll 8
     for (std::int64_t chunk = ty; chunk < chunks; chunk += kFinishRowThreads) {
-      dw += weight_partials[chunk * cols + col];
-      db += bias_partials[chunk * cols + col];
+#pragma unroll
+      for (int s = 0; s < kSums; ++s) sums[s] += workspace[(s * chunks + chunk) * cols + col];
     }
   }
-  weight_sums[ty][tx] = dw;
-  bias_sums[ty][tx] = db;
-  __syncthreads();
-  if (ty == 0 && col < cols) {
-    float weight_total = 0.0f;
-    float bias_total = 0.0f;
 #pragma unroll
-    for (int t = 0; t < kFinishRowThreads; ++t) {
-      weight_total += weight_sums[t][tx];
-      bias_total += bias_sums[t][tx];
+  for (int s = 0; s < kSums; ++s) staged[s][ty][tx] = sums[s];
+  __syncthreads();
+  if (ty < kFinishGroups) {
+#pragma unroll
+    for (int s = 0; s < kSums; ++s) {
+      float total = 0.0f;
+#pragma unroll
+      for (int t = 0; t < kGroupRows; ++t) total += staged[s][ty * kGroupRows + t][tx];
+      grouped[s][ty][tx] = total;
     }
-    d_weight[col] = weight_total;
-    d_bias[col] = bias_total;
+  }
+  __syncthreads();
+  if (ty != 0 || col >= cols) return;
+#pragma unroll
+  for (int s = 0; s < kSums; ++s) {
+    float total = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kFinishGroups; ++g) total += grouped[s][g][tx];
+    outputs.sums[s][col] = total;
   }
 }
 
@@ -460,17 +491,6 @@ int row_grid(std::int64_t rows, const PointwiseLaunch& launch,
 
 bool use_vectors(std::int64_t cols, const PointwiseLaunch& launch) {
   return launch.vectorized && cols % kVectorWidth == 0;
-}
-
-template <int kWidth>
-cudaError_t launch_param_partials(const std::uint16_t* d_out, const std::uint16_t* x, const float* mean,
-                                  const float* rstd, float* workspace, std::int64_t rows, std::int64_t cols,
-                                  const Chunking& chunking, cudaStream_t stream) {
-  constexpr std::int64_t kTileCols = static_cast<std::int64_t>(kWarp) * kWidth;
-  const dim3 grid(static_cast<unsigned>((cols + kTileCols - 1) / kTileCols), static_cast<unsigned>(chunking.chunks));
-  layernorm_param_partials_kernel<kWidth><<<grid, kThreads, 0, stream>>>(d_out, x, mean, rstd, workspace, rows, cols,
-                                                                         chunking.rows_per_chunk, chunking.chunks);
-  return cudaGetLastError();
 }
 
 }  // namespace
@@ -495,37 +515,55 @@ std::int64_t layernorm_backward_workspace_floats(std::int64_t rows, std::int64_t
     const std::int64_t by_rows = (rows + kMinRowsPerChunk - 1) / kMinRowsPerChunk;
     chunks = by_rows < kTargetChunks ? by_rows : kTargetChunks;
   }
-  return 2 * chunks * cols;
+  return kMaxSums * chunks * cols;
 }
 
 cudaError_t layernorm_backward(const std::uint16_t* d_out, const std::uint16_t* x, const std::uint16_t* weight,
                                const float* mean, const float* rstd, std::uint16_t* d_x, float* d_weight, float* d_bias,
-                               float* workspace, std::int64_t rows, std::int64_t cols, const PointwiseLaunch& launch) {
+                               float* workspace, std::int64_t rows, std::int64_t cols, const PointwiseLaunch& launch,
+                               const LayernormBranchGrad& branch) {
   if (cols <= 0) return cudaErrorInvalidValue;
-  if (rows <= 0) {  // no rows: the parameter gradients are zero
-    cudaError_t status =
-        cudaMemsetAsync(d_weight, 0, static_cast<std::size_t>(cols) * sizeof(float), stream_of(launch));
-    if (status != cudaSuccess) return status;
-    return cudaMemsetAsync(d_bias, 0, static_cast<std::size_t>(cols) * sizeof(float), stream_of(launch));
+  const bool vectors = use_vectors(cols, launch);
+  if (branch.wanted() &&
+      (!vectors || (branch.dropped() && (branch.d_branch == nullptr || branch.rows_per_sample <= 0 ||
+                                         branch.dropout.first_element % static_cast<std::uint64_t>(cols) != 0)))) {
+    return cudaErrorInvalidValue;
+  }
+  const FinishOutputs outputs{{d_weight, d_bias, branch.d_bias}};
+  const int sums = branch.d_bias != nullptr ? 3 : 2;
+  if (rows <= 0) {  // no rows: the column sums are zero
+    for (int s = 0; s < sums; ++s) {
+      const cudaError_t status =
+          cudaMemsetAsync(outputs.sums[s], 0, static_cast<std::size_t>(cols) * sizeof(float), stream_of(launch));
+      if (status != cudaSuccess) return status;
+    }
+    return cudaSuccess;
   }
   const Chunking chunking = chunking_for(rows);
   cudaError_t status = cudaSuccess;
-  if (use_vectors(cols, launch)) {
-    layernorm_backward_kernel<<<static_cast<unsigned>(chunking.chunks), kThreads, 0, stream_of(launch)>>>(
-        d_out, x, weight, mean, rstd, d_x, workspace, rows, cols, chunking.rows_per_chunk, chunking.chunks);
+  if (vectors) {
+    auto* kernel = branch.dropped() ? (branch.d_bias != nullptr ? layernorm_backward_kernel<true, true>
+                                                                : layernorm_backward_kernel<true, false>)
+                                    : (branch.d_bias != nullptr ? layernorm_backward_kernel<false, true>
+                                                                : layernorm_backward_kernel<false, false>);
+    kernel<<<static_cast<unsigned>(chunking.chunks), kThreads, 0, stream_of(launch)>>>(
+        d_out, x, weight, mean, rstd, d_x, workspace, rows, cols, chunking.rows_per_chunk, chunking.chunks, branch);
     status = cudaGetLastError();
   } else {  // scalar rows: d_x, then the column sums reading the rows again
-    layernorm_backward_input_kernel<1>
-        <<<row_grid(rows, launch), kThreads, 0, stream_of(launch)>>>(d_out, x, weight, mean, rstd, d_x, rows, cols);
+    layernorm_backward_input_kernel<<<row_grid(rows, launch), kThreads, 0, stream_of(launch)>>>(d_out, x, weight, mean,
+                                                                                                rstd, d_x, rows, cols);
     status = cudaGetLastError();
     if (status == cudaSuccess) {
-      status = launch_param_partials<1>(d_out, x, mean, rstd, workspace, rows, cols, chunking, stream_of(launch));
+      const dim3 grid(static_cast<unsigned>((cols + kWarp - 1) / kWarp), static_cast<unsigned>(chunking.chunks));
+      layernorm_param_partials_kernel<<<grid, kThreads, 0, stream_of(launch)>>>(
+          d_out, x, mean, rstd, workspace, rows, cols, chunking.rows_per_chunk, chunking.chunks);
+      status = cudaGetLastError();
     }
   }
   if (status != cudaSuccess) return status;
   const auto finish_grid = static_cast<unsigned>((cols + kFinishColumns - 1) / kFinishColumns);
-  layernorm_param_finish_kernel<<<finish_grid, kThreads, 0, stream_of(launch)>>>(workspace, d_weight, d_bias, cols,
-                                                                                 chunking.chunks);
+  auto* finish = sums == 3 ? layernorm_param_finish_kernel<3> : layernorm_param_finish_kernel<2>;
+  finish<<<finish_grid, kFinishThreads, 0, stream_of(launch)>>>(workspace, outputs, cols, chunking.chunks);
   return cudaGetLastError();
 }
 

@@ -1,4 +1,5 @@
-// The CUDA entry points for layernorm (kernels/layernorm.h), called by their
+// The CUDA entry points for layernorm (kernels/layernorm.h) and its backward with the
+// residual branch's gradient (kernels/residual_layernorm.h), called by their
 // dispatchers with checked operands (bf16 activations and weights, fp32 mean/rstd
 // and weight gradients, one GPU): make that GPU current, launch, and turn a failure into adamant::Error. Backward
 // needs an fp32 workspace for its column sums; it is kept per (GPU, stream) and only
@@ -12,6 +13,7 @@
 #include "adamant/kernels/cuda/model_launchers_pointwise.h"
 #include "adamant/kernels/cuda/workspace_resources.h"
 #include "adamant/kernels/layernorm.h"
+#include "adamant/kernels/residual_layernorm.h"
 
 namespace adamant::kernels::cuda {
 
@@ -54,6 +56,28 @@ void layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weig
                                     static_cast<float*>(d_weight.data), static_cast<float*>(d_bias.data), column_sums,
                                     shape.rows, shape.cols, launch),
       kOp);
+}
+
+void residual_layernorm_backward(const Tensor& d_out, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                 const Tensor& rstd, Tensor d_residual, Tensor d_weight, Tensor d_bias,
+                                 const BranchGrad& branch, const RowsShape& shape, Workspace& workspace,
+                                 const Stream& stream) {
+  constexpr const char* kOp = "residual_layernorm_backward";
+  const CudaLaunchGuard guard(x.device, kOp);
+  const CudaLaunch launch = launch_for(guard, stream, true);  // the dispatcher checked the alignment
+  launchers::LayernormBranchGrad branch_grad;
+  if (branch.dropout.probability > 0.0f) {
+    branch_grad.d_branch = static_cast<std::uint16_t*>(branch.d_branch.data);
+    branch_grad.dropout = detail::dropout_params(branch.dropout);
+    branch_grad.rows_per_sample = branch.sample_numel / shape.cols;
+  }
+  branch_grad.d_bias = static_cast<float*>(branch.d_bias.data);
+  check_cuda_launch(launchers::layernorm_backward(
+                        bits_of(d_out), bits_of(x), bits_of(weight), static_cast<const float*>(mean.data),
+                        static_cast<const float*>(rstd.data), static_cast<std::uint16_t*>(d_residual.data),
+                        static_cast<float*>(d_weight.data), static_cast<float*>(d_bias.data),
+                        workspace.resources().layernorm_column_sums(), shape.rows, shape.cols, launch, branch_grad),
+                    kOp);
 }
 
 }  // namespace adamant::kernels::cuda

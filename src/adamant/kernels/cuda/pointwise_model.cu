@@ -21,6 +21,7 @@ using pointwise_detail::first_sample_of;
 using pointwise_detail::kVectorWidth;
 using pointwise_detail::load_bf16;
 using pointwise_detail::store_bf16;
+using pointwise_detail::store_packed_bf16;
 
 constexpr int kThreads = 256;
 // Launch bounds hold every kernel to the registers that let this many blocks stay resident,
@@ -181,14 +182,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
     const GeluPoint point = gelu_point<kTanh>(v);
     return Results<2>{{dy * point.derivative, point.value}};
   });
-}
-
-// Stores 8 values as bf16 (one 16-byte access) and returns the stored words.
-__device__ __forceinline__ uint4 store_packed_bf16(std::uint16_t* p, const float (&values)[kVectorWidth]) {
-  const uint4 words = make_uint4(detail::pack_bf16(values[0], values[1]), detail::pack_bf16(values[2], values[3]),
-                                 detail::pack_bf16(values[4], values[5]), detail::pack_bf16(values[6], values[7]));
-  *reinterpret_cast<uint4*>(p) = words;
-  return words;
 }
 
 // gelu_backward_kernel (and with kRematerialize the rematerializing one) that also sums

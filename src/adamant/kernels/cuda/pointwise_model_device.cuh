@@ -14,17 +14,21 @@ constexpr int kWarp = 32;
 // bf16 elements per 16-byte vector access.
 constexpr int kVectorWidth = 8;
 
+// The 8 values of 8 bf16 packed in four words, the element with the lower address in each low half.
+__device__ __forceinline__ void unpack_bf16(const uint4& packed, float (&out)[kVectorWidth]) {
+  const std::uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+
 // Plain (coherent) loads: inputs may alias outputs of the same kernel.
 template <int kWidth>
 __device__ __forceinline__ void load_bf16(const std::uint16_t* p, float (&out)[kWidth]) {
   if constexpr (kWidth == 8) {
-    const uint4 v = *reinterpret_cast<const uint4*>(p);
-    const std::uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out[2 * i] = __uint_as_float(words[i] << 16);  // the low half is the element with the lower address
-      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-    }
+    unpack_bf16(*reinterpret_cast<const uint4*>(p), out);
   } else if constexpr (kWidth == 4) {
     const uint2 v = *reinterpret_cast<const uint2*>(p);
     out[0] = __uint_as_float(v.x << 16);
@@ -54,6 +58,14 @@ __device__ __forceinline__ void store_bf16(std::uint16_t* p, const float (&in)[k
     static_assert(kWidth == 1);
     *p = static_cast<std::uint16_t>(detail::pack_bf16(in[0], 0.0f));
   }
+}
+
+// Stores 8 values as bf16 (one 16-byte access, rounded as store_bf16) and returns the stored words.
+__device__ __forceinline__ uint4 store_packed_bf16(std::uint16_t* p, const float (&values)[kVectorWidth]) {
+  const uint4 words = make_uint4(detail::pack_bf16(values[0], values[1]), detail::pack_bf16(values[2], values[3]),
+                                 detail::pack_bf16(values[4], values[5]), detail::pack_bf16(values[6], values[7]));
+  *reinterpret_cast<uint4*>(p) = words;
+  return words;
 }
 
 template <int kWidth>
