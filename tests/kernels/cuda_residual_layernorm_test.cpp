@@ -38,6 +38,29 @@ Tensor cpu_view(std::vector<float>& values) {
   return Tensor::flat(values.data(), DType::f32, Device::cpu(), values.size());
 }
 
+// The dropout of `site` over a shard of rows from row first_row of a batch whose first
+// sample is first_sample.
+DropoutArgs shard_dropout(float probability, std::uint64_t seed, std::uint64_t first_sample, std::uint32_t site,
+                          std::int64_t first_row, std::int64_t cols) {
+  DropoutArgs args;
+  args.probability = probability;
+  args.seed = seed;
+  args.first_sample_index = first_sample;
+  args.site = site;
+  args.first_element = static_cast<std::uint64_t>(first_row * cols);
+  return args;
+}
+
+// `args` as a kernel launches it: with in_memory, part of the first sample index in GPU
+// memory (`offset`), as a recorded pass has it.
+DropoutArgs launched(const DropoutArgs& args, bool in_memory, MirroredArray<std::uint64_t>& offset) {
+  if (!in_memory) return args;
+  DropoutArgs split = args;
+  split.first_sample_index -= offset.host[0];
+  split.sample_offset = static_cast<const std::uint64_t*>(offset.device_view().data);
+  return split;
+}
+
 struct Case {
   std::int64_t rows;
   std::int64_t cols;
@@ -87,17 +110,8 @@ TEST(CudaResidualLayernorm, MatchesTheThreeKernelsBitForBitAndTheCpu) {
     const RowsShape shape{c.rows, c.cols};
     const std::vector<std::uint16_t> x = normal_bf16(n, 1, 0.2, 1.0), branch = normal_bf16(n, 2, 0.0, 0.5),
                                      weight = normal_bf16(cols, 3, 1.0, 0.1), bias = normal_bf16(cols, 4, 0.0, 0.1);
-    DropoutArgs args;
-    args.probability = c.probability;
-    args.seed = 0x1234abcd5678ull;
-    args.first_sample_index = 5000;
-    args.site = 9;
-    args.first_element = static_cast<std::uint64_t>(c.first_row * c.cols);
-    DropoutArgs launch_args = args;
-    if (c.offset_in_memory) {
-      launch_args.first_sample_index -= sample_offset.host[0];
-      launch_args.sample_offset = static_cast<const std::uint64_t*>(sample_offset.device_view().data);
-    }
+    const DropoutArgs args = shard_dropout(c.probability, 0x1234abcd5678ull, 5000, 9, c.first_row, c.cols);
+    const DropoutArgs launch_args = launched(args, c.offset_in_memory, sample_offset);
 
     auto run = [&](bool fused) {
       auto x_gpu = bf16_bits_on_gpu(x, c.offset), branch_gpu = bf16_bits_on_gpu(branch, c.offset),
@@ -203,17 +217,8 @@ TEST(CudaResidualLayernorm, BackwardMatchesTheSeparateKernelsAndTheCpu) {
     const std::vector<std::uint16_t> x = normal_bf16(n, 11, 0.1, 1.0), d_out = normal_bf16(n, 12, 0.0, 1.0),
                                      weight = normal_bf16(cols, 13, 1.0, 0.1), bias = normal_bf16(cols, 14, 0.0, 0.1),
                                      d_residual = normal_bf16(n, 15, 0.0, 0.5);
-    DropoutArgs args;
-    args.probability = c.probability;
-    args.seed = 0x5eed0fba5eull;
-    args.first_sample_index = 3000;
-    args.site = 11;
-    args.first_element = static_cast<std::uint64_t>(c.first_row * c.cols);
-    DropoutArgs launch_args = args;
-    if (c.offset_in_memory) {
-      launch_args.first_sample_index -= sample_offset.host[0];
-      launch_args.sample_offset = static_cast<const std::uint64_t*>(sample_offset.device_view().data);
-    }
+    const DropoutArgs args = shard_dropout(c.probability, 0x5eed0fba5eull, 3000, 11, c.first_row, c.cols);
+    const DropoutArgs launch_args = launched(args, c.offset_in_memory, sample_offset);
     auto x_gpu = bf16_bits_on_gpu(x, c.offset), d_out_gpu = bf16_bits_on_gpu(d_out, c.offset),
          weight_gpu = bf16_bits_on_gpu(weight, c.offset), bias_gpu = bf16_bits_on_gpu(bias, c.offset);
     MirroredArray<std::uint16_t> normalized(n, DType::bf16, c.offset);
