@@ -7,7 +7,8 @@
 //    its 32 MiB workspace, which the linear layer's
 //    bias-gradient sums borrow between products (gemm, linear_*, the classifiers,
 //    decode_linear);
-//  - layernorm_backward's column sums, for up to `layernorm_rows` x `layernorm_cols`;
+//  - layernorm_backward's (and residual_layernorm_backward's) column sums, for up to
+//    `layernorm_rows` x `layernorm_cols`;
 //  - squared_norm's partial sums;
 //  - flash_attention_backward's score scratch, `attention_scores_bytes` of it
 //    (kernels/flash_attention_scores.h).
