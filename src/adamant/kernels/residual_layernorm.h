@@ -3,7 +3,9 @@
 // layer normalisation of that sum that the next sublayer reads. On a GPU one kernel
 // makes both, reading the stream and the branch once and writing the sum and the
 // normalised rows (three kernels and two more passes over the rows otherwise); the CPU,
-// and shapes that kernel does not take, run the three kernels it stands for.
+// and shapes that kernel does not take, run the three kernels it stands for. Backward
+// alike: the layernorm backward's kernel also makes the branch's gradient (its dropout
+// and its bias's column sums) from the stream's gradient while it is in cache.
 #include <cstdint>
 
 #include "adamant/core/stream.h"
