@@ -32,6 +32,7 @@ using pointwise_detail::first_sample_of;
 using pointwise_detail::kVectorWidth;
 using pointwise_detail::kWarp;
 using pointwise_detail::load_bf16;
+using pointwise_detail::pack_bf16_vector;
 using pointwise_detail::store_bf16;
 using pointwise_detail::store_packed_bf16;
 using pointwise_detail::unpack_bf16;
@@ -128,12 +129,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor)
   }
 }
 
-// Rounds v to bf16 as a store of it would (detail::pack_bf16), in place.
-__device__ __forceinline__ void round_to_bf16(float (&v)[kVectorWidth]) {
-  unpack_bf16(make_uint4(detail::pack_bf16(v[0], v[1]), detail::pack_bf16(v[2], v[3]), detail::pack_bf16(v[4], v[5]),
-                         detail::pack_bf16(v[6], v[7])),
-              v);
-}
+// Rounds v to bf16 as a store of it would, in place.
+__device__ __forceinline__ void round_to_bf16(float (&v)[kVectorWidth]) { unpack_bf16(pack_bf16_vector(v), v); }
 
 // dropout() of 8 values of one sample from its element 4 * first_group on (two Philox
 // groups), in place.

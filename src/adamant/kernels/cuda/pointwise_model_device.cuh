@@ -24,6 +24,13 @@ __device__ __forceinline__ void unpack_bf16(const uint4& packed, float (&out)[kV
   }
 }
 
+// 8 values rounded to bf16 by the hardware conversion (detail::pack_bf16: the same bits as
+// core/half.h for every number, the canonical NaN for a NaN) and packed as unpack_bf16 reads them.
+__device__ __forceinline__ uint4 pack_bf16_vector(const float (&values)[kVectorWidth]) {
+  return make_uint4(detail::pack_bf16(values[0], values[1]), detail::pack_bf16(values[2], values[3]),
+                    detail::pack_bf16(values[4], values[5]), detail::pack_bf16(values[6], values[7]));
+}
+
 // Plain (coherent) loads: inputs may alias outputs of the same kernel.
 template <int kWidth>
 __device__ __forceinline__ void load_bf16(const std::uint16_t* p, float (&out)[kWidth]) {
@@ -41,8 +48,7 @@ __device__ __forceinline__ void load_bf16(const std::uint16_t* p, float (&out)[k
   }
 }
 
-// Rounds by the hardware conversion (detail::pack_bf16): the same bits as core/half.h for
-// every number, the canonical NaN for a NaN.
+// Rounds by the hardware conversion, as pack_bf16_vector.
 template <int kWidth>
 __device__ __forceinline__ void store_bf16(std::uint16_t* p, const float (&in)[kWidth]) {
   if constexpr (kWidth == 8 || kWidth == 4) {
@@ -62,8 +68,7 @@ __device__ __forceinline__ void store_bf16(std::uint16_t* p, const float (&in)[k
 
 // Stores 8 values as bf16 (one 16-byte access, rounded as store_bf16) and returns the stored words.
 __device__ __forceinline__ uint4 store_packed_bf16(std::uint16_t* p, const float (&values)[kVectorWidth]) {
-  const uint4 words = make_uint4(detail::pack_bf16(values[0], values[1]), detail::pack_bf16(values[2], values[3]),
-                                 detail::pack_bf16(values[4], values[5]), detail::pack_bf16(values[6], values[7]));
+  const uint4 words = pack_bf16_vector(values);
   *reinterpret_cast<uint4*>(p) = words;
   return words;
 }
