@@ -44,6 +44,18 @@ struct BranchGrad {
   Tensor d_bias;  // empty: none
 };
 
+namespace detail {
+
+// Whether the GPU kernels of the seam take rows of `shape` whose dropout elements are
+// numbered from `dropout` in samples of sample_numel: rows of whole 16-byte vectors, each
+// inside one sample, the first at a row's start (the operands' alignment aside).
+inline bool seam_rows(const RowsShape& shape, const DropoutArgs& dropout, std::int64_t sample_numel) {
+  return shape.cols % 8 == 0 && sample_numel % shape.cols == 0 &&
+         dropout.first_element % static_cast<std::uint64_t>(shape.cols) == 0;
+}
+
+}  // namespace detail
+
 // Launcher in kernels/cuda/layernorm.cu (bf16 bit patterns); returns its cudaError_t. Rows
 // of whole 16-byte vectors, every operand 16-byte aligned, each row inside one sample of
 // rows_per_sample rows, params.first_element a multiple of cols.
@@ -82,8 +94,7 @@ inline void residual_layernorm_forward(const Tensor& x, const DroppedBranch& bra
     residual_add(x, residual, residual, numel, stream);
     layernorm_forward(residual, norm.weight, norm.bias, norm.epsilon, out, mean, rstd, shape, stream);
   };
-  const bool fusable = shape.cols % 8 == 0 && branch.sample_numel % shape.cols == 0 &&
-                       branch.dropout.first_element % static_cast<std::uint64_t>(shape.cols) == 0 &&
+  const bool fusable = detail::seam_rows(shape, branch.dropout, branch.sample_numel) &&
                        aligned_to(16, {&x, &branch.values, &residual, &norm.weight, &norm.bias, &out});
   if (call.on_cuda() && !fusable) {
     three_kernels();
@@ -136,8 +147,7 @@ inline void residual_layernorm_backward(const Tensor& d_out, const Tensor& x, co
       bias_grad(d_residual, branch.d_bias, shape.rows, shape.cols, workspace, stream);
     }
   };
-  const bool fusable = shape.cols % 8 == 0 && branch.sample_numel % shape.cols == 0 &&
-                       branch.dropout.first_element % static_cast<std::uint64_t>(shape.cols) == 0 &&
+  const bool fusable = detail::seam_rows(shape, branch.dropout, branch.sample_numel) &&
                        aligned_to(16, {&d_out, &x, &weight, &d_residual}) &&
                        (!dropped || aligned_to(16, {&branch.d_branch}));
   if (!call.on_cuda() || !fusable || shape.rows == 0) {
