@@ -78,10 +78,7 @@ inline MirroredArray<float> poisoned_floats(std::size_t n) {
 }
 
 inline std::vector<float> download_floats(const MirroredArray<std::uint16_t>& array) {
-  const std::vector<std::uint16_t> bits = array.download();
-  std::vector<float> values(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
-  return values;
+  return testing::bf16_values(array.download());
 }
 
 inline Tensor host_tensor(std::vector<float>& values) {

@@ -37,6 +37,7 @@
 namespace adamant::kernels {
 namespace {
 
+using testing::bf16_values;
 using testing::MirroredArray;
 
 std::vector<float> random_values(std::size_t n, std::mt19937_64& rng, float scale, bool round) {
@@ -104,12 +105,6 @@ std::vector<double> scaled(const std::vector<float>& values, double factor, doub
   std::vector<double> out(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) out[i] = factor * std::abs(values[i]) + offset;
   return out;
-}
-
-std::vector<float> bf16_values(const std::vector<std::uint16_t>& bits) {
-  std::vector<float> values(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
-  return values;
 }
 
 template <typename T>

@@ -13,14 +13,9 @@
 namespace adamant::kernels {
 namespace {
 
+using testing::bf16_values;
 using testing::gpu;
 using testing::MirroredArray;
-
-std::vector<float> widen(const std::vector<std::uint16_t>& bits) {
-  std::vector<float> out(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_f32(bits[i]);
-  return out;
-}
 
 Tensor host_view(std::vector<float>& v) { return Tensor::flat(v.data(), DType::f32, Device::cpu(), v.size()); }
 
@@ -43,7 +38,8 @@ void expect_linear_matches_cpu(std::int64_t rows, std::int64_t in_features, std:
   const bool with_bias = !fp32_out;
   const LinearShape shape{rows, in_features, out_features};
 
-  std::vector<float> cpu_in = widen(in.host), cpu_bias = widen(bias.host), cpu_residual = widen(residual.host);
+  std::vector<float> cpu_in = bf16_values(in.host), cpu_bias = bf16_values(bias.host),
+                     cpu_residual = bf16_values(residual.host);
   std::vector<float> expected(out_numel);
   kernels::Workspace cpu_workspace(Stream(), testing::all_workspace_needs());
   decode_linear(host_view(cpu_in), weight.host_view(), with_bias ? host_view(cpu_bias) : Tensor{},
@@ -63,7 +59,7 @@ void expect_linear_matches_cpu(std::int64_t rows, std::int64_t in_features, std:
     decode_linear(in.device_view(), weight.device_view(), bias.device_view(), residual.device_view(), out.device_view(),
                   shape, args, workspace, stream);
     stream.synchronize();
-    got = widen(out.download());
+    got = bf16_values(out.download());
   }
   // fp32 sums in another order, then (bf16 out) one rounding of 2^-8 relative. Where a GEMM takes
   // the rows, cuBLASLt may add split-K partial sums in bf16 and a separate epilogue kernel rounds

@@ -67,10 +67,7 @@ class DeviceMatrix {
   Tensor view() { return dtype_ == DType::f32 ? f32_.device_view() : bf16_.device_view(); }
   std::vector<float> download() const {
     if (dtype_ == DType::f32) return f32_.download();
-    const std::vector<std::uint16_t> bits = bf16_.download();
-    std::vector<float> values(bits.size());
-    for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
-    return values;
+    return testing::bf16_values(bf16_.download());
   }
 
  private:

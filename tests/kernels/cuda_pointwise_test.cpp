@@ -28,12 +28,14 @@
 #include "adamant/kernels/cuda/pointwise_model_philox.cuh"
 #include "adamant/kernels/dropout.h"
 #include "kernels/cuda_test_util.h"
+#include "kernels/model_kernels_test_util.h"
 #include "workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
 
 using testing::MirroredArray;
+using testing::view;
 
 // Normal values rounded to bf16, returned as fp32.
 std::vector<float> rounded_normal(std::size_t n, std::uint64_t seed, double mean, double stddev) {
@@ -75,20 +77,13 @@ MirroredArray<float> f32_on_gpu(const std::vector<float>& values) {
 }
 
 std::vector<float> download_bf16(const MirroredArray<std::uint16_t>& array) {
-  const std::vector<std::uint16_t> bits = array.download();
-  std::vector<float> values(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
-  return values;
+  return testing::bf16_values(array.download());
 }
 
 std::vector<std::uint16_t> to_bf16_bits(const std::vector<float>& values) {
   std::vector<std::uint16_t> bits(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_bf16(values[i]);
   return bits;
-}
-
-Tensor cpu_view(std::vector<float>& values) {
-  return Tensor::flat(values.data(), DType::f32, Device::cpu(), values.size());
 }
 
 // Expects |gpu[i] - cpu[i]| <= tolerance(i) everywhere (NaN fails); reports how many
@@ -191,8 +186,7 @@ TEST(CudaLayernorm, ForwardMatchesCpu) {
     std::vector<float> bias = rounded_normal(cols, 13, 0.0, 0.1);
     std::vector<float> out(n), mean(rows), rstd(rows);
     const RowsShape shape{c.rows, c.cols};
-    cpu::layernorm_forward(cpu_view(x), cpu_view(weight), cpu_view(bias), 1e-5, cpu_view(out), cpu_view(mean),
-                           cpu_view(rstd), shape);
+    cpu::layernorm_forward(view(x), view(weight), view(bias), 1e-5, view(out), view(mean), view(rstd), shape);
 
     auto x_gpu = bf16_on_gpu(x, c.offset);
     auto weight_gpu = bf16_on_gpu(weight, c.offset);
@@ -230,11 +224,10 @@ TEST(CudaLayernorm, BackwardMatchesCpuAndIsDeterministic) {
     std::vector<float> d_x_initial = rounded_normal(n, 25, 0.0, 0.5);
     std::vector<float> out(n), mean(rows), rstd(rows);
     const RowsShape shape{c.rows, c.cols};
-    cpu::layernorm_forward(cpu_view(x), cpu_view(weight), cpu_view(bias), 1e-5, cpu_view(out), cpu_view(mean),
-                           cpu_view(rstd), shape);
+    cpu::layernorm_forward(view(x), view(weight), view(bias), 1e-5, view(out), view(mean), view(rstd), shape);
     std::vector<float> d_x = d_x_initial, d_weight(cols), d_bias(cols);
-    cpu::layernorm_backward(cpu_view(d_out), cpu_view(x), cpu_view(weight), cpu_view(mean), cpu_view(rstd),
-                            cpu_view(d_x), cpu_view(d_weight), cpu_view(d_bias), shape);
+    cpu::layernorm_backward(view(d_out), view(x), view(weight), view(mean), view(rstd), view(d_x), view(d_weight),
+                            view(d_bias), shape);
     // Sums of |terms| of the column reductions, for their tolerance.
     std::vector<double> weight_terms(cols, 0.0), bias_terms(cols, 0.0);
     for (std::size_t r = 0; r < rows; ++r) {
@@ -294,8 +287,8 @@ TEST(CudaGelu, ForwardAndBackwardMatchCpu) {
         std::vector<float> d_out = rounded_normal(n, 32, 0.0, 1.0);
         std::vector<float> out(n), d_x(n);
         const auto count = static_cast<std::int64_t>(n);
-        cpu::gelu_forward(cpu_view(x), cpu_view(out), count, form);
-        cpu::gelu_backward(cpu_view(d_out), cpu_view(x), cpu_view(d_x), Tensor{}, count, form);
+        cpu::gelu_forward(view(x), view(out), count, form);
+        cpu::gelu_backward(view(d_out), view(x), view(d_x), Tensor{}, count, form);
 
         auto x_gpu = bf16_on_gpu(x, offset);
         auto d_out_gpu = bf16_on_gpu(d_out, offset);
@@ -336,7 +329,7 @@ TEST(CudaResidualAdd, MatchesCpuBitForBitIncludingInPlace) {
     std::vector<float> a = rounded_normal(n, 41, 0.0, 3.0);
     std::vector<float> b = rounded_normal(n, 42, 0.0, 0.5);
     std::vector<float> sum(n);
-    cpu::residual_add(cpu_view(a), cpu_view(b), cpu_view(sum), static_cast<std::int64_t>(n));
+    cpu::residual_add(view(a), view(b), view(sum), static_cast<std::int64_t>(n));
     const std::vector<std::uint16_t> expected = to_bf16_bits(sum);
 
     auto a_gpu = bf16_on_gpu(a, offset);
@@ -379,7 +372,7 @@ TEST(CudaDropout, MaskAndValuesMatchCpuBitForBit) {
       if (v == 0.0f) v = 1.0f;  // zero then means dropped
     }
     std::vector<float> out(n);
-    cpu::dropout(cpu_view(in), cpu_view(out), c.batch * c.sample_numel, c.sample_numel, args);
+    cpu::dropout(view(in), view(out), c.batch * c.sample_numel, c.sample_numel, args);
 
     auto in_gpu = bf16_on_gpu(in, c.offset);
     MirroredArray<std::uint16_t> out_gpu(n, DType::bf16, c.offset);
@@ -458,7 +451,7 @@ TEST(CudaDropout, ShardAtAnElementOffsetMatchesTheSliceOfTheWholeBatch) {
       if (v == 0.0f) v = 1.0f;  // zero then means dropped
     }
     std::vector<float> whole(in.size());
-    cpu::dropout(cpu_view(in), cpu_view(whole), total, shard.sample_numel, args);
+    cpu::dropout(view(in), view(whole), total, shard.sample_numel, args);
     const std::vector<float> expected(whole.begin() + shard.first_element,
                                       whole.begin() + shard.first_element + shard.numel);
 
@@ -530,7 +523,7 @@ TEST(CudaEmbedding, ForwardMatchesCpuBitForBit) {
     tokens.host = repetitive_tokens(rows, s.vocab, 63);
     tokens.upload();
     std::vector<float> out(rows * static_cast<std::size_t>(s.channels));
-    cpu::embedding_forward(tokens.host_view(), cpu_view(word), cpu_view(position), cpu_view(out), s);
+    cpu::embedding_forward(tokens.host_view(), view(word), view(position), view(out), s);
 
     auto word_gpu = bf16_on_gpu(word);
     auto position_gpu = bf16_on_gpu(position);
@@ -559,7 +552,7 @@ TEST(CudaEmbedding, BackwardMatchesCpuAndIsDeterministic) {
     const std::vector<float> d_position_initial =
         rounded_normal(static_cast<std::size_t>(c.position_rows) * channels, 74, 0.0, 0.01);
     std::vector<float> d_word = d_word_initial, d_position = d_position_initial;
-    cpu::embedding_backward(cpu_view(d_out), tokens.host_view(), cpu_view(d_word), cpu_view(d_position), s);
+    cpu::embedding_backward(view(d_out), tokens.host_view(), view(d_word), view(d_position), s);
     std::vector<float> word_terms(d_word.size());
     for (std::size_t i = 0; i < d_word.size(); ++i) word_terms[i] = std::abs(d_word_initial[i]);
     for (std::size_t r = 0; r < rows; ++r) {

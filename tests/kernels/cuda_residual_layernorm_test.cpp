@@ -19,24 +19,17 @@
 #include "adamant/core/half.h"
 #include "adamant/kernels/residual_layernorm.h"
 #include "kernels/cuda_test_util.h"
+#include "kernels/model_kernels_test_util.h"
 #include "kernels/workspace_test_util.h"
 
 namespace adamant::kernels {
 namespace {
 
 using testing::bf16_bits_on_gpu;
+using testing::bf16_values;
 using testing::MirroredArray;
 using testing::normal_bf16;
-
-std::vector<float> to_f32(const std::vector<std::uint16_t>& bits) {
-  std::vector<float> values(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
-  return values;
-}
-
-Tensor cpu_view(std::vector<float>& values) {
-  return Tensor::flat(values.data(), DType::f32, Device::cpu(), values.size());
-}
+using testing::view;
 
 // The dropout of `site` over a shard of rows from row first_row of a batch whose first
 // sample is first_sample.
@@ -141,8 +134,8 @@ TEST(CudaResidualLayernorm, MatchesTheThreeKernelsBitForBitAndTheCpu) {
     testing::expect_bitwise_equal(fused.rstd, three.rstd, "rstd");
 
     // The CPU: dropout in fp32 on the branch's values, each step rounded to bf16 as stored.
-    std::vector<float> branch_f32 = to_f32(branch), dropped(n);
-    cpu::dropout(cpu_view(branch_f32), cpu_view(dropped), c.rows * c.cols, sample_numel, args);
+    std::vector<float> branch_f32 = bf16_values(branch), dropped(n);
+    cpu::dropout(view(branch_f32), view(dropped), c.rows * c.cols, sample_numel, args);
     std::vector<std::uint16_t> sum_bits(n);
     std::size_t zeros = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -153,11 +146,10 @@ TEST(CudaResidualLayernorm, MatchesTheThreeKernelsBitForBitAndTheCpu) {
     if (c.probability > 0.0f && n > 100000) {
       EXPECT_NEAR(static_cast<double>(zeros) / static_cast<double>(n), c.probability, 0.01);
     }
-    std::vector<float> sum = to_f32(sum_bits), weight_f32 = to_f32(weight), bias_f32 = to_f32(bias), out(n), mean(rows),
-                       rstd(rows);
-    cpu::layernorm_forward(cpu_view(sum), cpu_view(weight_f32), cpu_view(bias_f32), 1e-5, cpu_view(out), cpu_view(mean),
-                           cpu_view(rstd), shape);
-    const std::vector<float> gpu_out = to_f32(fused.out);
+    std::vector<float> sum = bf16_values(sum_bits), weight_f32 = bf16_values(weight), bias_f32 = bf16_values(bias),
+                       out(n), mean(rows), rstd(rows);
+    cpu::layernorm_forward(view(sum), view(weight_f32), view(bias_f32), 1e-5, view(out), view(mean), view(rstd), shape);
+    const std::vector<float> gpu_out = bf16_values(fused.out);
     std::size_t outside = 0;
     for (std::size_t r = 0; r < rows; ++r) {
       outside += std::abs(fused.mean[r] - mean[r]) <= 1e-5 + 1e-5 * std::abs(mean[r]) ? 0 : 1;
@@ -261,9 +253,9 @@ TEST(CudaResidualLayernorm, BackwardMatchesTheSeparateKernelsAndTheCpu) {
 
     // The CPU: the dropout of the stream's gradient as stored, rounded as stored; the
     // bias's sums of the branch's gradient in fp64.
-    std::vector<float> stream_f32 = to_f32(fused.d_residual), dropped(n);
+    std::vector<float> stream_f32 = bf16_values(fused.d_residual), dropped(n);
     if (c.probability > 0.0f) {
-      cpu::dropout(cpu_view(stream_f32), cpu_view(dropped), c.rows * c.cols, sample_numel, args);
+      cpu::dropout(view(stream_f32), view(dropped), c.rows * c.cols, sample_numel, args);
       std::vector<std::uint16_t> dropped_bits(n);
       for (std::size_t i = 0; i < n; ++i) dropped_bits[i] = f32_to_bf16(dropped[i]);
       testing::expect_bitwise_equal(fused.d_branch, dropped_bits, "d_branch against the CPU");

@@ -23,6 +23,13 @@
 
 namespace adamant::testing {
 
+// The values of bf16 bit patterns.
+inline std::vector<float> bf16_values(const std::vector<std::uint16_t>& bits) {
+  std::vector<float> values(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
+  return values;
+}
+
 // A host array and its GPU copy. `offset` views start that many elements into the
 // allocation, to test accesses that are not 16-byte aligned.
 template <typename T>
