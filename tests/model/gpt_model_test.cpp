@@ -98,6 +98,41 @@ TEST(GptModel, GradientsAccumulateOverMicroBatchesBitwiseButTheEmbeddings) {
   EXPECT_EQ(copy_of<float>(again.grads()), g1);
 }
 
+// A step starts with discard_grads: each chunk's first backward then writes its gradients
+// over whatever the buffer holds (the GEMMs with beta 0, the biases' and layernorms' kernels
+// straight into the buffer where it is aligned as their scratch, else a copy from it, the
+// embedding tables zeroed before their rows are added) and the next backward adds. Against
+// the same model zeroing the buffer and adding both micro-batches, with NaN in the buffer
+// beforehand: the same bits, padding included, at a width whose parameters all lie 256 bytes
+// apart (every gradient written in place, with selective recomputation) and at one where most
+// do not (copied).
+TEST(GptModel, ADiscardedStepWritesTheGradientsThatZeroingAndAddingMakes) {
+  for (const int hidden : {16, 64}) {
+    for (const DType dtype : {DType::f32, DType::f64}) {
+      SCOPED_TRACE("hidden " + std::to_string(hidden) + " " + std::string(dtype_name(dtype)));
+      GptConfig config = tiny_config();
+      config.hidden_size = hidden;
+      config.ffn_hidden_size = 4 * hidden;
+      config.hidden_dropout = 0.1f;
+      config.attention_dropout = 0.1f;
+      config.recompute_activation = hidden == 64;  // selective recomputation's order of the MLP's gradients
+      const auto first = random_batch(config, 2, 41), second = random_batch(config, 1, 42);
+      GptModel adding(config, dtype, 2, Device::cpu(), 43), writing(config, dtype, 2, Device::cpu(), 43);
+      for (GptModel* model : {&adding, &writing}) model->forward_backward(first.view(0), 1.0f);  // a step before
+      adding.zero_grads();  // its next backwards add to zeros
+      testing::poison_and_discard_grads(writing);
+      for (const auto& [batch, at] : {std::pair{&first, 3}, std::pair{&second, 5}}) {
+        EXPECT_EQ(writing.forward_backward(batch->view(at), 2.0f), adding.forward_backward(batch->view(at), 2.0f));
+        if (dtype == DType::f64) {
+          EXPECT_EQ(copy_of<double>(writing.grads()), copy_of<double>(adding.grads())) << "after sample " << at;
+        } else {
+          EXPECT_EQ(copy_of<float>(writing.grads()), copy_of<float>(adding.grads())) << "after sample " << at;
+        }
+      }
+    }
+  }
+}
+
 TEST(GptModel, MicroBatchGradientDoesNotDependOnModelCapacity) {
   // Vocabulary 50304 and 256 tokens: the classifier takes the sample in two chunks.
   GptConfig config = tiny_config();

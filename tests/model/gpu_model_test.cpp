@@ -84,7 +84,7 @@ void expect_gradients_close(const ParamList& params, const std::vector<float>& a
       continue;
     }
     const double error = distance(actual, expected, begin, end) / scale;
-    if (error > tolerance) {
+    if (!(error <= tolerance)) {  // NaN too: a gradient the backward left unwritten
       std::size_t worst = begin;
       for (std::size_t i = begin; i < end; ++i) {
         if (std::abs(actual[i] - expected[i]) > std::abs(actual[worst] - expected[worst])) worst = i;
@@ -110,11 +110,12 @@ struct PassResult {
   std::vector<std::size_t> ready_order;
 };
 
-// zero_grads, then forward_backward over the given micro-batches; the last one reports
-// its finished gradients (as the trainer does).
+// As a training step: discards the gradients held (NaN in the buffer, which the first backward
+// must write over), then forward_backward over the given micro-batches; the last one reports
+// its finished gradients.
 PassResult run_passes(GptModel& model, const std::vector<MicroBatch>& batches, float loss_scale) {
   PassResult out;
-  model.zero_grads();
+  testing::poison_and_discard_grads(model);
   for (std::size_t i = 0; i < batches.size(); ++i) {
     const bool last = i + 1 == batches.size();
     const GradReadyFn ready = [&out](std::size_t param) { out.ready_order.push_back(param); };
@@ -286,7 +287,9 @@ TEST(GpuGptModel, SelectiveRecomputationChangesNoBit) {
 // from the third. The replays read each micro-batch's tokens, targets and first sample index
 // from memory, so the losses are the direct model's bit for bit, with dropout, and so are the
 // gradients but for the order of the embedding gradient's fp32 atomics; the gradients are
-// reported in the same order. A short micro-batch or another loss scale is recorded anew.
+// reported in the same order. A short micro-batch or another loss scale is recorded anew. A
+// step's first backward (which writes the gradients) and the others (which add) are recorded
+// apart, each with and without reports: four backward graphs of a (chunk, slot).
 TEST(GpuGptModel, RecordedPassesChangeNoBit) {
   ADAMANT_REQUIRE_GPU();
   const GptConfig config = gpu_config_with_dropout();
@@ -301,13 +304,18 @@ TEST(GpuGptModel, RecordedPassesChangeNoBit) {
     int recorded_after;  // passes held as graphs after the step
   };
   const std::vector<Step> steps = {
-      {{batch.view(0)}, 1.0f, 0},                   // direct
-      {{other.view(2)}, 1.0f, 2},                   // recorded (forward and backward), then launched
-      {{batch.view(4), other.view(6)}, 1.0f, 2},    // replayed twice
-      {{other.view(9, 1, 1)}, 1.0f, 0},             // a short micro-batch: direct again
-      {{batch.view(11, 0, 1)}, 1.0f, 2},            // recorded at its size
-      {{batch.view(12), other.view(14)}, 4.0f, 1},  // full size, new scale: the forward recorded on the second
-      {{other.view(16)}, 4.0f, 2},                  // the reporting backward recorded
+      {{batch.view(0)}, 1.0f, 0},  // direct
+      {{other.view(2)}, 1.0f, 2},  // recorded (the forward and the writing backward with reports), then launched
+      {{batch.view(4), other.view(6)}, 1.0f, 2},  // the forward replayed twice; both backwards' first runs
+      {{other.view(9, 1, 1)}, 1.0f, 0},           // a short micro-batch: direct again
+      {{batch.view(11, 0, 1)}, 1.0f, 2},          // recorded at its size
+      // Full size, new scale: the forward recorded on the second micro-batch; the two backwards
+      // direct again; the writing backward with reports keeps its graph of one sample.
+      {{batch.view(12), other.view(14)}, 4.0f, 2},
+      {{other.view(16)}, 4.0f, 1},                  // that one at the new size and scale: direct
+      {{batch.view(18)}, 4.0f, 2},                  // recorded
+      {{other.view(20), batch.view(22)}, 4.0f, 4},  // the writing and the adding backward recorded
+      {{batch.view(24), other.view(26)}, 4.0f, 4},  // everything replayed
   };
   std::vector<float> previous;
   for (std::size_t i = 0; i < steps.size(); ++i) {

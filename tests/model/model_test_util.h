@@ -1,6 +1,9 @@
 #pragma once
 // Tiny configurations and synthetic batches for the model tests.
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -107,6 +110,26 @@ void add_stage_grads(std::map<std::string, std::vector<double>>& by_name, const 
     sum.resize(spec.numel, 0.0);
     for (std::size_t i = 0; i < spec.numel; ++i) sum[i] += grads[spec.offset + i];
   }
+}
+
+// Fills every parameter's gradient in model.grads() with NaN (the padding stays zero), on the
+// model's device, and discards them (GptModel::discard_grads), as a training step starts: each
+// chunk's next backward must write over all of them, and any place it misses stays NaN.
+inline void poison_and_discard_grads(GptModel& model) {
+  const Tensor grads = model.grads();
+  model.stream().synchronize();
+  std::vector<std::byte> host(grads.bytes());
+  copy_bytes(host.data(), Device::cpu(), grads.data, grads.device, host.size());
+  const Tensor on_host = Tensor::flat(host.data(), grads.dtype, Device::cpu(), grads.numel());
+  for (const ParamSpec& spec : model.params().params) {
+    if (grads.dtype == DType::f64) {
+      std::ranges::fill(on_host.span<double>().subspan(spec.offset, spec.numel), std::nan(""));
+    } else {
+      std::ranges::fill(on_host.span<float>().subspan(spec.offset, spec.numel), std::nanf(""));
+    }
+  }
+  copy_bytes(grads.data, grads.device, host.data(), Device::cpu(), host.size());
+  model.discard_grads();
 }
 
 template <typename T>

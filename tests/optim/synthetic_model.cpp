@@ -125,6 +125,11 @@ float SyntheticModel::sample_gradient(float weight, std::int64_t sample, std::si
   return weight * c + d;
 }
 
+void SyntheticModel::zero_grads() {
+  for (const ParamSpec& spec : params_.params)
+    std::memset(grads_.ptr<float>() + spec.offset, 0, spec.numel * sizeof(float));
+}
+
 void SyntheticModel::accumulate_micro_batch(std::int64_t sample, float loss_scale, Optimizer* notify) {
   auto* grads = static_cast<float*>(grads_.data);
   for (std::size_t p = 0; p < params_.size(); ++p) {
@@ -143,6 +148,7 @@ std::vector<StepResult> run_steps(Optimizer& optimizer, SyntheticModel& model, i
   const std::int64_t global_batch = static_cast<std::int64_t>(mb) * dp;
   for (std::int64_t step = config.first_step; step < config.first_step + config.steps; ++step) {
     optimizer.wait_for_params();  // before the first forward
+    model.zero_grads();
     for (int m = 0; m < mb; ++m) {
       const bool last = m == mb - 1;
       if (last && config.before_last_micro_batch) config.before_last_micro_batch(step, model);

@@ -45,6 +45,9 @@ class SyntheticModel {
   std::vector<std::uint16_t> weight_bits() const;  // bf16/fp16 bit patterns (16-bit models)
 
   static float sample_gradient(float weight, std::int64_t sample, std::size_t flat);
+  // Zeroes the parameters' gradients (the padding is never written): a step starts so, as the
+  // trainer's model drops the last step's (the optimizer leaves them).
+  void zero_grads();
   // grads += loss_scale * g(weights, sample), parameter by parameter in ParamList order; after each parameter,
   // notify->on_grad_ready(p) when notify is given (the last micro-batch of a step).
   void accumulate_micro_batch(std::int64_t sample, float loss_scale, Optimizer* notify);

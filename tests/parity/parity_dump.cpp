@@ -255,6 +255,7 @@ void run(const Args& args) {
         static_cast<std::size_t>(s) * all_ranks + static_cast<std::size_t>(world.rank()) * per_rank;
     const double lr = optim::learning_rate(schedule, s);
     optimizer->wait_for_params();
+    model.discard_grads();  // a step writes its gradients over the last one's, which the optimizer leaves
     model.forward_backward({std::span<const std::int32_t>(tokens).subspan(mine, per_rank),
                             std::span<const std::int32_t>(targets).subspan(mine, per_rank), kBatch,
                             static_cast<std::uint64_t>(world.rank() * kBatch)},

@@ -121,6 +121,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   device_targets_ = Buffer(memory.targets, device_);
   pass_samples_ = Buffer(memory.pass_samples, device_);
   grads_finished_.resize(chunks_.size());
+  grads_discarded_.assign(chunks_.size(), 1);
   host_statistics_ = Buffer(memory.host_statistics, Device::cpu());
   loss_reads_ = LossReadback(static_cast<std::size_t>(micro_batch_size_) * config_.seq_length, grad_dtype_, device_);
   init_weights();
@@ -155,13 +156,13 @@ PassGraphs GptModel::make_pass_graphs() const {
   return PassGraphs(*stream_, static_cast<int>(stage_.chunks.size()), passes_in_flight_);
 }
 
-void GptModel::run_pass(const Pass& pass, PassDirection direction, float loss_scale, const StepGraph::Work& work,
+void GptModel::run_pass(const Pass& pass, PassKind kind, float loss_scale, const StepGraph::Work& work,
                         const StepGraph::OnPause& on_pause) {
   if (!pass.training) {  // validation: rare, and of any micro-batch size
     StepGraph::run_directly(work, on_pause);
     return;
   }
-  pass_graphs_.run(chunk_index(pass), pass.slot, direction, {pass.batch, loss_scale}, work, on_pause);
+  pass_graphs_.run(chunk_index(pass), pass.slot, kind, {pass.batch, loss_scale}, work, on_pause);
 }
 
 Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_, device_, buffer_numel_); }
@@ -169,6 +170,8 @@ Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_,
 Tensor GptModel::grads() { return Tensor::flat(grads_.data(), grad_dtype_, device_, buffer_numel_); }
 
 void GptModel::zero_grads() { zero(grads()); }
+
+void GptModel::discard_grads() { std::fill(grads_discarded_.begin(), grads_discarded_.end(), 1); }
 
 void GptModel::zero(Tensor t) { kernels::fill_zero(t, *stream_); }
 
@@ -258,21 +261,31 @@ Tensor GptModel::weight(std::size_t param) {
                       device_, spec.numel);
 }
 
-Tensor GptModel::micro_grad(std::size_t param) {
+bool GptModel::grad_in_place(const Pass& pass, std::size_t param) const {
+  if (micro_offsets_[param] == kAccumulatedInPlace) return true;
+  // A writing pass needs no scratch to add from; the kernels get the alignment the scratch gives them.
+  const std::size_t byte_offset = params_[param].offset * dtype_size(grad_dtype_);
+  return pass.writes_grads && byte_offset % (MicroGradLayout::kAlignment * dtype_size(grad_dtype_)) == 0;
+}
+
+Tensor GptModel::micro_grad(const Pass& pass, std::size_t param) {
   const ParamSpec& spec = params_[param];
-  if (micro_offsets_[param] == kAccumulatedInPlace) return grads().slice(spec.offset, spec.numel);
+  if (grad_in_place(pass, param)) return grads().slice(spec.offset, spec.numel);
   return Tensor::flat(static_cast<char*>(micro_grads_.data()) + micro_offsets_[param] * dtype_size(grad_dtype_),
                       grad_dtype_, device_, spec.numel);
 }
 
-void GptModel::finish_grad(std::size_t param, const GradReadyFn& on_grad_ready) {
+void GptModel::finish_grad(const Pass& pass, std::size_t param, const GradReadyFn& on_grad_ready) {
   const ParamSpec& spec = params_[param];
-  if (micro_offsets_[param] == kAccumulatedInPlace) {  // its GEMM has added it to grads_ already
-    if (on_grad_ready) on_grad_ready(param);
-    return;
+  if (grad_reduced_over_tp_[param]) tp_all_reduce(micro_grad(pass, param));  // each rank saw only its rows
+  if (!grad_in_place(pass, param)) {
+    const Tensor in_grads = grads().slice(spec.offset, spec.numel);
+    if (pass.writes_grads) {
+      copy(micro_grad(pass, param), in_grads);
+    } else {
+      kernels::accumulate(micro_grad(pass, param), in_grads, *stream_);
+    }
   }
-  if (grad_reduced_over_tp_[param]) tp_all_reduce(micro_grad(param));  // each rank saw only its rows
-  kernels::accumulate(micro_grad(param), grads().slice(spec.offset, spec.numel), *stream_);
   if (on_grad_ready) on_grad_ready(param);  // final in stream order: the optimizer orders its collective after it
 }
 
@@ -395,12 +408,15 @@ void GptModel::forward_pass(int chunk, int slot, const MicroBatch& batch, bool t
     stage_ids(batch.tokens, device_tokens_, static_cast<std::size_t>(slot) * micro_batch_size_ * config_.seq_length);
   }
   refresh_working_weights();
-  run_pass(pass, PassDirection::forward, 0.0f, [&](const StepGraph::Pause&) { forward(pass); });
+  run_pass(pass, PassKind::forward, 0.0f, [&](const StepGraph::Pause&) { forward(pass); });
 }
 
 void GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,
                              const GradReadyFn& on_grad_ready) {
-  const Pass pass = begin_pass(chunk, slot, batch, true, "backward_pass");
+  Pass pass = begin_pass(chunk, slot, batch, true, "backward_pass");
+  std::uint8_t& discarded = grads_discarded_[static_cast<std::size_t>(chunk)];
+  pass.writes_grads = discarded != 0;
+  discarded = 0;
   const bool head = pass.chunk->layers.has_head;
   const Tensor targets = head ? stage_ids(batch.targets, device_targets_) : Tensor{};
   // Each finished gradient is a pause of the pass (core/step_graph.h), so that a replay, which
@@ -409,7 +425,7 @@ void GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, float
   std::vector<std::size_t>& reported = grads_finished_[static_cast<std::size_t>(chunk_index(pass))];
   const GradReadyFn no_reports;
   run_pass(
-      pass, PassDirection::backward, loss_scale,
+      pass, pass.writes_grads ? PassKind::backward_writing : PassKind::backward_adding, loss_scale,
       [&](const StepGraph::Pause& pause) {
         if (head) classifier(pass, targets, loss_scale / (static_cast<double>(pass.batch) * pass.seq), true);
         if (!on_grad_ready) {

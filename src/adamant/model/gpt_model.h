@@ -19,8 +19,10 @@
 // The linear layers' weight gradients (about 92% of the elements of GPT-3 1.3B) are
 // accumulated into grads() by their weight-gradient GEMMs (beta = 1, as Megatron's
 // gradient-accumulation fusion), with no scratch and no extra pass; the other
-// parameters' (biases, layernorms, embeddings) are formed in a small per-micro-batch
-// scratch and then added.
+// parameters' (biases, layernorms) are formed in a small per-micro-batch scratch and then
+// added. A step's first backward of each chunk (after discard_grads) writes instead of
+// adding: the GEMMs with beta = 0 and the other kernels straight into grads(), so that no
+// pass zeroes the buffer and no GEMM reads it.
 //
 // Dropout masks are counter-based (Philox): a function of (seed, global sample
 // index, site, element) only, independent of how samples are grouped. The kernels read
@@ -140,7 +142,13 @@ class GptModel {
   // normal(0, init_method_std) weights, output projections std / sqrt(2 * num_layers), biases 0,
   // layernorm weight 1 / bias 0; a function of (seed, config) only. Called by the constructor.
   void init_weights();
+  // Zeroes grads() (one pass over the buffer); later backwards add to the zeros.
   void zero_grads();
+  // Drops the gradients held without touching the buffer: each chunk's next backward writes
+  // its parameters' gradients instead of adding to them, and the ones after add. What a
+  // training step starts with (train/pipeline_runner.h); grads() holds stale values until then.
+  // A new model starts so.
+  void discard_grads();
 
   // Forward and backward of one micro-batch through the whole model (one pipeline stage;
   // batch_size <= micro_batch_size, seq_length tokens each, dropout on). Returns the mean cross-entropy over its tokens
@@ -202,6 +210,7 @@ class GptModel {
     bool training = false;
     const Chunk* chunk = nullptr;
     int slot = 0;
+    bool writes_grads = false;  // a backward that writes its chunk's gradients (discard_grads) instead of adding
   };
 
   int chunk_index(const Pass& pass) const { return static_cast<int>(pass.chunk - chunks_.data()); }
@@ -209,8 +218,8 @@ class GptModel {
   // Checks the chunk and slot, selects the slot's saved activations and stages the first sample
   // index its dropout masks start from.
   Pass begin_pass(int chunk, int slot, const MicroBatch& batch, bool training, const char* what);
-  // Runs a pass's kernels: directly, or as the recorded graph of (chunk, slot, direction).
-  void run_pass(const Pass& pass, PassDirection direction, float loss_scale, const StepGraph::Work& work,
+  // Runs a pass's kernels: directly, or as the recorded graph of (chunk, slot, kind).
+  void run_pass(const Pass& pass, PassKind kind, float loss_scale, const StepGraph::Work& work,
                 const StepGraph::OnPause& on_pause = {});
   // The pass graphs this model's stream and workspace call for (none with tensor parallelism).
   PassGraphs make_pass_graphs() const;
@@ -272,15 +281,20 @@ class GptModel {
   void queue_loss_read(const Pass& pass);
   // Refuses `what` while training passes' losses wait to be taken (take_loss_sum).
   void check_losses_taken(const char* what) const;
-  void finish_grad(std::size_t param, const GradReadyFn& on_grad_ready);
+  // The end of `param`'s part in the backward `pass`: adds (or copies) its gradient from the
+  // micro-batch scratch unless its kernels wrote it in place, then reports it.
+  void finish_grad(const Pass& pass, std::size_t param, const GradReadyFn& on_grad_ready);
   void zero(Tensor t);
   void copy(const Tensor& src, Tensor dst);  // in stream order
 
   Tensor act(const Region& region, std::size_t count);
   Tensor weight(std::size_t param);
-  // Where backward writes `param`'s gradient: its slice of grads() for the linear weights
-  // (their GEMMs accumulate), else its place in the micro-batch scratch.
-  Tensor micro_grad(std::size_t param);
+  // Where the backward `pass` writes `param`'s gradient: its slice of grads() for the linear
+  // weights and embeddings (their kernels add, or write in a writing pass), and for every
+  // parameter in a writing pass where the slice is aligned as the scratch is; else its place
+  // in the micro-batch scratch.
+  Tensor micro_grad(const Pass& pass, std::size_t param);
+  bool grad_in_place(const Pass& pass, std::size_t param) const;
   kernels::DropoutArgs dropout_at(const Pass& pass, float probability, std::uint32_t site,
                                   std::uint64_t first_element = 0) const;
 
@@ -324,8 +338,9 @@ class GptModel {
   // Per chunk: the parameters its backward finishes, in order: what the pauses of its recorded
   // backward report.
   std::vector<std::vector<std::size_t>> grads_finished_;
-  Buffer host_statistics_;   // one row of logits copied back to the host (grad_dtype_)
-  LossReadback loss_reads_;  // the head's per-token losses, copied back after each pass
+  std::vector<std::uint8_t> grads_discarded_;  // per chunk: its next backward writes its gradients
+  Buffer host_statistics_;                     // one row of logits copied back to the host (grad_dtype_)
+  LossReadback loss_reads_;                    // the head's per-token losses, copied back after each pass
 };
 
 }  // namespace adamant::model

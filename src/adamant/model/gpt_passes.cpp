@@ -111,14 +111,14 @@ Tensor GptModel::seam_backward(const Pass& pass, const Tensor& d_ln_sums, const 
   const Tensor rstd = act(*norm.rstd, static_cast<std::size_t>(rows));
   if (!below || config_.sequence_parallel) {  // the branch's rows are gathered before its gradient is summed
     kernels::layernorm_backward(d_out, x, weight(norm.weight_param), mean, rstd, d_residual,
-                                micro_grad(norm.weight_param), micro_grad(norm.bias_param), {rows, C}, workspace_,
-                                *stream_);
+                                micro_grad(pass, norm.weight_param), micro_grad(pass, norm.bias_param), {rows, C},
+                                workspace_, *stream_);
     return below ? branch_grad(pass, below->site, below->d_bias) : Tensor{};
   }
   const kernels::DropoutArgs args = dropout_at(pass, config_.hidden_dropout, below->site, first_row(pass) * C);
   const Tensor d_branch = args.probability > 0.0f ? act(layout_.d_branch, RC) : d_residual;
   kernels::residual_layernorm_backward(d_out, x, weight(norm.weight_param), mean, rstd, d_residual,
-                                       micro_grad(norm.weight_param), micro_grad(norm.bias_param),
+                                       micro_grad(pass, norm.weight_param), micro_grad(pass, norm.bias_param),
                                        {d_branch, args, static_cast<std::int64_t>(pass.seq) * C, below->d_bias},
                                        {rows, C}, workspace_, *stream_);
   return d_branch;
@@ -209,10 +209,12 @@ void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_s
   const Tensor scratch = act(layout_.logits_chunk, layout_.logits_chunk.numel);
   const Tensor d_x = with_grad ? act(layout_.d_ln, N * C) : Tensor{};
   const std::size_t word_embedding = pass.chunk->index.word_embedding;
-  const Tensor d_embedding = with_grad ? micro_grad(word_embedding) : Tensor{};
+  const Tensor d_embedding = with_grad ? micro_grad(pass, word_embedding) : Tensor{};
+  const bool adds_d_embedding = !pass.writes_grads;  // the chunk's first gradient of the word embedding
   if (tensor_parallel_ == nullptr) {
     kernels::fused_classifier(x, weight(word_embedding), targets, act(layout_.losses, N), scratch, grad_scale, d_x,
-                              d_embedding, true, {static_cast<std::int64_t>(N), C, V}, workspace_, *stream_);
+                              d_embedding, adds_d_embedding, {static_cast<std::int64_t>(N), C, V}, workspace_,
+                              *stream_);
     return;
   }
   // Vocabulary-parallel cross-entropy: each rank's per-row logsumexp and target logit over its
@@ -229,7 +231,7 @@ void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_s
                                   *stream_);
   if (!with_grad) return;
   kernels::vocab_parallel_classifier_backward(x, weight(word_embedding), targets, lse, grad_scale, scratch, d_x,
-                                              d_embedding, true, shape, workspace_, *stream_);
+                                              d_embedding, adds_d_embedding, shape, workspace_, *stream_);
 }
 
 void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
@@ -238,11 +240,14 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
   const std::size_t N = static_cast<std::size_t>(B * L), rows = local_rows(pass);
   const std::size_t NC = N * C, RC = rows * C, NW = N * W, NF = N * F;
   auto finish = [&](std::size_t bias, std::size_t weight_param) {
-    finish_grad(bias, on_grad_ready);
-    finish_grad(weight_param, on_grad_ready);
+    finish_grad(pass, bias, on_grad_ready);
+    finish_grad(pass, weight_param, on_grad_ready);
   };
   const ModelChunk& chunk = pass.chunk->layers;
   const GptParamIndex& index = pass.chunk->index;
+  // The weight-gradient GEMMs add to the gradients held, or write them (beta = 0).
+  const kernels::WeightGrad weight_grad =
+      pass.writes_grads ? kernels::WeightGrad::overwrite : kernels::WeightGrad::accumulate;
   Tensor d_residual = act(layout_.d_residual, RC);  // a chunk without the head: d(output), received
   Tensor d_ln_sums = act(layout_.d_ln, NC);         // holds d(final_ln output) from the classifier
   // The branch that joins the stream below layer i (below the final layernorm for i =
@@ -250,7 +255,7 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
   // chunk without the embedding.
   auto branch_below = [&](int i) -> std::optional<BranchAt> {
     if (i > 0)
-      return BranchAt{mlp_residual_site(chunk.first_layer + i - 1), micro_grad(index.layers[i - 1].fc_proj_bias)};
+      return BranchAt{mlp_residual_site(chunk.first_layer + i - 1), micro_grad(pass, index.layers[i - 1].fc_proj_bias)};
     if (chunk.has_embedding) return BranchAt{kEmbeddingSite, {}};
     return std::nullopt;
   };
@@ -269,7 +274,7 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     finish(index.final_ln_bias, index.final_ln_weight);
     // A head without the embedding (a later pipeline stage): the classifier's share is the whole
     // gradient of its copy of the word embedding.
-    if (!chunk.has_embedding) finish_grad(index.word_embedding, on_grad_ready);
+    if (!chunk.has_embedding) finish_grad(pass, index.word_embedding, on_grad_ready);
   }
 
   for (int i = chunk.num_layers - 1; i >= 0; --i) {
@@ -281,7 +286,7 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     Tensor d_fc = act(layout_.d_fc, NF);
     const Tensor d_mlp_branch = d_branch_below.data != nullptr
                                     ? d_branch_below
-                                    : branch_grad(pass, mlp_residual_site(l), micro_grad(w.fc_proj_bias));
+                                    : branch_grad(pass, mlp_residual_site(l), micro_grad(pass, w.fc_proj_bias));
     // The down projection's data gradient, then the GELU backward, then its parameter
     // gradients: with selective recomputation the GELU outputs were not kept, and the GELU
     // backward, which reads the pre-activations anyway, writes this layer's back into the
@@ -291,23 +296,21 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     // The GELU backward also sums the up projection's bias gradient as it writes d_fc.
     kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu, *stream_,
                            config_.recompute_activation ? act(a.fc_gelu, NF) : Tensor{},
-                           {micro_grad(w.fc_bias), F, &workspace_});
+                           {micro_grad(pass, w.fc_bias), F, &workspace_});
     kernels::linear_backward(d_mlp_branch, act(a.fc_gelu, NF), weight(w.fc_proj_weight), {},
-                             micro_grad(w.fc_proj_weight), {}, {B * L, F, C}, workspace_, *stream_,
-                             kernels::WeightGrad::accumulate);
+                             micro_grad(pass, w.fc_proj_weight), {}, {B * L, F, C}, workspace_, *stream_, weight_grad);
     finish(w.fc_proj_bias, w.fc_proj_weight);
-    kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln_sums, micro_grad(w.fc_weight), {},
-                             {B * L, C, F}, workspace_, *stream_, kernels::WeightGrad::accumulate);
+    kernels::linear_backward(d_fc, act(a.ln2, NC), weight(w.fc_weight), d_ln_sums, micro_grad(pass, w.fc_weight), {},
+                             {B * L, C, F}, workspace_, *stream_, weight_grad);
     finish(w.fc_bias, w.fc_weight);
-    const Tensor d_attention_branch = seam_backward(pass, d_ln_sums, act(a.residual_attention, RC),
-                                                    {w.ln2_weight, w.ln2_bias, nullptr, &a.ln2_mean, &a.ln2_rstd},
-                                                    BranchAt{attention_residual_site(l), micro_grad(w.proj_bias)});
+    const Tensor d_attention_branch = seam_backward(
+        pass, d_ln_sums, act(a.residual_attention, RC), {w.ln2_weight, w.ln2_bias, nullptr, &a.ln2_mean, &a.ln2_rstd},
+        BranchAt{attention_residual_site(l), micro_grad(pass, w.proj_bias)});
     finish(w.ln2_bias, w.ln2_weight);
 
     Tensor d_attention = act(layout_.d_attention, NW);
     kernels::linear_backward(d_attention_branch, act(a.attention, NW), weight(w.proj_weight), d_attention,
-                             micro_grad(w.proj_weight), {}, {B * L, W, C}, workspace_, *stream_,
-                             kernels::WeightGrad::accumulate);
+                             micro_grad(pass, w.proj_weight), {}, {B * L, W, C}, workspace_, *stream_, weight_grad);
     finish(w.proj_bias, w.proj_weight);
     Tensor d_qkv = act(layout_.d_qkv, 3 * NW);
     const kernels::DropoutArgs attention_dropout =
@@ -315,9 +318,8 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     kernels::flash_attention_backward(d_attention, act(a.qkv, 3 * NW), act(a.attention, NW),
                                       act(a.logsumexp, static_cast<std::size_t>(B * H * L)), d_qkv, {B, L, H, D},
                                       attention_dropout, workspace_, *stream_);
-    kernels::linear_backward(d_qkv, act(a.ln1, NC), weight(w.qkv_weight), d_ln_sums, micro_grad(w.qkv_weight),
-                             micro_grad(w.qkv_bias), {B * L, C, 3 * W}, workspace_, *stream_,
-                             kernels::WeightGrad::accumulate);
+    kernels::linear_backward(d_qkv, act(a.ln1, NC), weight(w.qkv_weight), d_ln_sums, micro_grad(pass, w.qkv_weight),
+                             micro_grad(pass, w.qkv_bias), {B * L, C, 3 * W}, workspace_, *stream_, weight_grad);
     finish(w.qkv_bias, w.qkv_weight);
     d_branch_below = seam_backward(pass, d_ln_sums, x_in, {w.ln1_weight, w.ln1_bias, nullptr, &a.ln1_mean, &a.ln1_rstd},
                                    branch_below(i));
@@ -334,13 +336,20 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
   // position gradient and its own vocabulary rows' word gradient.
   const Tensor d_embedded = d_branch_below.data != nullptr ? d_branch_below : branch_grad(pass, kEmbeddingSite);
   // Both gradients accumulate in the gradient buffer (model_memory.h), the word embedding's after
-  // the classifier's share of the tied weights when this chunk has the head.
-  Tensor d_position = micro_grad(index.position_embedding);
-  kernels::embedding_backward(d_embedded, pass.tokens, micro_grad(index.word_embedding), d_position,
+  // the classifier's share of the tied weights when this chunk has the head. The kernel adds only
+  // the rows the tokens and positions touch, so a writing pass zeroes the tables first (the word
+  // embedding's only without the head, whose classifier wrote all of it).
+  Tensor d_word = micro_grad(pass, index.word_embedding);
+  Tensor d_position = micro_grad(pass, index.position_embedding);
+  if (pass.writes_grads) {
+    zero(d_position);
+    if (!chunk.has_head) zero(d_word);
+  }
+  kernels::embedding_backward(d_embedded, pass.tokens, d_word, d_position,
                               act(layout_.embedding_grad_scratch, layout_.embedding_grad_scratch.numel),
                               {B, L, C, V, static_cast<std::int64_t>(tp_rank_) * V}, *stream_);
-  finish_grad(index.position_embedding, on_grad_ready);
-  finish_grad(index.word_embedding, on_grad_ready);
+  finish_grad(pass, index.position_embedding, on_grad_ready);
+  finish_grad(pass, index.word_embedding, on_grad_ready);
 }
 
 }  // namespace adamant::model

@@ -18,7 +18,8 @@ namespace adamant::model {
 // and the embeddings accumulate in place in the gradient buffer (kAccumulatedInPlace), their
 // kernels adding to it; every other parameter (biases and layernorms, whose kernels overwrite;
 // 0.05% of GPT-3 1.3B's elements) has a 64-element aligned place in a per-micro-batch scratch
-// of scratch_numel elements.
+// of scratch_numel elements, from which it is added (a step's first backward writes such a
+// gradient straight into the buffer where its place there is as aligned; GptModel::discard_grads).
 struct MicroGradLayout {
   static constexpr std::size_t kAccumulatedInPlace = ~std::size_t{0};
   static constexpr std::size_t kAlignment = 64;  // elements: 256-byte aligned fp32 views

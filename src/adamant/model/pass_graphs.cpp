@@ -5,7 +5,7 @@
 namespace adamant::model {
 
 namespace {
-constexpr int kKinds = 3;  // forward, backward, backward with pauses
+constexpr int kKinds = 5;  // forward; adding and writing backwards, each without and with pauses
 }  // namespace
 
 PassGraphs::PassGraphs(const Stream& stream, int chunks, int slots)
@@ -14,22 +14,22 @@ PassGraphs::PassGraphs(const Stream& stream, int chunks, int slots)
                 chunks, slots);
 }
 
-PassGraphs::Entry& PassGraphs::entry(int chunk, int slot, PassDirection direction, bool pausing) {
+PassGraphs::Entry& PassGraphs::entry(int chunk, int slot, PassKind kind, bool pausing) {
   ADAMANT_CHECK(chunk >= 0 && chunk < chunks_ && slot >= 0 && slot < slots_,
                 "PassGraphs: pass of chunk {} in slot {}; the model holds {} chunk(s) and {} slot(s)", chunk, slot,
                 chunks_, slots_);
-  const int kind = direction == PassDirection::forward ? 0 : pausing ? 2 : 1;
-  const int index = (chunk * slots_ + slot) * kKinds + kind;
+  const int at = kind == PassKind::forward ? 0 : (kind == PassKind::backward_writing ? 3 : 1) + (pausing ? 1 : 0);
+  const int index = (chunk * slots_ + slot) * kKinds + at;
   return entries_[static_cast<std::size_t>(index)];
 }
 
-void PassGraphs::run(int chunk, int slot, PassDirection direction, const PassSignature& signature,
-                     const StepGraph::Work& work, const StepGraph::OnPause& on_pause) {
+void PassGraphs::run(int chunk, int slot, PassKind kind, const PassSignature& signature, const StepGraph::Work& work,
+                     const StepGraph::OnPause& on_pause) {
   if (!enabled()) {
     StepGraph::run_directly(work, on_pause);
     return;
   }
-  Entry& e = entry(chunk, slot, direction, static_cast<bool>(on_pause));
+  Entry& e = entry(chunk, slot, kind, static_cast<bool>(on_pause));
   if (e.graph == nullptr || !(e.signature == signature)) {
     e.graph = std::make_unique<StepGraph>(*stream_);
     e.signature = signature;

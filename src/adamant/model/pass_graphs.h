@@ -11,6 +11,9 @@
 // into the classifier's gradient. A pass of another signature is recorded anew (a short last
 // micro-batch, a changed fp16 loss scale).
 //
+// A chunk's first backward of a step writes its gradients and the later ones add to them
+// (GptModel::discard_grads): other GEMM epilogues and copies, so each is recorded apart.
+//
 // A backward that reports its finished gradients (to start their buckets' reduce-scatters
 // during the backward) pauses after each (StepGraph's pauses): it is recorded as one graph per
 // stretch between reports, and kept apart from the same pass without reports (the earlier
@@ -24,7 +27,11 @@
 
 namespace adamant::model {
 
-enum class PassDirection { forward, backward };
+enum class PassKind {
+  forward,
+  backward_adding,   // adds the chunk's gradients to the ones held
+  backward_writing,  // writes them (the chunk's first backward of a step)
+};
 
 struct PassSignature {
   int batch = 0;
@@ -41,7 +48,7 @@ class PassGraphs {
   // Runs `work`, the kernels of one pass, issued on the stream only: directly, or by the pass's
   // graphs. With on_pause set the work's pauses call it (StepGraph::run), and the pass is recorded
   // apart from its runs without.
-  void run(int chunk, int slot, PassDirection direction, const PassSignature& signature, const StepGraph::Work& work,
+  void run(int chunk, int slot, PassKind kind, const PassSignature& signature, const StepGraph::Work& work,
            const StepGraph::OnPause& on_pause = {});
   // How many passes are held as recorded graphs (none on the CPU, where run() calls the work).
   int recorded() const;
@@ -53,12 +60,12 @@ class PassGraphs {
     std::unique_ptr<StepGraph> graph;
     PassSignature signature;
   };
-  Entry& entry(int chunk, int slot, PassDirection direction, bool pausing);
+  Entry& entry(int chunk, int slot, PassKind kind, bool pausing);
 
   const Stream* stream_ = nullptr;
   int chunks_ = 0;
   int slots_ = 0;
-  std::vector<Entry> entries_;  // [chunk][slot][forward, backward, backward with pauses]
+  std::vector<Entry> entries_;  // [chunk][slot][forward, then each backward kind without and with pauses]
 };
 
 }  // namespace adamant::model

@@ -9,7 +9,8 @@
 //
 // A step: finish the gradient sync, grad norm and step factor (BucketedGrads); Adam on
 // each range, after which the variant publishes the range's weights (publish_params);
-// wait for them unless overlap_param_sync; zero the gradients.
+// wait for them unless overlap_param_sync; reset the readiness (the model writes the next
+// step's gradients over these: no pass zeroes them).
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>

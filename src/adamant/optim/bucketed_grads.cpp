@@ -129,9 +129,6 @@ StepScale BucketedGrads::finish_sync(double grad_scale) {
   return scale;
 }
 
-void BucketedGrads::clear() {
-  kernels::fill_zero(grads_, stream_);
-  readiness_.reset();
-}
+void BucketedGrads::clear() { readiness_.reset(); }
 
 }  // namespace adamant::optim

@@ -71,7 +71,7 @@ class BucketedGrads {
   // The synced gradient of update range `range`, and its segments (device), for Adam.
   Tensor synced_grad(std::size_t range) const;
   Tensor segments(std::size_t range) const;
-  // Zeroes the gradients and the readiness for the next step.
+  // Resets the readiness for the next step. The gradients stay: the model writes the next step's over them.
   void clear();
 
   double loss_scale() const { return loss_scaler_.scale(); }

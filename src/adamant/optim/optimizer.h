@@ -86,7 +86,9 @@ class Optimizer {
   // Before the first forward of a step: waits for the previous step's parameter all-gathers.
   virtual void wait_for_params() = 0;
   // After the last micro-batch's backward: finishes the gradient sync, global grad norm, clipping and unscaling
-  // folded into one scale, Adam, parameter sync; zeroes model_grads for the next step.
+  // folded into one scale, Adam, parameter sync. model_grads is not cleared (the sync may leave summed values in
+  // it): the model's next step writes its gradients over it (GptModel::discard_grads) instead of adding them to
+  // zeros, so that no pass clears it. Its padding is never written and stays zero.
   // grad_scale multiplies the summed gradients: the trainer passes 1/(micro-batches per rank * dp size).
   virtual StepResult step(double lr, double grad_scale) = 0;
   // Exposed communication: milliseconds the compute stream stood idle waiting for collectives (parameter

@@ -53,6 +53,7 @@ void PipelineRunner::train_step(std::span<const model::MicroBatch> batches, floa
   ADAMANT_CHECK(static_cast<int>(batches.size()) == layout_.micro_batches,
                 "PipelineRunner: {} micro-batches for a schedule of {}", batches.size(), layout_.micro_batches);
   const Stream& stream = model_.stream();
+  model_.discard_grads();  // each chunk's first backward writes the step's gradients: nothing zeroes them
   // The tied embedding is reported after its sum over the stages, below.
   const model::GradReadyFn hook = !on_grad_ready ? model::GradReadyFn{} : [&](std::size_t param) {
     if (param != tied_embedding_) on_grad_ready(param);

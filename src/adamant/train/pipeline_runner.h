@@ -35,8 +35,8 @@ class PipelineRunner {
   const PipelineLayout& layout() const { return layout_; }
 
   // Forward and backward of this data-parallel rank's micro-batches (micro_batches of them), the
-  // gradients added into model.grads(); on_grad_ready is called once per parameter when its gradient
-  // is final. It does not wait for the losses to reach the host; take_loss_sum() reads them.
+  // step's gradients in model.grads() (the ones held before are dropped); on_grad_ready is called once per parameter
+  // when its gradient is final. It does not wait for the losses to reach the host; take_loss_sum() reads them.
   void train_step(std::span<const model::MicroBatch> batches, float loss_scale,
                   const model::GradReadyFn& on_grad_ready);
   // The sum of the last train_step's micro-batch losses on the last stage, 0 on the others. Waits
