@@ -8,7 +8,8 @@
 // collective), median of --reps after --warmups:
 //   grad sync  on_grad_ready for every parameter in layout order (the bucketed reduce-scatters, bf16 cast
 //              included) until every rank's reduce-scatters completed (a communicator barrier);
-//   step       step(): grad norm, Adam on this rank's shard, all-gathers, zeroing the fp32 grads;
+//   step       step(): grad norm, Adam on this rank's shard, all-gathers (the fp32 grads are left for the model's
+//              next backward to write over);
 //   whole      both back to back without the barrier in between.
 // Besides, on the same buckets and buffers: the reduce-scatters alone, the all-gathers alone (bus bandwidth
 // as NCCL reports it: bytes of the whole buffer / time * (n - 1) / n) and the Adam kernel alone on a buffer of

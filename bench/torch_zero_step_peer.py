@@ -11,8 +11,9 @@
     clip/average factor applied to the shard (as clip_grad_norm_ does),
     torch.optim.AdamW(fused=True) on the fp32 main-weight shard, a copy of the
     shard to bf16 and dist.all_gather_into_tensor per bucket into the flat bf16
-    weights, then zeroing the fp32 gradients. With bf16 sync the fused AdamW
-    needs fp32 gradients, so the synced shard is converted first.
+    weights; the fp32 gradients are left for the next backward to write over, as
+    ours are. With bf16 sync the fused AdamW needs fp32 gradients, so the synced
+    shard is converted first.
 (ii) ZeroRedundancyOptimizer(AdamW, fused=True) over the 292 fp32 parameter
     tensors (no bf16 copy: plain fp32 training), gradients all-reduced in
     buckets as DDP does. ZeRO-1, so its "grad sync" is an all-reduce.
@@ -128,7 +129,6 @@ class ManualZero2:
         for (offset, numel), shard_offset in zip(self.buckets, self.shard_offsets):
             dist.all_gather_into_tensor(self.weights[offset:offset + numel],
                                         self.shard_bf16[shard_offset:shard_offset + numel // self.world])
-        self.grads.zero_()
 
 
 class TorchZero1:
