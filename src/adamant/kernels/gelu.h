@@ -7,6 +7,7 @@
 #include "adamant/core/stream.h"
 #include "adamant/core/tensor.h"
 #include "adamant/kernels/dispatch.h"
+#include "adamant/kernels/gelu_launchers.h"
 #include "adamant/kernels/linear.h"
 
 namespace adamant::kernels {
@@ -20,14 +21,6 @@ namespace cpu {
 void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form);
 void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, Tensor out, std::int64_t n, GeluForm form);
 }  // namespace cpu
-
-// Launchers in kernels/cuda/pointwise_model.cu: bf16 bit patterns, the exact form or
-// (tanh_form) the tanh one; each returns its cudaError_t.
-namespace cuda {
-int gelu_forward(const std::uint16_t* x, std::uint16_t* out, std::int64_t n, bool tanh_form, const CudaLaunch& launch);
-int gelu_backward(const std::uint16_t* d_out, const std::uint16_t* x, std::uint16_t* d_x, std::uint16_t* out,
-                  std::int64_t n, bool tanh_form, const CudaLaunch& launch, const ColumnSumsOut& column_sums);
-}  // namespace cuda
 
 // out = gelu(x) over n elements.
 inline void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form, const Stream& stream) {

@@ -1,8 +1,8 @@
 #pragma once
 // Shared by the *.cu files of the layernorm, GELU, residual add, dropout and embedding
 // kernels. The launchers of GELU, residual add, dropout and the embeddings are
-// declared in their public headers (kernels/gelu.h, ...), whose dispatchers call
-// them; layernorm's raw-pointer launchers are declared here for layernorm_cuda.cpp,
+// declared in their public headers (kernels/gelu_launchers.h, kernels/dropout.h, ...),
+// whose dispatchers call them; layernorm's raw-pointer launchers are declared here for layernorm_cuda.cpp,
 // which keeps their workspace.
 //
 // Storage: bf16 tensors are passed as their 16-bit patterns (std::uint16_t);

@@ -8,6 +8,7 @@
 #include "adamant/kernels/cuda/model_launchers_pointwise.h"
 #include "adamant/kernels/cuda/pointwise_model_device.cuh"
 #include "adamant/kernels/cuda/pointwise_model_philox.cuh"
+#include "adamant/kernels/gelu_launchers.h"
 
 namespace adamant::kernels::cuda {
 
