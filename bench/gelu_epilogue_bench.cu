@@ -24,11 +24,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "adamant/core/half.h"
 #include "adamant/kernels/cuda/column_sums.h"
 #include "adamant/kernels/cuda/device_common.cuh"
 #include "adamant/kernels/gelu_launchers.h"
@@ -55,19 +55,11 @@ __global__ void fill_bf16(std::uint16_t* out, std::int64_t n, float scale, std::
   }
 }
 
-float bf16_value(std::uint16_t bits) {
-  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
-  float value = 0.0f;
-  static_assert(sizeof(value) == sizeof(wide));
-  std::memcpy(&value, &wide, sizeof(value));
-  return value;
-}
-
 std::vector<float> download_bf16(const DeviceArray& a, std::int64_t n) {
   std::vector<std::uint16_t> bits(static_cast<std::size_t>(n));
   check(cudaMemcpy(bits.data(), a.as<void>(), bits.size() * sizeof(std::uint16_t), cudaMemcpyDeviceToHost), "download");
   std::vector<float> values(bits.size());
-  std::transform(bits.begin(), bits.end(), values.begin(), bf16_value);
+  std::transform(bits.begin(), bits.end(), values.begin(), adamant::bf16_to_f32);
   return values;
 }
 
