@@ -152,7 +152,9 @@ class GptModel {
 
   // Forward and backward of one micro-batch through the whole model (one pipeline stage;
   // batch_size <= micro_batch_size, seq_length tokens each, dropout on). Returns the mean cross-entropy over its tokens
-  // and adds d(loss_scale * mean loss)/dw into grads(). on_grad_ready, when set, is called once per parameter as soon
+  // and adds d(loss_scale * mean loss)/dw into grads() (writes it instead, the first backward after discard_grads();
+  // a training loop calls that at each step's start, since the optimizer leaves the last step's gradients in
+  // grads()). on_grad_ready, when set, is called once per parameter as soon
   // as its gradient is final in grads(), in the flat layout's order (final layernorm first, the tied word embedding
   // last); with recorded passes (config.cuda_graph) too, between the graphs of the backward.
   // Waits for the GPU to read the loss back (a schedule of passes reads it later: take_loss_sum).
