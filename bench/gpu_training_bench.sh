@@ -15,7 +15,8 @@
 #         GPU, ours,ddp on more, ours,fsdp2 for 6.7b.
 # Environment: BUILD, STEPS (ours, default 12), MICRO_BATCH (per rank; default per size),
 #   SEQ (sequence length, default 2048), HIDDEN_DROPOUT and ATTENTION_DROPOUT (default 0, in
-#   both programs: embeddings and residual branches, and inside attention),
+#   both programs: embeddings and residual branches, and inside attention), GELU (exact, the
+#   configs' form, or tanh: model.openai_gelu=true for ours, --gelu tanh for the peer),
 #   RUN_TIMEOUT_S (each run, default 600), RESULTS (a folder: each run also writes
 #   <RESULTS>/<run>.json, or {"status": ...} when it failed), PEER_ARGS (more arguments
 #   for bench/torch_gpt_peer.py, e.g. --fsdp-mixed-precision), EXTRA_ARGS (more config
@@ -35,8 +36,14 @@ results=${RESULTS:-}
 seq=${SEQ:-2048}
 hidden_dropout=${HIDDEN_DROPOUT:-0}
 attention_dropout=${ATTENTION_DROPOUT:-0}
+gelu=${GELU:-exact}
 read -r -a peer_args <<< "${PEER_ARGS:-}"
 read -r -a extra_args <<< "${EXTRA_ARGS:-}"
+case "$gelu" in
+  exact) ;;
+  tanh) extra_args+=(model.openai_gelu=true); peer_args+=(--gelu tanh) ;;
+  *) echo "GELU=$gelu: expected exact or tanh" >&2; exit 2 ;;
+esac
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tp=1
 case "$size" in

@@ -28,9 +28,10 @@ import torch.nn.functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, hidden, heads, ffn, std, out_std, hidden_dropout, attention_dropout):
+    def __init__(self, hidden, heads, ffn, std, out_std, hidden_dropout, attention_dropout, gelu):
         super().__init__()
         self.heads = heads
+        self.gelu_approximate = "tanh" if gelu == "tanh" else "none"
         self.hidden_dropout = hidden_dropout
         self.attention_dropout = attention_dropout
         self.ln1 = nn.LayerNorm(hidden, eps=1e-5)
@@ -49,11 +50,13 @@ class Block(nn.Module):
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                            dropout_p=self.attention_dropout if self.training else 0.0)
         x = x + F.dropout(self.proj(a.transpose(1, 2).reshape(b, t, c)), self.hidden_dropout, self.training)
-        return x + F.dropout(self.out(F.gelu(self.fc(self.ln2(x)))), self.hidden_dropout, self.training)
+        h = F.gelu(self.fc(self.ln2(x)), approximate=self.gelu_approximate)
+        return x + F.dropout(self.out(h), self.hidden_dropout, self.training)
 
 
 class Gpt(nn.Module):
-    def __init__(self, layers, hidden, heads, seq, hidden_dropout=0.0, attention_dropout=0.0, vocab=50304, std=0.02):
+    def __init__(self, layers, hidden, heads, seq, hidden_dropout=0.0, attention_dropout=0.0, gelu="exact", vocab=50304,
+                 std=0.02):
         super().__init__()
         self.hidden_dropout = hidden_dropout
         self.wte = nn.Embedding(vocab, hidden)
@@ -61,7 +64,7 @@ class Gpt(nn.Module):
         nn.init.normal_(self.wte.weight, 0.0, std)
         nn.init.normal_(self.wpe.weight, 0.0, std)
         out_std = std / math.sqrt(2 * layers)
-        self.blocks = nn.ModuleList(Block(hidden, heads, 4 * hidden, std, out_std, hidden_dropout, attention_dropout)
+        self.blocks = nn.ModuleList(Block(hidden, heads, 4 * hidden, std, out_std, hidden_dropout, attention_dropout, gelu)
                                     for _ in range(layers))
         self.ln_f = nn.LayerNorm(hidden, eps=1e-5)
 
@@ -88,6 +91,8 @@ def main():
                    help="fsdp2: all-gather bf16 weights, reduce-scatter fp32 gradients")
     p.add_argument("--hidden-dropout", type=float, default=0.0, help="on the embeddings and residual branches")
     p.add_argument("--attention-dropout", type=float, default=0.0, help="SDPA dropout_p")
+    p.add_argument("--gelu", choices=["exact", "tanh"], default="exact",
+                   help="GELU's form: exact (erf) or the tanh approximation (Adamant's model.openai_gelu)")
     p.add_argument("--json")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after timing, print the N kernels with the most GPU time over 2 more steps")
@@ -100,7 +105,8 @@ def main():
     world = dist.get_world_size() if distributed else 1
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     torch.manual_seed(1234)
-    model = Gpt(args.layers, args.hidden, args.heads, args.seq, args.hidden_dropout, args.attention_dropout).cuda()
+    model = Gpt(args.layers, args.hidden, args.heads, args.seq, args.hidden_dropout, args.attention_dropout,
+                args.gelu).cuda()
     n_params = sum(p.numel() for p in model.parameters())
     if not args.no_compile:
         model = torch.compile(model)
