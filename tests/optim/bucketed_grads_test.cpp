@@ -166,7 +166,7 @@ TEST(BucketedGrads, StartsEachBucketWhenItsLastGradientIsFinal) {
   }
 
   // The next step starts afresh; another order of readiness starts other buckets first.
-  core.grads_core->clear();
+  core.grads_core->reset_readiness();
   core.sync.started.clear();
   core.grads_core->on_grad_ready(2);  // c alone fills bucket 2
   EXPECT_EQ(core.sync.started, (std::vector<std::size_t>{2}));
@@ -226,7 +226,7 @@ TEST(BucketedGrads, NormAndStepFactorMatchADirectSum) {
       EXPECT_EQ(synced.dtype, DType::f32);
       EXPECT_EQ(synced.data, core.grads.data);
       // The next step's readiness starts afresh; the gradients stay for the model to write over.
-      core.grads_core->clear();
+      core.grads_core->reset_readiness();
       for (std::size_t i = 0; i < g.size(); ++i) ASSERT_EQ(core.grads.ptr<float>()[i], g[i]) << i;
     }
   }

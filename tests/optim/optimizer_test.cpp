@@ -99,13 +99,13 @@ TEST_P(FirstStep, MatchesAdamClosedForm) {
   const double lr = learning_rate(run.schedule, 0);
   const double beta1 = static_cast<float>(options.beta1), beta2 = static_cast<float>(options.beta2);  // as the kernel
 
-  // The mean gradient and its norm, in double, from the initial weights.
+  // The summed and the mean gradient and its norm, in double, from the initial weights.
+  std::vector<float> summed(params.total_numel, 0.0f);  // the model sums micro-batches in fp32
   std::vector<double> mean(params.total_numel, 0.0);
   double squared = 0;
   for (std::size_t i = 0; i < params.total_numel; ++i) {
-    float sum = 0;  // the model sums micro-batches in fp32
-    for (int s = 0; s < 3; ++s) sum += SyntheticModel::sample_gradient(w0[i], s, i);
-    mean[i] = sum / 3.0;
+    for (int s = 0; s < 3; ++s) summed[i] += SyntheticModel::sample_gradient(w0[i], s, i);
+    mean[i] = summed[i] / 3.0;
     squared += mean[i] * mean[i];
   }
   EXPECT_NEAR(results[0].grad_norm, std::sqrt(squared), 1e-6 * std::sqrt(squared));
@@ -137,11 +137,7 @@ TEST_P(FirstStep, MatchesAdamClosedForm) {
   // the model made it) for the next step to write over, and their padding zero.
   for (std::size_t i = params.total_numel; i < optimizer->padded_numel(); ++i) ASSERT_EQ(model.weight(i), 0.0f);
   const auto* grads = static_cast<const float*>(model.grads().data);
-  for (std::size_t i = 0; i < params.total_numel; ++i) {
-    float sum = 0;
-    for (int s = 0; s < 3; ++s) sum += SyntheticModel::sample_gradient(w0[i], s, i);
-    ASSERT_EQ(grads[i], sum) << i;
-  }
+  for (std::size_t i = 0; i < params.total_numel; ++i) ASSERT_EQ(grads[i], summed[i]) << i;
   for (std::size_t i = params.total_numel; i < optimizer->padded_numel(); ++i) ASSERT_EQ(grads[i], 0.0f) << i;
   std::filesystem::remove_all(dir);
 }

@@ -277,13 +277,14 @@ Tensor GptModel::micro_grad(const Pass& pass, std::size_t param) {
 
 void GptModel::finish_grad(const Pass& pass, std::size_t param, const GradReadyFn& on_grad_ready) {
   const ParamSpec& spec = params_[param];
-  if (grad_reduced_over_tp_[param]) tp_all_reduce(micro_grad(pass, param));  // each rank saw only its rows
+  const Tensor grad = micro_grad(pass, param);
+  if (grad_reduced_over_tp_[param]) tp_all_reduce(grad);  // each rank saw only its rows
   if (!grad_in_place(pass, param)) {
     const Tensor in_grads = grads().slice(spec.offset, spec.numel);
     if (pass.writes_grads) {
-      copy(micro_grad(pass, param), in_grads);
+      copy(grad, in_grads);
     } else {
-      kernels::accumulate(micro_grad(pass, param), in_grads, *stream_);
+      kernels::accumulate(grad, in_grads, *stream_);
     }
   }
   if (on_grad_ready) on_grad_ready(param);  // final in stream order: the optimizer orders its collective after it

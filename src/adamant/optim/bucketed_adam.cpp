@@ -48,7 +48,7 @@ StepResult BucketedAdam::step(double lr, double grad_scale) {
     }
     if (!options_.overlap_param_sync) wait_for_params();
   }
-  grads_.clear();
+  grads_.reset_readiness();
   return {scale.grad_norm, !scale.finite, grads_.loss_scale()};
 }
 

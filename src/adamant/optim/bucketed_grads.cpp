@@ -129,6 +129,6 @@ StepScale BucketedGrads::finish_sync(double grad_scale) {
   return scale;
 }
 
-void BucketedGrads::clear() { readiness_.reset(); }
+void BucketedGrads::reset_readiness() { readiness_.reset(); }
 
 }  // namespace adamant::optim

@@ -72,7 +72,7 @@ class BucketedGrads {
   Tensor synced_grad(std::size_t range) const;
   Tensor segments(std::size_t range) const;
   // Resets the readiness for the next step. The gradients stay: the model writes the next step's over them.
-  void clear();
+  void reset_readiness();
 
   double loss_scale() const { return loss_scaler_.scale(); }
   DynamicLossScaler& loss_scaler() { return loss_scaler_; }
