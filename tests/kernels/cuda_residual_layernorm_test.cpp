@@ -54,23 +54,30 @@ DropoutArgs launched(const DropoutArgs& args, bool in_memory, MirroredArray<std:
   return split;
 }
 
-struct Case {
+// The rows a case runs over and the dropout it draws: what the forward's and the backward's
+// cases share.
+struct RowsCase {
   std::int64_t rows;
   std::int64_t cols;
   std::int64_t rows_per_sample;
   std::int64_t first_row;  // of the batch: a sequence-parallel shard's
   std::size_t offset;      // elements into the allocations: 1 forbids 16-byte accesses
   float probability;
-  bool in_place;          // the sum over the branch
   bool offset_in_memory;  // part of the first sample index in GPU memory, as a recorded pass has it
+
+  std::size_t numel() const { return static_cast<std::size_t>(rows * cols); }
+  std::int64_t sample_numel() const { return rows_per_sample * cols; }
+  RowsShape shape() const { return {rows, cols}; }
+  std::string name() const {
+    return std::to_string(rows) + "x" + std::to_string(cols) + " sample rows " + std::to_string(rows_per_sample) +
+           " from row " + std::to_string(first_row) + " p " + std::to_string(probability) +
+           (offset ? " unaligned" : "") + (offset_in_memory ? " offset in memory" : "");
+  }
 };
 
-std::string name_of(const Case& c) {
-  return std::to_string(c.rows) + "x" + std::to_string(c.cols) + " sample rows " + std::to_string(c.rows_per_sample) +
-         " from row " + std::to_string(c.first_row) + " p " + std::to_string(c.probability) +
-         (c.offset ? " unaligned" : "") + (c.in_place ? " in place" : "") +
-         (c.offset_in_memory ? " offset in memory" : "");
-}
+struct Case : RowsCase {
+  bool in_place;  // the sum over the branch
+};
 
 struct Outputs {
   std::vector<std::uint16_t> residual;
@@ -83,24 +90,22 @@ TEST(CudaResidualLayernorm, MatchesTheThreeKernelsBitForBitAndTheCpu) {
   ADAMANT_REQUIRE_GPU();
   const Stream stream(testing::gpu());
   const std::vector<Case> cases = {
-      {512, 768, 128, 0, 0, 0.1f, false, false},    // GPT-3 126M's rows, dropout
-      {512, 768, 128, 0, 0, 0.0f, false, false},    // no dropout
-      {300, 2048, 100, 7, 0, 0.3f, true, true},     // a shard from inside a sample, over the branch
-      {64, 1024, 16, 0, 0, 0.1f, false, true},      //
-      {8192, 768, 2048, 0, 0, 0.1f, false, false},  // more rows than the grid has warps
-      {37, 100, 37, 0, 0, 0.1f, false, false},      // rows of 100: the three kernels run
-      {19, 1000, 19, 0, 1, 0.1f, false, false},     // unaligned: the three kernels run
+      {{512, 768, 128, 0, 0, 0.1f, false}, false},    // GPT-3 126M's rows, dropout
+      {{512, 768, 128, 0, 0, 0.0f, false}, false},    // no dropout
+      {{300, 2048, 100, 7, 0, 0.3f, true}, true},     // a shard from inside a sample, over the branch
+      {{64, 1024, 16, 0, 0, 0.1f, true}, false},      //
+      {{8192, 768, 2048, 0, 0, 0.1f, false}, false},  // more rows than the grid has warps
+      {{37, 100, 37, 0, 0, 0.1f, false}, false},      // rows of 100: the three kernels run
+      {{19, 1000, 19, 0, 1, 0.1f, false}, false},     // unaligned: the three kernels run
   };
   MirroredArray<std::uint64_t> sample_offset(1, DType::i64);
   sample_offset.host[0] = 1000;
   sample_offset.upload();
   for (const Case& c : cases) {
-    SCOPED_TRACE(name_of(c));
-    const auto n = static_cast<std::size_t>(c.rows * c.cols);
-    const auto cols = static_cast<std::size_t>(c.cols);
-    const auto rows = static_cast<std::size_t>(c.rows);
-    const std::int64_t sample_numel = c.rows_per_sample * c.cols;
-    const RowsShape shape{c.rows, c.cols};
+    SCOPED_TRACE(c.name() + (c.in_place ? " in place" : ""));
+    const std::size_t n = c.numel(), cols = static_cast<std::size_t>(c.cols), rows = static_cast<std::size_t>(c.rows);
+    const std::int64_t sample_numel = c.sample_numel();
+    const RowsShape shape = c.shape();
     const std::vector<std::uint16_t> x = normal_bf16(n, 1, 0.2, 1.0), branch = normal_bf16(n, 2, 0.0, 0.5),
                                      weight = normal_bf16(cols, 3, 1.0, 0.1), bias = normal_bf16(cols, 4, 0.0, 0.1);
     const DropoutArgs args = shard_dropout(c.probability, 0x1234abcd5678ull, 5000, 9, c.first_row, c.cols);
@@ -162,15 +167,8 @@ TEST(CudaResidualLayernorm, MatchesTheThreeKernelsBitForBitAndTheCpu) {
   }
 }
 
-struct BackwardCase {
-  std::int64_t rows;
-  std::int64_t cols;
-  std::int64_t rows_per_sample;
-  std::int64_t first_row;
-  std::size_t offset;  // elements into the allocations: 1 forbids 16-byte accesses
-  float probability;
-  bool with_bias;
-  bool offset_in_memory;
+struct BackwardCase : RowsCase {
+  bool with_bias;  // the branch has a bias whose gradient the backward sums
 };
 
 struct BackwardOutputs {
@@ -186,26 +184,23 @@ TEST(CudaResidualLayernorm, BackwardMatchesTheSeparateKernelsAndTheCpu) {
   const Stream stream(testing::gpu());
   Workspace workspace(stream, testing::all_workspace_needs());
   const std::vector<BackwardCase> cases = {
-      {16384, 768, 2048, 0, 0, 0.1f, true, false},  // GPT-3 126M's rows, an attention or MLP branch
-      {16384, 768, 2048, 0, 0, 0.1f, false, true},  // the embedding's branch: dropout, no bias
-      {4096, 2048, 2048, 0, 0, 0.0f, true, false},  // no dropout: the stream's gradient is the branch's
-      {512, 768, 128, 0, 0, 0.0f, false, false},    // neither: the layernorm backward alone
-      {300, 2048, 100, 7, 0, 0.3f, true, true},     // a shard from inside a sample
-      {70001, 64, 70001, 0, 0, 0.2f, true, false},  // more chunks than 1024, long ones
-      {37, 100, 37, 0, 0, 0.1f, true, false},       // rows of 100: the separate kernels run
-      {19, 1000, 19, 0, 1, 0.1f, true, false},      // unaligned: the separate kernels run
+      {{16384, 768, 2048, 0, 0, 0.1f, false}, true},  // GPT-3 126M's rows, an attention or MLP branch
+      {{16384, 768, 2048, 0, 0, 0.1f, true}, false},  // the embedding's branch: dropout, no bias
+      {{4096, 2048, 2048, 0, 0, 0.0f, false}, true},  // no dropout: the stream's gradient is the branch's
+      {{512, 768, 128, 0, 0, 0.0f, false}, false},    // neither: the layernorm backward alone
+      {{300, 2048, 100, 7, 0, 0.3f, true}, true},     // a shard from inside a sample
+      {{70001, 64, 70001, 0, 0, 0.2f, false}, true},  // more chunks than 1024, long ones
+      {{37, 100, 37, 0, 0, 0.1f, false}, true},       // rows of 100: the separate kernels run
+      {{19, 1000, 19, 0, 1, 0.1f, false}, true},      // unaligned: the separate kernels run
   };
   MirroredArray<std::uint64_t> sample_offset(1, DType::i64);
   sample_offset.host[0] = 1000;
   sample_offset.upload();
   for (const BackwardCase& c : cases) {
-    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + " from row " + std::to_string(c.first_row) +
-                 " p " + std::to_string(c.probability) + (c.with_bias ? " bias" : "") + (c.offset ? " unaligned" : ""));
-    const auto n = static_cast<std::size_t>(c.rows * c.cols);
-    const auto cols = static_cast<std::size_t>(c.cols);
-    const auto rows = static_cast<std::size_t>(c.rows);
-    const std::int64_t sample_numel = c.rows_per_sample * c.cols;
-    const RowsShape shape{c.rows, c.cols};
+    SCOPED_TRACE(c.name() + (c.with_bias ? " bias" : ""));
+    const std::size_t n = c.numel(), cols = static_cast<std::size_t>(c.cols), rows = static_cast<std::size_t>(c.rows);
+    const std::int64_t sample_numel = c.sample_numel();
+    const RowsShape shape = c.shape();
     const std::vector<std::uint16_t> x = normal_bf16(n, 11, 0.1, 1.0), d_out = normal_bf16(n, 12, 0.0, 1.0),
                                      weight = normal_bf16(cols, 13, 1.0, 0.1), bias = normal_bf16(cols, 14, 0.0, 0.1),
                                      d_residual = normal_bf16(n, 15, 0.0, 0.5);

@@ -112,6 +112,17 @@ void add_stage_grads(std::map<std::string, std::vector<double>>& by_name, const 
   }
 }
 
+// The largest |got[i] - expected[i]|, and NaN where any difference is NaN (a gradient left
+// unwritten, as poison_and_discard_grads leaves it), so that every `<=` tolerance check fails.
+inline double max_abs_difference(std::span<const double> got, std::span<const double> expected) {
+  double largest = 0;
+  for (std::size_t i = 0; i < std::min(got.size(), expected.size()); ++i) {
+    const double difference = std::abs(got[i] - expected[i]);
+    if (!(difference <= largest)) largest = difference;
+  }
+  return got.size() == expected.size() ? largest : std::nan("");
+}
+
 // Fills every parameter's gradient in model.grads() with NaN (the padding stays zero), on the
 // model's device, and discards them (GptModel::discard_grads), as a training step starts: each
 // chunk's next backward must write over all of them, and any place it misses stays NaN.
