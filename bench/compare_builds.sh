@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# A change's effect on GPT-3 training throughput, measured as BENCHMARKS.md asks: the build
+# of an earlier revision and the working tree's build, side by side on the same GPU in one
+# sitting, alternating (ROUNDS each), then the PyTorch peer once per case, and one markdown
+# table (bench/compare_table.py): tokens/s before and after, the gain, after / PyTorch,
+# peak memory and MFU.
+#
+# Usage: bench/compare_builds.sh BEFORE [CASES]
+#   BEFORE  the revision to compare with (a commit, tag or branch), checked out in a
+#           worktree at $BEFORE_TREE (default .cache/compare-before) and built there.
+#   CASES   comma-separated, each SIZE[:dropout][:seqN][:mbN] (SIZE as gpu_training_bench.sh
+#           takes it; dropout: hidden and attention 0.1; seqN: sequence N; mbN: micro-batch N).
+#           Default: 126m:dropout,126m,1.3b:dropout,126m:seq8192:mb2.
+# Both builds train this tree's configs and data (.cache/data, as gpu_training_bench.sh needs).
+# Environment: BUILD (the working tree's CUDA build, default build-gpu), BEFORE_BUILD (default
+#   build-before), JOBS (parallel compile jobs in all, default the CPU count; a quarter go to
+#   the earlier build), ROUNDS (default 2), PEER (0: skip the peer), GPU_TESTS (1: run
+#   `ctest -L gpu` on the working tree's build before timing), BUDGET_S (default 540): a run
+#   that would start with less than MIN_RUN_S (default 75) left is skipped, and shows so in
+#   the table; builds are incremental, so a second call goes on where the first stopped.
+#   RESULTS (default /tmp/adamant-compare) keeps each run's JSON; gpu_training_bench.sh's
+#   STEPS, PYTHON and EXTRA_ARGS pass through.
+set -uo pipefail  # no -e: a failed run shows in the table and the others go on
+before=${1:?usage: bench/compare_builds.sh BEFORE [CASES]}
+cases=${2:-126m:dropout,126m,1.3b:dropout,126m:seq8192:mb2}
+cd "$(dirname "$0")/.." || exit 2
+build=${BUILD:-build-gpu}
+before_build=${BEFORE_BUILD:-build-before}
+before_tree=${BEFORE_TREE:-.cache/compare-before}
+jobs=${JOBS:-$(nproc)}
+rounds=${ROUNDS:-2}
+budget=${BUDGET_S:-540}
+min_run=${MIN_RUN_S:-75}
+python=${PYTHON:-python3}
+results=${RESULTS:-/tmp/adamant-compare}
+started=$SECONDS
+mkdir -p "$results"
+
+# Each case's settings, checked before anything is built.
+declare -A case_size case_env
+for spec in ${cases//,/ }; do
+  IFS=: read -r -a parts <<< "$spec"
+  case "${parts[0]}" in
+    126m | 1.3b | 2.7b) ;;
+    *) echo "case '$spec': the size must be 126m, 1.3b or 2.7b (one GPU)" >&2; exit 2 ;;
+  esac
+  env_of=()
+  for part in "${parts[@]:1}"; do
+    case "$part" in
+      dropout) env_of+=(HIDDEN_DROPOUT=0.1 ATTENTION_DROPOUT=0.1) ;;
+      seq[0-9]*) env_of+=(SEQ="${part#seq}") ;;
+      mb[0-9]*) env_of+=(MICRO_BATCH="${part#mb}") ;;
+      *) echo "case '$spec': '$part' is none of dropout, seqN, mbN" >&2; exit 2 ;;
+    esac
+  done
+  case_size[$spec]=${parts[0]}
+  case_env[$spec]="${env_of[*]}"
+done
+
+if ! git rev-parse --verify --quiet "$before^{commit}" > /dev/null; then
+  echo "BEFORE '$before' is not a revision of this repository (git rev-parse finds no commit)" >&2
+  exit 2
+fi
+if [ -d "$before_tree" ]; then
+  git -C "$before_tree" checkout --quiet --detach "$before" || exit 2
+else
+  git worktree add --force --detach "$before_tree" "$before" > /dev/null || exit 2
+fi
+echo "== before: $(git -C "$before_tree" log -1 --format='%h %s' | cut -c1-100)"
+echo "== after: the working tree at $(git log -1 --format='%h') $(git diff --quiet HEAD || echo '(with changes)')"
+
+# Both builds at once: the earlier one needs only the trainer.
+configure() {  # SOURCE BUILD
+  [ -f "$2/build.ninja" ] || cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DADAMANT_CUDA=ON > "$2.configure.log" 2>&1
+}
+before_jobs=$(((jobs + 3) / 4))
+(configure "$before_tree" "$before_build" && cmake --build "$before_build" -j "$before_jobs" --target adamant \
+  > "$before_build.log" 2>&1) &
+before_pid=$!
+after_targets=(--target adamant)
+[ "${GPU_TESTS:-0}" = 1 ] && after_targets=()
+configure . "$build" && cmake --build "$build" -j $((jobs - before_jobs > 0 ? jobs - before_jobs : 1)) \
+  "${after_targets[@]}" > "$build.log" 2>&1
+after_rc=$?
+wait "$before_pid"
+before_rc=$?
+if [ "$after_rc" -ne 0 ] || [ "$before_rc" -ne 0 ]; then
+  echo "a build failed (after: exit $after_rc, before: exit $before_rc); the last lines of each log:"
+  tail -20 "$build.log" "$before_build.log" 2>/dev/null
+  exit 1
+fi
+echo "== built both in $((SECONDS - started)) s"
+
+if [ "${GPU_TESTS:-0}" = 1 ]; then
+  (cd "$build" && ctest -L gpu --output-on-failure) | tail -30
+fi
+
+# run NAME BUILD RUNS: one gpu_training_bench.sh call of the current case into $results/<case>/NAME.
+run() {
+  local folder=$results/$spec/$1
+  if [ $((budget - (SECONDS - started))) -lt "$min_run" ]; then
+    mkdir -p "$folder"
+    echo '{"status": "skipped (time budget)"}' > "$folder/skipped.json"
+    echo "== $spec $1: skipped, $((budget - (SECONDS - started))) s left"
+    return
+  fi
+  rm -rf "$folder"
+  # shellcheck disable=SC2086 # the case's settings are words VAR=value
+  env ${case_env[$spec]} RESULTS="$folder" BUILD="$2" bench/gpu_training_bench.sh "${case_size[$spec]}" 1 "$3" |
+    grep -E "^==|tokens/s|did not fit|failed|timed out"
+}
+
+for spec in ${cases//,/ }; do
+  for round in $(seq 1 "$rounds"); do
+    run "before-$round" "$before_build" ours
+    run "after-$round" "$build" ours
+  done
+  [ "${PEER:-1}" = 1 ] && run peer "$build" single
+done
+"$python" bench/compare_table.py "$results" "${cases//,/ }"
