@@ -17,7 +17,8 @@
 #   the earlier build), ROUNDS (default 2), PEER (0: skip the peer), GPU_TESTS (1: run
 #   `ctest -L gpu` on the working tree's build before timing), BUDGET_S (default 540): a run
 #   that would start with less than MIN_RUN_S (default 75) left is skipped, and shows so in
-#   the table; builds are incremental, so a second call goes on where the first stopped.
+#   the table; builds are incremental and runs with a result are kept (FRESH=1: run all
+#   again), so a second call goes on where the first stopped.
 #   RESULTS (default /tmp/adamant-compare) keeps each run's JSON; gpu_training_bench.sh's
 #   STEPS, PYTHON and EXTRA_ARGS pass through.
 set -uo pipefail  # no -e: a failed run shows in the table and the others go on
@@ -98,6 +99,10 @@ fi
 # run NAME BUILD RUNS: one gpu_training_bench.sh call of the current case into $results/<case>/NAME.
 run() {
   local folder=$results/$spec/$1
+  if [ "${FRESH:-0}" != 1 ] && grep -qs '"status": "ok"' "$folder"/*.json; then
+    echo "== $spec $1: kept from an earlier call (FRESH=1 runs it again)"
+    return
+  fi
   if [ $((budget - (SECONDS - started))) -lt "$min_run" ]; then
     mkdir -p "$folder"
     echo '{"status": "skipped (time budget)"}' > "$folder/skipped.json"
