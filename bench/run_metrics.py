@@ -8,7 +8,7 @@ prints one JSON object: the medians over the steps after the first --skip ones
 
   python3 bench/run_metrics.py /tmp/run/gpt3_1.3b/metrics.jsonl --skip 2
   python3 bench/run_metrics.py ... --human   # one line for people instead
-  python3 bench/run_metrics.py ... --peak-tflops 989   # the GPU's peak, for the MFU of GPU runs
+  python3 bench/run_metrics.py ... --peak-tflops 989   # a peak for the MFU (default: the run's, see below)
   python3 bench/run_metrics.py ... --label size=1.3b --label micro_batch=4   # carried into the JSON
 """
 import argparse
@@ -19,7 +19,9 @@ import sys
 GIB = 2**30
 
 
-def summarize(path, skip, peak_tflops=989.0):
+def summarize(path, skip, peak_tflops=None):
+    """peak_tflops: the GPU's peak for the MFU; None takes the run's own (the datasheet figure
+    `adamant train` found for its GPU, in the summary), else H100's and H200's 989."""
     steps, summary = [], None
     with open(path) as f:
         for line in f:
@@ -53,7 +55,16 @@ def summarize(path, skip, peak_tflops=989.0):
         if summary.get("model_flops_per_token"):
             # A GPU run: model FLOPs (6 N + 12 layers seq hidden per token) over the GPU's peak.
             result["model_flops_per_token"] = summary["model_flops_per_token"]
-            result["mfu"] = result["tokens_per_s_per_gpu"] * summary["model_flops_per_token"] / (peak_tflops * 1e12)
+            if "gpu_name" in summary:
+                result["gpu_name"] = summary["gpu_name"]
+            if peak_tflops is not None:
+                peak = peak_tflops * 1e12
+            elif "gpu_name" in summary:  # a run that names its GPU gives its peak where one is known
+                peak = summary.get("peak_flops_per_gpu")
+            else:  # runs from before the GPU was named: H100's and H200's
+                peak = 989e12
+            if peak:
+                result["mfu"] = result["tokens_per_s_per_gpu"] * summary["model_flops_per_token"] / peak
     return result
 
 
@@ -74,8 +85,9 @@ def main():
     p.add_argument("metrics", help="the run's metrics.jsonl")
     p.add_argument("--skip", type=int, default=2, help="warm-up steps left out of the medians")
     p.add_argument("--human", action="store_true", help="one line of text instead of JSON")
-    p.add_argument("--peak-tflops", type=float, default=989.0,
-                   help="a GPU's peak dense bf16 TFLOP/s, for the MFU of GPU runs (H100/H200: 989)")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="a GPU's peak dense bf16 TFLOP/s, for the MFU of GPU runs (default: the datasheet figure "
+                        "the run found for its GPU)")
     p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
                    help="a field added to the JSON (numbers stay numbers)")
     args = p.parse_args()

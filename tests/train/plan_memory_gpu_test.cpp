@@ -1,9 +1,15 @@
 // The planner's memory per GPU against the peak a short training run on one GPU measures (every byte
 // Adamant allocates there: buffers and the CUDA kernels' workspaces; TrainSummary.memory.allocated_peak).
+// The same runs' FLOPs reports: the GPU named, its datasheet peak, each step's model FLOP/s.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
 
+#include "adamant/core/cuda_runtime.h"
+#include "adamant/train/gpu_peak.h"
 #include "adamant/train/layout_plan.h"
 #include "adamant/train/rank_memory.h"
 #include "trainer_test_util.h"
@@ -35,6 +41,22 @@ TEST(PlanMemoryGpu, EstimateMatchesTheMeasuredPeakOnOneGpu) {
     const double measured = summary.memory.allocated_peak.max;
     std::printf("planned %.0f bytes, measured peak %.0f\n", planned, measured);
     EXPECT_NEAR(planned / measured, 1.0, 0.05);
+
+    EXPECT_EQ(summary.gpu_name, cuda::device_name(0));
+    EXPECT_EQ(summary.peak_flops_per_gpu, train::datasheet_bf16_flops(summary.gpu_name).value_or(0.0));
+    std::ifstream metrics(config.run_dir() / "metrics.jsonl");
+    int steps = 0;
+    for (std::string line; std::getline(metrics, line);) {
+      const auto record = nlohmann::json::parse(line);
+      if (record.at("type") != "train") continue;
+      steps += 1;
+      // One GPU: the step's tokens/s times the model's FLOPs per token.
+      EXPECT_NEAR(record.at("model_tflops_per_gpu").get<double>(),
+                  record.at("tokens_per_s").get<double>() * summary.model_flops_per_token / 1e12,
+                  1e-9 * record.at("model_tflops_per_gpu").get<double>());
+      EXPECT_EQ(record.contains("mfu"), summary.peak_flops_per_gpu > 0);
+    }
+    EXPECT_EQ(steps, 2);
   }
 }
 

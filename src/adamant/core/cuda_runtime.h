@@ -2,6 +2,7 @@
 // The few CUDA runtime calls that core/ needs, behind plain C++ so that the
 // library compiles without CUDA headers. In a CPU-only build they throw.
 #include <cstddef>
+#include <string>
 
 namespace adamant::cuda {
 
@@ -19,5 +20,7 @@ int device_count();  // 0 in a CPU-only build or with no GPU visible
 std::size_t device_memory_in_use(int device);
 // The device's total memory (cudaMemGetInfo).
 std::size_t device_memory_total(int device);
+// The device's product name, as the driver reports it (cudaDeviceProp::name, e.g. "NVIDIA H200").
+std::string device_name(int device);
 
 }  // namespace adamant::cuda

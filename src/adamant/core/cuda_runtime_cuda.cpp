@@ -57,6 +57,12 @@ std::size_t device_memory_total(int device) {
   return total_bytes;
 }
 
+std::string device_name(int device) {
+  cudaDeviceProp properties{};
+  ADAMANT_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  return properties.name;
+}
+
 int device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {

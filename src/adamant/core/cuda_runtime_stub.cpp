@@ -20,6 +20,7 @@ void host_free_pinned(void*) noexcept {}
 void set_device(int) { no_cuda(); }
 std::size_t device_memory_in_use(int) { no_cuda(); }
 std::size_t device_memory_total(int) { no_cuda(); }
+std::string device_name(int) { no_cuda(); }
 int device_count() { return 0; }
 
 }  // namespace adamant::cuda

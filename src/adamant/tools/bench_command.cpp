@@ -25,7 +25,7 @@ void add_bench_command(CLI::App& app) {
     std::string config;
     std::vector<std::string> overrides;
     train::BenchmarkOptions options;
-    double peak_tflops = 989.0;
+    double peak_tflops = 0.0;  // 0: the GPU's datasheet figure (train/gpu_peak.h)
     std::string json;
   };
   auto args = std::make_shared<Args>();
@@ -35,7 +35,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("overrides", args->overrides, "key=value overrides, e.g. model.micro_batch_size=4");
   cmd->add_option("--steps", args->options.steps, "timed steps")->check(CLI::Range(1, 1000000));
   cmd->add_option("--warmup", args->options.warmup_steps, "untimed steps first")->check(CLI::Range(0, 1000000));
-  cmd->add_option("--peak-tflops", args->peak_tflops, "peak dense bf16 TFLOP/s per GPU, for the MFU (H200: 989)")
+  cmd->add_option("--peak-tflops", args->peak_tflops,
+                  "peak dense bf16 TFLOP/s per GPU, for the MFU (default: the GPU's datasheet figure, e.g. H200 989, "
+                  "A100 312)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--json", args->json, "also write the figures as JSON to this file");
   cmd->callback([args] {

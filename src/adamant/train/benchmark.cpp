@@ -57,7 +57,8 @@ BenchmarkResult run_benchmark(const TrainConfig& config, const BenchmarkOptions&
   r.last_loss = summary.train_losses.back();
   r.parameters = summary.model_parameters;
   r.model_flops_per_token = summary.model_flops_per_token;
-  r.peak_flops = options.peak_flops;
+  r.gpu_name = summary.gpu_name;
+  r.peak_flops = options.peak_flops > 0 ? options.peak_flops : summary.peak_flops_per_gpu;
   r.memory = summary.memory;
   return r;
 }
@@ -84,8 +85,12 @@ std::string to_json(const BenchmarkResult& r) {
                       {"peak_allocated_bytes_min", r.memory.allocated_peak.min}};
   if (r.memory.gpu) {
     j["peak_device_in_use_bytes_max"] = r.memory.device_in_use_peak.max;
-    j["peak_flops"] = r.peak_flops;
-    j["mfu"] = model_flops_utilisation(r);
+    j["gpu_name"] = r.gpu_name;
+    j["model_tflops_per_device"] = r.tokens_per_second_per_device * r.model_flops_per_token / 1e12;
+    if (r.peak_flops > 0) {
+      j["peak_flops"] = r.peak_flops;
+      j["mfu"] = model_flops_utilisation(r);
+    }
   }
   return j.dump();
 }
@@ -100,8 +105,12 @@ std::string describe(const BenchmarkResult& r) {
       static_cast<double>(r.parameters) / 1e6, r.tokens_per_second, r.tokens_per_second_per_device, r.step_ms,
       r.exposed_comm_ms, r.steps, r.first_loss, r.last_loss, format_memory(r.memory));
   if (r.memory.gpu) {
-    text += fmt::format("\nMFU {:.1f}% of {:.0f} TFLOP/s per GPU (6 N + 12 layers seq hidden FLOPs per token)",
-                        100.0 * model_flops_utilisation(r), r.peak_flops / 1e12);
+    const double model_tflops = r.tokens_per_second_per_device * r.model_flops_per_token / 1e12;
+    text += fmt::format("\nmodel FLOPs {:.0f} TFLOP/s per GPU (6 N + 12 layers seq hidden a token), {}", model_tflops,
+                        r.peak_flops > 0
+                            ? fmt::format("MFU {:.1f}% of {:.0f} TFLOP/s ({})", 100.0 * model_flops_utilisation(r),
+                                          r.peak_flops / 1e12, r.gpu_name)
+                            : fmt::format("no MFU: no datasheet peak is known for {}; give --peak-tflops", r.gpu_name));
   }
   return text;
 }

@@ -14,8 +14,8 @@ namespace adamant::train {
 
 struct BenchmarkOptions {
   int warmup_steps = 2;
-  int steps = 10;              // timed, after the warm-up
-  double peak_flops = 989e12;  // per GPU, for the MFU (default: H200 dense bf16, datasheet)
+  int steps = 10;         // timed, after the warm-up
+  double peak_flops = 0;  // per GPU, for the MFU; 0: the GPU's datasheet figure (train/gpu_peak.h)
 };
 
 struct BenchmarkResult {
@@ -28,7 +28,8 @@ struct BenchmarkResult {
   double first_loss = 0, last_loss = 0;
   int world_size = 0, data_parallel_size = 0, tensor_parallel_size = 0, pipeline_parallel_size = 0;
   std::int64_t parameters = 0;  // the whole model's
-  double peak_flops = 0;        // per GPU, as given
+  std::string gpu_name;         // GPU runs: rank 0's GPU
+  double peak_flops = 0;        // per GPU: as given, else the datasheet's; 0: none known (no MFU)
   MemoryReport memory;
 };
 
@@ -41,7 +42,8 @@ TrainConfig benchmark_config(TrainConfig config, const BenchmarkOptions& options
 BenchmarkResult run_benchmark(const TrainConfig& config, const BenchmarkOptions& options,
                               const TrainOptions& train_options);
 
-// Model FLOPs utilisation: tokens/s per device x FLOPs per token over the peak (GPU runs).
+// Model FLOPs utilisation: tokens/s per device x FLOPs per token over the peak (GPU runs with a
+// peak known).
 double model_flops_utilisation(const BenchmarkResult& result);
 
 std::string to_json(const BenchmarkResult& result);

@@ -65,6 +65,8 @@ void MetricsLog::step(const StepMetrics& m) {
                    {"step_s", m.step_seconds},
                    {"consumed_samples", m.consumed_samples},
                    {"exposed_comm_ms", m.exposed_comm_ms}};
+  if (m.model_flops_per_gpu > 0) j["model_tflops_per_gpu"] = m.model_flops_per_gpu / 1e12;
+  if (m.model_flops_per_gpu > 0 && m.peak_flops_per_gpu > 0) j["mfu"] = m.model_flops_per_gpu / m.peak_flops_per_gpu;
   write(j.dump());
 }
 
@@ -87,6 +89,8 @@ void MetricsLog::run_summary(const RunMetrics& m) {
   if (m.memory.gpu) {
     j["peak_device_in_use_bytes_max"] = m.memory.device_in_use_peak.max;
     j["peak_device_in_use_bytes_min"] = m.memory.device_in_use_peak.min;
+    j["gpu_name"] = m.gpu_name;
+    if (m.peak_flops_per_gpu > 0) j["peak_flops_per_gpu"] = m.peak_flops_per_gpu;
   }
   write(j.dump());
 }
@@ -104,10 +108,17 @@ std::string format_duration(double seconds) {
 }
 
 std::string format_progress(const StepMetrics& m, double eta_seconds) {
+  // GPU runs: the model FLOPs utilisation where the GPU's peak is known, else the FLOP/s themselves.
+  std::string flops;
+  if (m.model_flops_per_gpu > 0 && m.peak_flops_per_gpu > 0) {
+    flops = fmt::format(" | MFU {:.1f}%", 100.0 * m.model_flops_per_gpu / m.peak_flops_per_gpu);
+  } else if (m.model_flops_per_gpu > 0) {
+    flops = fmt::format(" | {:.0f} TFLOP/s/GPU", m.model_flops_per_gpu / 1e12);
+  }
   return fmt::format(
-      "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{} | {:.0f} tok/s | comm {:.1f} ms | ETA {}", m.step,
-      std::to_string(m.max_steps).size(), m.max_steps, m.loss, m.lr, m.grad_norm,
-      m.skipped ? fmt::format(" | skipped (loss scale {:g})", m.loss_scale) : std::string(), m.tokens_per_second,
+      "step {:>{}}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{} | {:.0f} tok/s{} | comm {:.1f} ms | ETA {}",
+      m.step, std::to_string(m.max_steps).size(), m.max_steps, m.loss, m.lr, m.grad_norm,
+      m.skipped ? fmt::format(" | skipped (loss scale {:g})", m.loss_scale) : std::string(), m.tokens_per_second, flops,
       m.exposed_comm_ms, format_duration(eta_seconds));
 }
 

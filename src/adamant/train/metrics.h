@@ -24,6 +24,10 @@ struct StepMetrics {
   double step_seconds = 0;
   std::int64_t consumed_samples = 0;
   double exposed_comm_ms = 0;  // rank 0's compute stream idle in waits on communication (Optimizer)
+  // GPU runs: tokens/s per GPU x the model's FLOPs per token (6 N + 12 layers seq hidden), and the
+  // GPU's datasheet peak (train/gpu_peak.h; 0 where the GPU is not in the table). 0 on the CPU.
+  double model_flops_per_gpu = 0;
+  double peak_flops_per_gpu = 0;
 };
 
 // The last record of a run, for benchmarks and tools (which read it instead of the progress lines).
@@ -37,6 +41,8 @@ struct RunMetrics {
   int pipeline_parallel_size = 1;
   MemoryReport memory;
   double model_flops_per_token = 0;  // model/param_layout.h: for MFU against a GPU's peak
+  std::string gpu_name;              // GPU runs: the driver's product name (rank 0's GPU)
+  double peak_flops_per_gpu = 0;     // its datasheet peak (train/gpu_peak.h); 0: not in the table
 };
 
 class MetricsLog {

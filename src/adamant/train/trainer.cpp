@@ -13,6 +13,7 @@
 #include "adamant/optim/optimizer.h"
 #include "adamant/train/checkpoint.h"
 #include "adamant/train/checkpoint_roles.h"
+#include "adamant/train/gpu_peak.h"
 #include "adamant/train/memory_report.h"
 #include "adamant/train/metrics.h"
 #include "adamant/train/run_checkpoints.h"
@@ -138,6 +139,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   summary.steps_done = position.step;
   summary.model_parameters = model::whole_model_parameters(model.config());
   summary.model_flops_per_token = model::model_flops_per_token(model.config());
+  const FlopsReference flops = flops_reference(model.device());
+  summary.gpu_name = flops.gpu_name;
+  summary.peak_flops_per_gpu = flops.peak_flops;
   const std::int64_t last_step =
       options.stop_after_step ? std::min(cadence.max_steps, *options.stop_after_step) : cadence.max_steps;
   const auto run_start = Clock::now();
@@ -195,6 +199,10 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
     m.step_seconds = step_seconds;
     m.tokens_per_second = static_cast<double>(tokens_per_step) / step_seconds;
     m.consumed_samples = position.consumed_samples;
+    if (flops.per_gpu) {
+      m.model_flops_per_gpu = m.tokens_per_second / grid.world_size() * summary.model_flops_per_token;
+      m.peak_flops_per_gpu = flops.peak_flops;
+    }
     m.exposed_comm_ms = optimizer.take_exposed_comm_ms();  // the grad-norm read synchronised the stream
     summary.exposed_comm_ms.push_back(m.exposed_comm_ms);
     const double eta = step_seconds_total / static_cast<double>(steps_this_run) *
@@ -222,6 +230,8 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   run.pipeline_parallel_size = grid.pp_size();
   run.memory = summary.memory;
   run.model_flops_per_token = summary.model_flops_per_token;
+  run.gpu_name = summary.gpu_name;
+  run.peak_flops_per_gpu = summary.peak_flops_per_gpu;
   report.finish(run, position.step, seconds_since(run_start));
   return summary;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "adamant/kernels/matmul_algorithms.h"
@@ -20,6 +21,8 @@ struct TrainSummary {
   std::int64_t steps_done = 0;        // optimizer steps at the end
   std::int64_t model_parameters = 0;  // of the whole model (all tensor-parallel slices)
   double model_flops_per_token = 0;   // 6 N + 12 layers seq hidden (model/param_layout.h), for MFU
+  std::string gpu_name;               // GPU runs: this rank's GPU, as the driver names it
+  double peak_flops_per_gpu = 0;      // its datasheet peak (train/gpu_peak.h); 0: not in the table
   std::vector<double> train_losses;   // one per step run in this call
   std::vector<std::pair<std::int64_t, double>> val_losses;  // (step, loss)
   double tokens_per_second = 0;                             // mean over the steps run, all ranks together
