@@ -197,7 +197,7 @@ TEST(GpuGptModel, StepsAllocateNoDeviceMemory) {
 TEST(GpuGptModel, TanhGeluMatchesTheCpuModel) {
   ADAMANT_REQUIRE_GPU();
   GptConfig config = gpu_config();
-  config.gelu = kernels::GeluForm::tanh;  // model.openai_gelu
+  config.openai_gelu = true;
   const auto batch = random_batch(config, 2, 22);
   GptModel cpu(config, DType::bf16, 2, Device::cpu(), 7);
   GptModel gpu_model(config, DType::bf16, 2, gpu(), 7);

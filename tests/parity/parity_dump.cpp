@@ -81,7 +81,7 @@ model::GptConfig small_gpt(kernels::GeluForm gelu, int heads) {
   c.ffn_hidden_size = 256;
   c.seq_length = 16;
   c.vocab_size = 50257;  // GPT-2's, padded to 50304
-  c.gelu = gelu;
+  c.openai_gelu = gelu == kernels::GeluForm::tanh;
   c.hidden_dropout = c.attention_dropout = 0.0f;  // GptConfig defaults to NeMo's 0.1
   return c;
 }
@@ -135,7 +135,8 @@ void export_start(model::GptModel& model, const Args& args, DType dtype) {
   config.model.ffn_hidden_size = g.ffn_hidden_size;
   config.model.seq_length = g.seq_length;
   config.model.max_position_embeddings = g.seq_length;
-  config.model.gelu = g.gelu;
+  config.model.openai_gelu = g.openai_gelu;
+  config.model.bias_activation_fusion = g.bias_activation_fusion;
   config.model.hidden_dropout = 0.0;
   config.model.attention_dropout = 0.0;
   config.data.tokenizer.vocab_file = args.vocab_dir / "encoder.json";

@@ -211,6 +211,9 @@ TEST(ConfigNemo, MegatronGptConfigCarriesOverWithOneWarningLine) {
   EXPECT_EQ(config.exp_manager.checkpoint_callback_params.save_top_k, 10);
   EXPECT_DOUBLE_EQ(config.optim.initial_loss_scale, 4294967296.0);
   EXPECT_EQ(config.data.tokenizer.vocab_file, ".cache/data/gpt2/encoder.json");
+  // bias_activation_fusion: True with openai_gelu: False is NeMo's fused bias-GELU, its tanh form.
+  EXPECT_EQ(config.model.gelu(), kernels::GeluForm::tanh);
+  EXPECT_THAT(config.ignored_keys, ::testing::Not(::testing::Contains("model.bias_activation_fusion")));
 
   for (const char* key :
        {"defaults", "name", "trainer.logger", "trainer.max_epochs", "trainer.accumulate_grad_batches",

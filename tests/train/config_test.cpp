@@ -1,4 +1,5 @@
 // Training config: keys, types, ranges, combinations, overrides, interpolation.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -44,14 +45,31 @@ TEST(ConfigKeys, EmptyFileGivesDefaultsWithDerivedValues) {
 
 TEST(ConfigKeys, GeluFormAndRestoreFromPath) {
   const TrainConfig config = parse("model:\n  openai_gelu: true\n  restore_from_path: gpt2-folder\n");
-  EXPECT_EQ(config.model.gelu, kernels::GeluForm::tanh);
+  EXPECT_EQ(config.model.gelu(), kernels::GeluForm::tanh);
   EXPECT_EQ(config.trainer.restore_from_path, "gpt2-folder");
-  EXPECT_EQ(gpt_config_of(config, 50257).gelu, kernels::GeluForm::tanh);
+  EXPECT_EQ(gpt_config_of(config, 50257).gelu(), kernels::GeluForm::tanh);
   EXPECT_EQ(parse(to_yaml(config)), config);
   const TrainConfig defaults = parse("model:\n  restore_from_path: null\n  openai_gelu: False\n");
   EXPECT_TRUE(defaults.trainer.restore_from_path.empty());
-  EXPECT_EQ(gpt_config_of(defaults, 50257).gelu, kernels::GeluForm::exact);
+  EXPECT_EQ(gpt_config_of(defaults, 50257).gelu(), kernels::GeluForm::exact);
   EXPECT_THAT(error_of("model:\n  openai_gelu: 2\n"), HasSubstr("model.openai_gelu"));
+}
+
+// NeMo's MLP with bias_activation_fusion (its template's setting) runs its fused bias-GELU,
+// the tanh approximation, whatever openai_gelu says; without it, openai_gelu chooses.
+TEST(ConfigKeys, BiasActivationFusionComputesTheTanhGeluAsNemoDoes) {
+  for (const bool fusion : {false, true}) {
+    for (const bool openai : {false, true}) {
+      const TrainConfig config = parse(fmt::format("model:\n  bias_activation_fusion: {}\n  openai_gelu: {}\n",
+                                                   fusion ? "True" : "False", openai ? "True" : "False"));
+      EXPECT_EQ(config.model.gelu(), fusion || openai ? kernels::GeluForm::tanh : kernels::GeluForm::exact)
+          << "fusion " << fusion << ", openai_gelu " << openai;
+      EXPECT_EQ(parse(to_yaml(config)), config);  // both keys are written back
+      EXPECT_TRUE(config.ignored_keys.empty());
+    }
+  }
+  EXPECT_EQ(parse("model:\n  init_method_std: 0.01\n").model.gelu(), kernels::GeluForm::exact);  // the default
+  EXPECT_THAT(error_of("model:\n  bias_activation_fusion: yes please\n"), HasSubstr("model.bias_activation_fusion"));
 }
 
 TEST(ConfigKeys, DerivedDefaultsFollowOtherKeysAndNullTokenizerFiles) {

@@ -18,7 +18,7 @@ TEST(FineTune, RestoreFromPathStartsEveryLayoutAtTheExportedModel) {
   const auto dir = shared_temp_dir("hf-finetune");
   const auto prefix = write_random_dataset(dir, 400, 50257);
   train::TrainConfig source = tiny_config(prefix, dir / "source");
-  source.model.gelu = kernels::GeluForm::tanh;
+  source.model.openai_gelu = true;
   source.trainer.val_check_interval = 4;  // validates at step 0 and at the end
   const train::TrainSummary trained = train_on_ranks(source, ranks);
   const auto folder = dir / "hf";

@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <random>
 
+#include "adamant/core/archive.h"
 #include "adamant/core/error.h"
 #include "adamant/core/safetensors.h"
 #include "adamant/model/param_layout.h"
@@ -36,7 +38,7 @@ TrainConfig small_config(bool openai_gelu) {
   c.model.num_attention_heads = 4;
   c.model.seq_length = 8;
   c.model.max_position_embeddings = 8;
-  c.model.gelu = openai_gelu ? kernels::GeluForm::tanh : kernels::GeluForm::exact;
+  c.model.openai_gelu = openai_gelu;
   c.optim.megatron_amp_O2 = false;
   c.data.tokenizer.vocab_file = testing::data_dir() / "gpt2" / "encoder.json";
   c.data.tokenizer.merge_file = testing::data_dir() / "gpt2" / "vocab.bpe";
@@ -162,14 +164,21 @@ TEST(HfGpt2Restore, LoadsIntoShorterSequencesAndRefusesAnotherModel) {
     for (std::size_t i = 0; i < mine.numel; ++i) ASSERT_EQ(got[mine.offset + i], w[theirs.offset + i]) << name;
   }
 
-  config.model.gelu = kernels::GeluForm::exact;
+  config.model.openai_gelu = false;
   model::GptModel exact(gpt_config_of(config, 50257), DType::f32, 1, Device::cpu(), 5);
   try {
     load_pretrained_weights(dir / "hf", exact);
     ADD_FAILURE() << "loaded into another GELU";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model.openai_gelu"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("were trained with GELU's tanh approximation (activation_function gelu_new) "
+                                         "but this config computes the exact (erf) GELU; set model.openai_gelu=true"),
+              std::string::npos)
+        << e.what();
   }
+  // NeMo's fused bias-GELU computes the tanh approximation: the same weights load under it.
+  config.model.bias_activation_fusion = true;
+  model::GptModel fused(gpt_config_of(config, 50257), DType::f32, 1, Device::cpu(), 5);
+  load_pretrained_weights(dir / "hf", fused);
 }
 
 // Rewrites dir/model.safetensors with `edit` applied to the list of (name, shape, bytes).
@@ -197,6 +206,63 @@ void expect_import_error(const fs::path& folder, const std::vector<std::string>&
     ADD_FAILURE() << "imported " << folder;
   } catch (const Error& e) {
     for (const auto& word : words) EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+  }
+}
+
+// A checkpoint's weights meet only the GELU they were trained with: its header records the form
+// (one written before the record by its stored config's model.openai_gelu, all those versions
+// honoured), and a config computing the other form is refused, naming the keys that fix it.
+TEST(CheckpointGelu, WeightsLoadOnlyUnderTheGeluTheyWereTrainedWith) {
+  const auto dir = testing::temp_dir("checkpoint_gelu");
+  const TrainConfig tanh_config = small_config(true);
+  const std::vector<float> w = write_random_checkpoint(dir / "new", tanh_config);
+  // The same checkpoint as an earlier version wrote it: no GELU in the header.
+  {
+    ArchiveReader reader(dir / "new" / "model.adm");
+    fs::create_directories(dir / "old");
+    ArchiveWriter writer(dir / "old" / "model.adm");
+    for (const ArchiveEntry& e : reader.entries()) {
+      writer.add(e.name, reader.read_all(e.name).data(), e.dtype, e.shape);
+    }
+    writer.meta() = reader.meta();
+    ASSERT_EQ(writer.meta().erase("gelu"), 1u);
+    writer.commit();
+  }
+  for (const char* folder : {"new", "old"}) {
+    SCOPED_TRACE(folder);
+    TrainConfig exact_config = tanh_config;
+    exact_config.model.openai_gelu = false;
+    model::GptModel exact(gpt_config_of(exact_config, 50257), DType::f32, 1, Device::cpu(), 5);
+    try {
+      load_checkpoint(dir / folder, exact, nullptr);
+      ADD_FAILURE() << "loaded weights trained with the tanh GELU into the exact one";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("was trained with GELU's tanh approximation but this config computes the "
+                                           "exact (erf) GELU"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("set model.openai_gelu=true"), std::string::npos) << e.what();
+    }
+    // NeMo's fused bias-GELU (bias_activation_fusion) computes the tanh form: they load.
+    exact_config.model.bias_activation_fusion = true;
+    model::GptModel fused(gpt_config_of(exact_config, 50257), DType::f32, 1, Device::cpu(), 5);
+    load_checkpoint(dir / folder, fused, nullptr);
+    const auto* got = static_cast<const float*>(fused.weights().data);
+    EXPECT_TRUE(std::equal(w.begin(), w.end(), got));
+  }
+  // And the other way: exact weights under a fused bias-GELU config.
+  TrainConfig exact_config = tanh_config;
+  exact_config.model.openai_gelu = false;
+  write_random_checkpoint(dir / "exact", exact_config);
+  exact_config.model.bias_activation_fusion = true;
+  model::GptModel fused(gpt_config_of(exact_config, 50257), DType::f32, 1, Device::cpu(), 5);
+  try {
+    load_checkpoint(dir / "exact", fused, nullptr);
+    ADD_FAILURE() << "loaded weights trained with the exact GELU into the tanh one";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("set model.openai_gelu=false and model.bias_activation_fusion=false"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -4,6 +4,18 @@
 
 namespace adamant::model {
 
+std::string gelu_form_words(kernels::GeluForm form) {
+  return form == kernels::GeluForm::tanh ? "GELU's tanh approximation" : "the exact (erf) GELU";
+}
+
+std::string gelu_keys_for(kernels::GeluForm wanted) {
+  return wanted == kernels::GeluForm::tanh
+             ? "set model.openai_gelu=true (or model.bias_activation_fusion=true, NeMo's fused bias-GELU, which "
+               "computes the same)"
+             : "set model.openai_gelu=false and model.bias_activation_fusion=false (NeMo's fused bias-GELU "
+               "computes the tanh approximation)";
+}
+
 int GptConfig::padded_vocab_size() const {
   const std::int64_t multiple = static_cast<std::int64_t>(make_vocab_size_divisible_by) * tensor_parallel_size;
   ADAMANT_CHECK(multiple > 0 && vocab_size > 0,

@@ -3,6 +3,7 @@
 // (megatron_gpt_config.yaml), with NeMo's default. validate() names the key of
 // any bad value; the training config maps its YAML paths onto these fields.
 #include <cstdint>
+#include <string>
 
 #include "adamant/core/dtype.h"
 #include "adamant/core/option_checks.h"
@@ -35,7 +36,11 @@ struct GptConfig {
   // with tensor parallelism (collectives inside the passes) every pass runs directly.
   bool cuda_graph = false;
   // model.openai_gelu: GPT-2's tanh approximation of GELU instead of the exact erf form.
-  kernels::GeluForm gelu = kernels::GeluForm::exact;
+  bool openai_gelu = false;
+  // model.bias_activation_fusion: NeMo's fused bias + GELU kernel (its config template sets it),
+  // which computes GELU's tanh approximation whatever openai_gelu says. Unlike NeMo's, the
+  // default is false: a config without the key keeps the exact GELU it always had here.
+  bool bias_activation_fusion = false;
   // model.classifier_logits_dtype: what the classifier's logits GEMM writes on a GPU, fp32 or
   // bf16 (as Megatron's bf16 output layer: half the bytes written and read by the
   // cross-entropy, whose sums stay fp32). The CPU computes them in its fp32 or fp64.
@@ -47,6 +52,11 @@ struct GptConfig {
   // (Megatron's padding; 50257 -> 50304 with the defaults).
   int padded_vocab_size() const;
   int head_dim() const { return hidden_size / num_attention_heads; }
+  // The GELU the MLP computes, by NeMo's rule: the tanh approximation where either key asks for
+  // it (the fused bias-GELU, or openai_gelu), else the exact erf form.
+  kernels::GeluForm gelu() const {
+    return openai_gelu || bias_activation_fusion ? kernels::GeluForm::tanh : kernels::GeluForm::exact;
+  }
   // What one tensor-parallel rank holds: its heads (attention width local_heads() * head_dim()),
   // its columns of the MLP and its rows of the padded vocabulary.
   int local_heads() const { return num_attention_heads / tensor_parallel_size; }
@@ -67,5 +77,10 @@ struct GptConfig {
   // says where a key's value came from. The vocabulary is checked once it is known (vocab_size > 0).
   void validate(const KeyOrigin& origin = {}) const;
 };
+
+// Where weights trained with one GELU meet a config that computes another (a checkpoint, a
+// Hugging Face folder): the form in words, and the keys that make a config compute `wanted`.
+std::string gelu_form_words(kernels::GeluForm form);
+std::string gelu_keys_for(kernels::GeluForm wanted);
 
 }  // namespace adamant::model

@@ -134,8 +134,8 @@ void GptDecoder::run_layers(std::size_t rows, Attend&& attend) {
   const Tensor x = activation(x_, RC), ln = activation(ln_, RC), attention = activation(attention_, RC);
   const Tensor residual = activation(residual_, RC), fc_gelu = activation(fc_gelu_, RF);
   const double epsilon = config_.layernorm_epsilon;
-  const kernels::DecodeLinearArgs add_residual{kernels::DecodeEpilogue::residual, config_.gelu},
-      with_gelu{kernels::DecodeEpilogue::gelu, config_.gelu};
+  const kernels::DecodeLinearArgs add_residual{kernels::DecodeEpilogue::residual, config_.gelu()},
+      with_gelu{kernels::DecodeEpilogue::gelu, config_.gelu()};
   for (int l = 0; l < config_.num_layers; ++l) {
     const LayerParamIndex& w = index_.layers[static_cast<std::size_t>(l)];
     kernels::layernorm_forward(x, weight(w.ln1_weight), weight(w.ln1_bias), epsilon, ln, mean, rstd, {R, C}, stream);

@@ -184,7 +184,7 @@ void GptModel::forward(const Pass& pass) {
     Tensor fc = act(a.fc, NF);
     kernels::linear_forward(ln2, weight(w.fc_weight), weight(w.fc_bias), fc, {B * L, C, F}, workspace_, *stream_);
     Tensor fc_gelu = act(a.fc_gelu, NF);
-    kernels::gelu_forward(fc, fc_gelu, NF, config_.gelu, *stream_);
+    kernels::gelu_forward(fc, fc_gelu, NF, config_.gelu(), *stream_);
     kernels::linear_forward(fc_gelu, weight(w.fc_proj_weight), row_parallel_bias(w.fc_proj_bias), branch_sums,
                             {B * L, F, C}, workspace_, *stream_);
     Tensor branch = reduce_rows(pass, branch_sums);
@@ -294,7 +294,7 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     kernels::linear_backward(d_mlp_branch, {}, weight(w.fc_proj_weight), d_fc, {}, {}, {B * L, F, C}, workspace_,
                              *stream_);
     // The GELU backward also sums the up projection's bias gradient as it writes d_fc.
-    kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu, *stream_,
+    kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu(), *stream_,
                            config_.recompute_activation ? act(a.fc_gelu, NF) : Tensor{},
                            {micro_grad(pass, w.fc_bias), F, &workspace_});
     kernels::linear_backward(d_mlp_branch, act(a.fc_gelu, NF), weight(w.fc_proj_weight), {},

@@ -1,6 +1,7 @@
 #include "adamant/train/checkpoint.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,6 +33,21 @@ nlohmann::json architecture_of(const model::GptConfig& c) {
           {"seq_length", c.seq_length},
           {"vocab_size", c.vocab_size},
           {"padded_vocab_size", c.padded_vocab_size()}};
+}
+
+// What the header records of the GELU the weights were trained with ("exact" or "tanh").
+std::string gelu_record(kernels::GeluForm form) { return form == kernels::GeluForm::tanh ? "tanh" : "exact"; }
+
+// The GELU a checkpoint's weights were trained with: recorded in its header; a checkpoint from
+// before the record was written computed the form model.openai_gelu of its stored config chose.
+kernels::GeluForm trained_gelu(const nlohmann::json& meta) {
+  if (meta.contains("gelu")) return meta["gelu"] == "tanh" ? kernels::GeluForm::tanh : kernels::GeluForm::exact;
+  try {
+    const YAML::Node openai_gelu = YAML::Load(meta.value("config_yaml", ""))["model"]["openai_gelu"];
+    return openai_gelu && openai_gelu.as<bool>() ? kernels::GeluForm::tanh : kernels::GeluForm::exact;
+  } catch (const YAML::Exception&) {
+    return kernels::GeluForm::exact;  // no readable config: the default form of those versions
+  }
 }
 
 // The model's weights as a host tensor: the buffer itself on the CPU, else a copy in
@@ -95,6 +111,7 @@ void set_model_file_meta(nlohmann::json& meta, const TrainingPosition& position,
   meta["step"] = position.step;
   meta["consumed_samples"] = position.consumed_samples;
   meta["architecture"] = architecture_of(config);
+  meta["gelu"] = gelu_record(config.gelu());
   meta["tensor_model_parallel_size"] = config.tensor_parallel_size;
   meta["pipeline_model_parallel_size"] = config.pipeline_parallel_size;
   meta["weight_dtype"] = std::string(dtype_name(weight_dtype));
@@ -303,6 +320,12 @@ TrainingPosition load_checkpoint(const std::filesystem::path& checkpoint, model:
            stored.contains(key) ? stored[key].dump() : "absent", value.dump(), hint);
     }
   }
+  const kernels::GeluForm trained = trained_gelu(meta);
+  ADAMANT_CHECK(trained == model.config().gelu(),
+                "checkpoint {} was trained with {} but this config computes {}: the weights would meet another "
+                "activation; {}",
+                checkpoint.string(), model::gelu_form_words(trained), model::gelu_form_words(model.config().gelu()),
+                model::gelu_keys_for(trained));
   const ParamList& params = model.params();
   const Tensor model_weights = model.weights();
   std::vector<std::uint8_t> staging;  // GPU weights: filled on the host, uploaded once below

@@ -289,13 +289,16 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(field(
       "model.init_method_std", "init std; output projections use std / sqrt(2 x layers)",
       [](auto& c) -> auto& { return c.model.init_method_std; }));
-  f.push_back(custom(
+  f.push_back(field(
       "model.openai_gelu",
       "GPT-2's tanh approximation of GELU (Hugging Face `gelu_new`) instead of the exact erf form (`gelu`)",
-      [](const YAML::Node& v, const std::string& where, TrainConfig& c) {
-        c.model.gelu = read_bool(v, "model.openai_gelu", where) ? kernels::GeluForm::tanh : kernels::GeluForm::exact;
-      },
-      [](const TrainConfig& c) { return std::string(c.model.gelu == kernels::GeluForm::tanh ? "true" : "false"); }));
+      [](auto& c) -> auto& { return c.model.openai_gelu; }));
+  f.push_back(field(
+      "model.bias_activation_fusion",
+      "NeMo's fused bias + GELU kernel, which computes GELU's tanh approximation: `true` (NeMo's config template "
+      "sets it) trains with that form, as NeMo does, whatever `model.openai_gelu` says; `false` leaves the form to "
+      "`model.openai_gelu`",
+      [](auto& c) -> auto& { return c.model.bias_activation_fusion; }));
   f.push_back(field(
       "model.restore_from_path",
       "start from these weights: a Hugging Face GPT-2 folder (`model.safetensors`, `config.json`; "

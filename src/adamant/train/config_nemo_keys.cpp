@@ -125,7 +125,6 @@ std::vector<NemoKeySpec> make_nemo_keys() {
                           "grad_allreduce_chunk_size_mb",
                           "grad_div_ar_fusion",
                           "gradient_accumulation_fusion",
-                          "bias_activation_fusion",
                           "bias_dropout_add_fusion",
                           "masked_softmax_fusion",
                           "get_attention_mask_from_fusion",

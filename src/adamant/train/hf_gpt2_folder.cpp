@@ -51,7 +51,7 @@ json hf_config_json(const model::GptConfig& c, DType dtype) {
           {"n_layer", c.num_layers},
           {"n_head", c.num_attention_heads},
           {"n_inner", c.ffn_hidden_size},
-          {"activation_function", gelu_name(c.gelu)},
+          {"activation_function", gelu_name(c.gelu())},
           {"layer_norm_epsilon", decimal(c.layernorm_epsilon)},
           {"initializer_range", decimal(c.init_method_std)},
           {"resid_pdrop", decimal(c.hidden_dropout)},
@@ -213,9 +213,9 @@ model::GptConfig read_hf_gpt2_config(const std::filesystem::path& dir) {
   g.ffn_hidden_size = (!j.contains("n_inner") || j["n_inner"].is_null()) ? 4 * g.hidden_size : positive("n_inner");
   const std::string activation = j.value("activation_function", std::string("gelu_new"));
   if (activation == "gelu") {
-    g.gelu = kernels::GeluForm::exact;
+    g.openai_gelu = false;
   } else if (activation == "gelu_new" || activation == "gelu_pytorch_tanh" || activation == "gelu_fast") {
-    g.gelu = kernels::GeluForm::tanh;
+    g.openai_gelu = true;
   } else {
     bad("activation_function", "Adamant runs \"gelu\" (exact) and \"gelu_new\" (tanh approximation)");
   }
@@ -318,8 +318,11 @@ void load_pretrained_weights(const std::filesystem::path& dir, model::GptModel& 
   same("model.hidden_size", whole.hidden_size, "n_embd", file.hidden_size);
   same("model.num_attention_heads", whole.num_attention_heads, "n_head", file.num_attention_heads);
   same("model.ffn_hidden_size", whole.ffn_hidden_size, "n_inner", file.ffn_hidden_size);
-  same("model.openai_gelu", whole.gelu == kernels::GeluForm::tanh, "activation_function (gelu_new: 1, gelu: 0)",
-       file.gelu == kernels::GeluForm::tanh);
+  ADAMANT_CHECK(whole.gelu() == file.gelu(),
+                "model.restore_from_path {}: its weights were trained with {} (activation_function {}) but this config "
+                "computes {}; {}",
+                dir.string(), model::gelu_form_words(file.gelu()), gelu_name(file.gelu()),
+                model::gelu_form_words(whole.gelu()), model::gelu_keys_for(file.gelu()));
   ADAMANT_CHECK(whole.vocab_size == file.vocab_size,
                 "model.restore_from_path {}: its vocab_size is {} but model.tokenizer has {} tokens; use the "
                 "folder's {} and {} as model.tokenizer.vocab_file and merge_file",
