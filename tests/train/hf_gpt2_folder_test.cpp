@@ -9,7 +9,9 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <random>
+#include <string_view>
 
 #include "adamant/core/archive.h"
 #include "adamant/core/error.h"
@@ -61,6 +63,17 @@ std::vector<float> floats(const SafetensorsReader& reader, const std::string& na
   std::vector<float> out(bytes.size() / sizeof(float));
   std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
+}
+
+// Expects `load` to throw an Error whose message holds each of `parts`.
+void expect_refused(const std::function<void()>& load, std::initializer_list<std::string_view> parts) {
+  try {
+    load();
+    ADD_FAILURE() << "loaded: expected an error holding " << *parts.begin();
+  } catch (const Error& e) {
+    for (const std::string_view part : parts)
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
 }
 
 void expect_same_folders(const fs::path& a, const fs::path& b) {
@@ -166,15 +179,9 @@ TEST(HfGpt2Restore, LoadsIntoShorterSequencesAndRefusesAnotherModel) {
 
   config.model.openai_gelu = false;
   model::GptModel exact(gpt_config_of(config, 50257), DType::f32, 1, Device::cpu(), 5);
-  try {
-    load_pretrained_weights(dir / "hf", exact);
-    ADD_FAILURE() << "loaded into another GELU";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("were trained with GELU's tanh approximation (activation_function gelu_new) "
-                                         "but this config computes the exact (erf) GELU; set model.openai_gelu=true"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_refused([&] { load_pretrained_weights(dir / "hf", exact); },
+                 {"were trained with GELU's tanh approximation (activation_function gelu_new) but this config "
+                  "computes the exact (erf) GELU; set model.openai_gelu=true"});
   // NeMo's fused bias-GELU computes the tanh approximation: the same weights load under it.
   config.model.bias_activation_fusion = true;
   model::GptModel fused(gpt_config_of(config, 50257), DType::f32, 1, Device::cpu(), 5);
@@ -233,16 +240,9 @@ TEST(CheckpointGelu, WeightsLoadOnlyUnderTheGeluTheyWereTrainedWith) {
     TrainConfig exact_config = tanh_config;
     exact_config.model.openai_gelu = false;
     model::GptModel exact(gpt_config_of(exact_config, 50257), DType::f32, 1, Device::cpu(), 5);
-    try {
-      load_checkpoint(dir / folder, exact, nullptr);
-      ADD_FAILURE() << "loaded weights trained with the tanh GELU into the exact one";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("was trained with GELU's tanh approximation but this config computes the "
-                                           "exact (erf) GELU"),
-                std::string::npos)
-          << e.what();
-      EXPECT_NE(std::string(e.what()).find("set model.openai_gelu=true"), std::string::npos) << e.what();
-    }
+    expect_refused([&] { load_checkpoint(dir / folder, exact, nullptr); },
+                   {"was trained with GELU's tanh approximation but this config computes the exact (erf) GELU",
+                    "set model.openai_gelu=true"});
     // NeMo's fused bias-GELU (bias_activation_fusion) computes the tanh form: they load.
     exact_config.model.bias_activation_fusion = true;
     model::GptModel fused(gpt_config_of(exact_config, 50257), DType::f32, 1, Device::cpu(), 5);
@@ -256,14 +256,9 @@ TEST(CheckpointGelu, WeightsLoadOnlyUnderTheGeluTheyWereTrainedWith) {
   write_random_checkpoint(dir / "exact", exact_config);
   exact_config.model.bias_activation_fusion = true;
   model::GptModel fused(gpt_config_of(exact_config, 50257), DType::f32, 1, Device::cpu(), 5);
-  try {
-    load_checkpoint(dir / "exact", fused, nullptr);
-    ADD_FAILURE() << "loaded weights trained with the exact GELU into the tanh one";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("set model.openai_gelu=false and model.bias_activation_fusion=false"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_refused([&] { load_checkpoint(dir / "exact", fused, nullptr); },
+                 {"was trained with the exact (erf) GELU but this config computes GELU's tanh approximation",
+                  "set model.openai_gelu=false and model.bias_activation_fusion=false"});
 }
 
 TEST(HfGpt2Import, RefusesFoldersItCannotRunNamingTheTensorOrField) {
