@@ -11,6 +11,7 @@
 #include "adamant/data/bpe_tokenizer.h"
 #include "adamant/data/gpt_datasets.h"
 #include "adamant/kernels/matmul_algorithms.h"
+#include "adamant/train/gpu_peak.h"
 #include "adamant/train/hf_gpt2_folder.h"
 #include "adamant/train/memory_budget.h"
 
@@ -150,6 +151,11 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
 
 optim::LrSchedule RunSetup::lr_schedule() const { return lr_schedule_of(config_); }
 
+std::string RunSetup::device_name() const {
+  const FlopsReference gpu = flops_reference(device_);
+  return gpu.per_gpu ? fmt::format("{} ({})", device_.str(), gpu.gpu_name) : device_.str();
+}
+
 std::string RunSetup::describe() const {
   const ParamList& params = model_->params();
   const double n = static_cast<double>(params.total_numel);
@@ -164,14 +170,14 @@ std::string RunSetup::describe() const {
                               (main_bytes + 8.0) / (distributed ? static_cast<double>(d) : 1.0));
   constexpr double MiB = 1024.0 * 1024.0;
   return fmt::format(
-             "model: GPT-3 {} layers, hidden {}, {} heads, seq {}, {:.2f}M parameters{} ({} weights)\n"
+             "model: GPT-3 {} layers, hidden {}, {} heads, seq {}, {} GELU, {:.2f}M parameters{} ({} weights)\n"
              "parallel: {} data-parallel rank(s){}{} on {}, {} micro-batch(es) of {} per rank per step\n"
              "optimizer: {} (bucket {} MiB, grad sync {}, remainders {}, overlap grad/param {}/{})\n"
              "memory per rank: weights {:.1f} MiB + grads {:.1f} MiB + optimizer state {:.1f} MiB = {:.1f} MiB "
              "(formula {:.1f} MiB)\n",
              config_.model.num_layers, config_.model.hidden_size, config_.model.num_attention_heads,
-             config_.model.seq_length, n / 1e6, grid_.tp_size() > 1 || grid_.pp_size() > 1 ? " on this rank" : "",
-             dtype_name(weight_dtype_of(config_)), d,
+             config_.model.seq_length, config_.model.gelu() == kernels::GeluForm::tanh ? "tanh" : "exact", n / 1e6,
+             grid_.tp_size() > 1 || grid_.pp_size() > 1 ? " on this rank" : "", dtype_name(weight_dtype_of(config_)), d,
              grid_.tp_size() == 1 ? std::string()
                                   : fmt::format(" x {} tensor-parallel (sequence parallel {})", grid_.tp_size(),
                                                 config_.model.sequence_parallel ? "on" : "off"),
@@ -182,7 +188,7 @@ std::string RunSetup::describe() const {
                                    ? fmt::format(", {} chunks each", pipeline_->layout().virtual_stages)
                                    : std::string(),
                                100.0 * pipeline_bubble_fraction(pipeline_->layout())),
-             device_.str(), train_loader_->num_micro_batches(), config_.data.micro_batch_size, o.name, o.bucket_cap_mb,
+             device_name(), train_loader_->num_micro_batches(), config_.data.micro_batch_size, o.name, o.bucket_cap_mb,
              dtype_name(o.grad_sync_dtype), o.store_param_remainders ? "on" : "off", o.overlap_grad_sync ? "on" : "off",
              o.overlap_param_sync ? "on" : "off", weight_bytes / MiB, grad_bytes / MiB, state_bytes / MiB,
              (weight_bytes + grad_bytes + state_bytes) / MiB, formula / MiB) +

@@ -50,6 +50,7 @@ class RunSetup {
   std::string describe_matmul_algorithms() const;
   // A line on the recorded passes (model.enable_cuda_graph); empty when they are off.
   std::string describe_recorded_passes() const;
+  std::string device_name() const;  // "cuda:0 (NVIDIA H200)", or "cpu"
 
   const TrainConfig& config_;
   comm::ProcessGrid grid_;
