@@ -139,6 +139,7 @@ def main():
     train_tags = {"reduced_train_loss": "loss", "lr": "lr", "grad_norm": "grad_norm", "loss_scale": "loss_scale",
                   "train_step_timing": "step_s", "consumed_samples": "consumed_samples",
                   "tokens_per_sec": "tokens_per_s", "exposed_comm_ms": "exposed_comm_ms"}
+    gpu_tags = ("model_tflops_per_gpu", "mfu")  # GPU runs; mfu where the GPU's peak is known
     expected = {}
     last_step = 0
     for line in open(os.path.join(run_dir, "metrics.jsonl")):
@@ -147,6 +148,9 @@ def main():
             last_step = max(last_step, record["step"])
             for tag, key in train_tags.items():
                 expected[(tag, record["step"])] = record[key]
+            for tag in gpu_tags:
+                if tag in record:
+                    expected[(tag, record["step"])] = record[tag]
         elif record["type"] == "validation":
             expected[("val_loss", record["step"])] = record["val_loss"]
         elif record["type"] == "summary":

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "adamant/train/metrics.h"
 #include "adamant/train/tensorboard_writer.h"
 #include "trainer_test_util.h"
 
@@ -57,6 +58,31 @@ TEST(TensorBoard, EventFilesHoldEveryScalarOfMetricsAcrossAResume) {
   if (world_rank() == 0) {
     EXPECT_EQ(run_reader(config.run_dir(), 1, 0), 0);
   }
+}
+
+// A GPU run's steps carry its model FLOP/s and, where the GPU's peak is known, its MFU: both
+// reach the event file as they are in metrics.jsonl (the steps are a GPU run's records, written
+// here without a GPU).
+TEST(TensorBoard, GpuStepsCarryTheirFlopsAndMfu) {
+  if (world_rank() != 0) return;
+  const auto dir = std::filesystem::temp_directory_path() / "adamant_tensorboard_gpu_steps";
+  std::filesystem::remove_all(dir);
+  {
+    train::MetricsLog log(dir / "metrics.jsonl", std::nullopt);
+    train::TensorBoardWriter events(dir, 0);
+    for (int step = 1; step <= 3; ++step) {
+      train::StepMetrics m;
+      m.step = step;
+      m.loss = 10.0 - step;
+      m.tokens_per_second = 400000.0 + step;
+      m.model_flops_per_gpu = 461.5e12 + step * 1e9;
+      m.peak_flops_per_gpu = step == 3 ? 0.0 : 989e12;  // the last as on a GPU without a known peak
+      log.step(m);
+      train::write_step_scalars(events, m);
+    }
+  }
+  EXPECT_EQ(run_reader(dir, 1, 0), 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TensorBoard, UnwritableFolderIsAnError) {

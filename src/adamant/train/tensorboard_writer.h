@@ -44,7 +44,8 @@ class TensorBoardWriter {
 };
 
 // A training step's scalars under NeMo's tags where NeMo has one: reduced_train_loss, lr, grad_norm,
-// loss_scale, train_step_timing (seconds), consumed_samples; and tokens_per_sec, exposed_comm_ms.
+// loss_scale, train_step_timing (seconds), consumed_samples; and tokens_per_sec, exposed_comm_ms, and on GPUs
+// model_tflops_per_gpu and mfu (where the GPU's peak is known).
 void write_step_scalars(TensorBoardWriter& writer, const StepMetrics& m);
 // The run's memory high-water marks in bytes: peak_allocated_bytes_max/min (over the ranks) and, on a
 // GPU, peak_device_in_use_bytes_max/min.
