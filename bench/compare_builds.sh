@@ -20,7 +20,9 @@
 #   the table; builds are incremental and runs with a result are kept (FRESH=1: run all
 #   again), so a second call goes on where the first stopped.
 #   RESULTS (default /tmp/adamant-compare) keeps each run's JSON; gpu_training_bench.sh's
-#   STEPS, PYTHON and EXTRA_ARGS pass through.
+#   STEPS, PYTHON and EXTRA_ARGS pass through. SKIP_BUILDS=1 uses the two builds as they are,
+#   and BENCH names another script with gpu_training_bench.sh's arguments and RESULTS files
+#   (tests/bench/compare_builds_test.sh runs the script so, without a GPU).
 set -uo pipefail  # no -e: a failed run shows in the table and the others go on
 before=${1:?usage: bench/compare_builds.sh BEFORE [CASES]}
 cases=${2:-126m:dropout,126m,1.3b:dropout,126m:seq8192:mb2}
@@ -34,6 +36,7 @@ budget=${BUDGET_S:-540}
 min_run=${MIN_RUN_S:-75}
 python=${PYTHON:-python3}
 results=${RESULTS:-/tmp/adamant-compare}
+bench=${BENCH:-bench/gpu_training_bench.sh}
 started=$SECONDS
 mkdir -p "$results"
 
@@ -58,39 +61,44 @@ for spec in ${cases//,/ }; do
   case_env[$spec]="${env_of[*]}"
 done
 
-if ! git rev-parse --verify --quiet "$before^{commit}" > /dev/null; then
+# The revision as a commit of this repository (HEAD~1 means this tree's, not the worktree's).
+if ! before_commit=$(git rev-parse --verify --quiet "$before^{commit}"); then
   echo "BEFORE '$before' is not a revision of this repository (git rev-parse finds no commit)" >&2
   exit 2
 fi
 if [ -d "$before_tree" ]; then
-  git -C "$before_tree" checkout --quiet --detach "$before" || exit 2
+  git -C "$before_tree" checkout --quiet --detach "$before_commit" || exit 2
 else
-  git worktree add --force --detach "$before_tree" "$before" > /dev/null || exit 2
+  git worktree add --force --detach "$before_tree" "$before_commit" > /dev/null || exit 2
 fi
 echo "== before: $(git -C "$before_tree" log -1 --format='%h %s' | cut -c1-100)"
 echo "== after: the working tree at $(git log -1 --format='%h') $(git diff --quiet HEAD || echo '(with changes)')"
 
-# Both builds at once: the earlier one needs only the trainer.
 configure() {  # SOURCE BUILD
-  [ -f "$2/build.ninja" ] || cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DADAMANT_CUDA=ON > "$2.configure.log" 2>&1
+  [ -f "$2/build.ninja" ] || cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DADAMANT_CUDA=ON \
+    > "$2.configure.log" 2>&1
 }
-before_jobs=$(((jobs + 3) / 4))
-(configure "$before_tree" "$before_build" && cmake --build "$before_build" -j "$before_jobs" --target adamant \
-  > "$before_build.log" 2>&1) &
-before_pid=$!
-after_targets=(--target adamant)
-[ "${GPU_TESTS:-0}" = 1 ] && after_targets=()
-configure . "$build" && cmake --build "$build" -j $((jobs - before_jobs > 0 ? jobs - before_jobs : 1)) \
-  "${after_targets[@]}" > "$build.log" 2>&1
-after_rc=$?
-wait "$before_pid"
-before_rc=$?
-if [ "$after_rc" -ne 0 ] || [ "$before_rc" -ne 0 ]; then
-  echo "a build failed (after: exit $after_rc, before: exit $before_rc); the last lines of each log:"
-  tail -20 "$build.log" "$before_build.log" 2>/dev/null
-  exit 1
-fi
-echo "== built both in $((SECONDS - started)) s"
+
+# Both builds at once: the earlier one needs only the trainer.
+build_both() {
+  local before_jobs=$(((jobs + 3) / 4)) after_targets=(--target adamant) before_pid after_rc before_rc
+  (configure "$before_tree" "$before_build" && cmake --build "$before_build" -j "$before_jobs" --target adamant \
+    > "$before_build.log" 2>&1) &
+  before_pid=$!
+  [ "${GPU_TESTS:-0}" = 1 ] && after_targets=()
+  configure . "$build" && cmake --build "$build" -j $((jobs - before_jobs > 0 ? jobs - before_jobs : 1)) \
+    "${after_targets[@]}" > "$build.log" 2>&1
+  after_rc=$?
+  wait "$before_pid"
+  before_rc=$?
+  if [ "$after_rc" -ne 0 ] || [ "$before_rc" -ne 0 ]; then
+    echo "a build failed (after: exit $after_rc, before: exit $before_rc); the last lines of each log:"
+    tail -20 "$build.log" "$before_build.log" 2>/dev/null
+    return 1
+  fi
+  echo "== built both in $((SECONDS - started)) s"
+}
+[ "${SKIP_BUILDS:-0}" = 1 ] || build_both || exit 1
 
 if [ "${GPU_TESTS:-0}" = 1 ]; then
   (cd "$build" && ctest -L gpu --output-on-failure) | tail -30
@@ -104,6 +112,7 @@ run() {
     return
   fi
   if [ $((budget - (SECONDS - started))) -lt "$min_run" ]; then
+    rm -rf "$folder"  # no result of an earlier build may stand for this one
     mkdir -p "$folder"
     echo '{"status": "skipped (time budget)"}' > "$folder/skipped.json"
     echo "== $spec $1: skipped, $((budget - (SECONDS - started))) s left"
@@ -111,7 +120,7 @@ run() {
   fi
   rm -rf "$folder"
   # shellcheck disable=SC2086 # the case's settings are words VAR=value
-  env ${case_env[$spec]} RESULTS="$folder" BUILD="$2" bench/gpu_training_bench.sh "${case_size[$spec]}" 1 "$3" |
+  env ${case_env[$spec]} RESULTS="$folder" BUILD="$2" "$bench" "${case_size[$spec]}" 1 "$3" |
     grep -E "^==|tokens/s|did not fit|failed|timed out"
 }
 
@@ -122,4 +131,5 @@ for spec in ${cases//,/ }; do
   done
   [ "${PEER:-1}" = 1 ] && run peer "$build" single
 done
-"$python" bench/compare_table.py "$results" "${cases//,/ }"
+read -r -a case_list <<< "${cases//,/ }"
+"$python" bench/compare_table.py "$results" "${case_list[@]}"

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# bench/compare_builds.sh without a GPU: a scratch repository holds the script, the table script
+# and a stand-in for gpu_training_bench.sh whose tokens/s depend on the build and the case, so the
+# table's figures are known. Three calls: every run in order with the cases' settings and the
+# table; a second call that keeps every result and runs nothing; FRESH=1 with no time left, which
+# skips every run and says so.
+set -euo pipefail
+source_dir=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+repo=$work/repo
+mkdir -p "$repo/bench"
+cp "$source_dir/bench/compare_builds.sh" "$source_dir/bench/compare_table.py" "$repo/bench/"
+cat > "$repo/bench/stand_in_bench.sh" << 'STAND_IN'
+#!/usr/bin/env bash
+# gpu_training_bench.sh's arguments (SIZE GPUS RUNS) and RESULTS folder: one run's JSON, with the
+# "status" that script adds.
+set -eu
+echo "$BUILD $1 $3 dropout ${HIDDEN_DROPOUT:-0}/${ATTENTION_DROPOUT:-0} seq ${SEQ:-2048} mb ${MICRO_BATCH:-default}" >> "$CALLS"
+mkdir -p "$RESULTS"
+if [ "$3" = single ]; then
+  echo '{"tokens_per_s": 400000, "peak_gib": 8.7, "status": "ok"}' > "$RESULTS/peer-single-$1.json"
+else
+  tokens=440000
+  [ "$BUILD" = build-before ] && tokens=400000
+  [ "${HIDDEN_DROPOUT:-0}" = 0.1 ] && tokens=$((tokens - 40000))
+  echo "{\"status\": \"ok\", \"tokens_per_s\": $tokens, \"peak_allocated_gib\": 7.4, \"mfu\": 0.466}" \
+    > "$RESULTS/ours-$1.json"
+fi
+echo "== stand-in: $3 $1"
+STAND_IN
+chmod +x "$repo/bench/"*.sh
+git -C "$repo" init -q
+git -C "$repo" add bench
+git -C "$repo" -c user.name=test -c user.email=test@example.com commit -q -m "scratch"
+
+compare() {  # OUTPUT [VAR=value ...]: one call of the script on two cases
+  local output=$1
+  shift
+  (cd "$repo" && env CALLS="$work/calls" SKIP_BUILDS=1 BENCH=bench/stand_in_bench.sh RESULTS="$work/results" \
+    BEFORE_TREE="$work/before" "$@" bench/compare_builds.sh HEAD 126m:dropout,1.3b:seq4096:mb2 > "$output" 2>&1)
+}
+fail() {
+  echo "FAIL: $1"
+  shift
+  cat "$@"
+  exit 1
+}
+
+compare "$work/first"
+expected_calls="build-before 126m ours dropout 0.1/0.1 seq 2048 mb default
+build-gpu 126m ours dropout 0.1/0.1 seq 2048 mb default
+build-before 126m ours dropout 0.1/0.1 seq 2048 mb default
+build-gpu 126m ours dropout 0.1/0.1 seq 2048 mb default
+build-gpu 126m single dropout 0.1/0.1 seq 2048 mb default
+build-before 1.3b ours dropout 0/0 seq 4096 mb 2
+build-gpu 1.3b ours dropout 0/0 seq 4096 mb 2
+build-before 1.3b ours dropout 0/0 seq 4096 mb 2
+build-gpu 1.3b ours dropout 0/0 seq 4096 mb 2
+build-gpu 1.3b single dropout 0/0 seq 4096 mb 2"
+[ "$(cat "$work/calls")" = "$expected_calls" ] || fail "the runs, in order, with their settings" "$work/calls"
+grep -qF "| GPT-3 126M | 0.1 / 0.1 | 360,000, 360,000 | 400,000, 400,000 | +11.1% | 400,000 | **1.00x** | 7.4 | 8.7 | 46.6% |" \
+  "$work/first" || fail "the dropout case's row" "$work/first"
+grep -qF "| GPT-3 1.3B, sequence 4096, micro-batch 2 | 0 / 0 | 400,000, 400,000 | 440,000, 440,000 | +10.0% | 400,000 | **1.10x** |" \
+  "$work/first" || fail "the 1.3B case's row" "$work/first"
+grep -q "== before: .* scratch" "$work/first" || fail "the before tree at BEFORE" "$work/first"
+
+compare "$work/second"
+[ "$(wc -l < "$work/calls")" -eq 10 ] || fail "a second call ran again what had a result" "$work/calls"
+[ "$(grep -c "kept from an earlier call" "$work/second")" -eq 10 ] || fail "the kept runs" "$work/second"
+grep -qF "| +11.1% |" "$work/second" || fail "the table from the kept results" "$work/second"
+
+compare "$work/third" FRESH=1 BUDGET_S=0
+[ "$(wc -l < "$work/calls")" -eq 10 ] || fail "a run started with no time left" "$work/calls"
+grep -qF "| GPT-3 126M | 0.1 / 0.1 | skipped (time budget), skipped (time budget) | skipped (time budget), skipped (time budget) |  | skipped (time budget) |" \
+  "$work/third" || fail "skipped runs in the table, and no result of an earlier call" "$work/third"
+echo "compare_builds.sh: runs, table, kept results and time budget as expected"
