@@ -17,6 +17,9 @@ enum class GeluForm {
   tanh,   // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
 };
 
+// "exact" or "tanh": the form's name where a line or a checkpoint's header states it.
+inline const char* gelu_form_name(GeluForm form) { return form == GeluForm::tanh ? "tanh" : "exact"; }
+
 namespace cpu {
 void gelu_forward(const Tensor& x, Tensor out, std::int64_t n, GeluForm form);
 void gelu_backward(const Tensor& d_out, const Tensor& x, Tensor d_x, Tensor out, std::int64_t n, GeluForm form);

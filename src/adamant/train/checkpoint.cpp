@@ -35,13 +35,13 @@ nlohmann::json architecture_of(const model::GptConfig& c) {
           {"padded_vocab_size", c.padded_vocab_size()}};
 }
 
-// What the header records of the GELU the weights were trained with ("exact" or "tanh").
-std::string gelu_record(kernels::GeluForm form) { return form == kernels::GeluForm::tanh ? "tanh" : "exact"; }
-
 // The GELU a checkpoint's weights were trained with: recorded in its header; a checkpoint from
 // before the record was written computed the form model.openai_gelu of its stored config chose.
 kernels::GeluForm trained_gelu(const nlohmann::json& meta) {
-  if (meta.contains("gelu")) return meta["gelu"] == "tanh" ? kernels::GeluForm::tanh : kernels::GeluForm::exact;
+  if (meta.contains("gelu")) {
+    return meta["gelu"] == kernels::gelu_form_name(kernels::GeluForm::tanh) ? kernels::GeluForm::tanh
+                                                                            : kernels::GeluForm::exact;
+  }
   try {
     const YAML::Node openai_gelu = YAML::Load(meta.value("config_yaml", ""))["model"]["openai_gelu"];
     return openai_gelu && openai_gelu.as<bool>() ? kernels::GeluForm::tanh : kernels::GeluForm::exact;
@@ -111,7 +111,7 @@ void set_model_file_meta(nlohmann::json& meta, const TrainingPosition& position,
   meta["step"] = position.step;
   meta["consumed_samples"] = position.consumed_samples;
   meta["architecture"] = architecture_of(config);
-  meta["gelu"] = gelu_record(config.gelu());
+  meta["gelu"] = kernels::gelu_form_name(config.gelu());  // the GELU the weights are trained with
   meta["tensor_model_parallel_size"] = config.tensor_parallel_size;
   meta["pipeline_model_parallel_size"] = config.pipeline_parallel_size;
   meta["weight_dtype"] = std::string(dtype_name(weight_dtype));

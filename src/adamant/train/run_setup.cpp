@@ -176,7 +176,7 @@ std::string RunSetup::describe() const {
              "memory per rank: weights {:.1f} MiB + grads {:.1f} MiB + optimizer state {:.1f} MiB = {:.1f} MiB "
              "(formula {:.1f} MiB)\n",
              config_.model.num_layers, config_.model.hidden_size, config_.model.num_attention_heads,
-             config_.model.seq_length, config_.model.gelu() == kernels::GeluForm::tanh ? "tanh" : "exact", n / 1e6,
+             config_.model.seq_length, kernels::gelu_form_name(config_.model.gelu()), n / 1e6,
              grid_.tp_size() > 1 || grid_.pp_size() > 1 ? " on this rank" : "", dtype_name(weight_dtype_of(config_)), d,
              grid_.tp_size() == 1 ? std::string()
                                   : fmt::format(" x {} tensor-parallel (sequence parallel {})", grid_.tp_size(),
