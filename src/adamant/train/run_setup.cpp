@@ -11,7 +11,6 @@
 #include "adamant/data/bpe_tokenizer.h"
 #include "adamant/data/gpt_datasets.h"
 #include "adamant/kernels/matmul_algorithms.h"
-#include "adamant/train/gpu_peak.h"
 #include "adamant/train/hf_gpt2_folder.h"
 #include "adamant/train/memory_budget.h"
 
@@ -54,6 +53,7 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
     : config_(config),
       grid_(world, config.model.tensor_parallel_size, config.model.pipeline_parallel_size, grid_options_of(config)),
       device_(device_of(config, grid_.topology())),
+      flops_reference_(train::flops_reference(device_)),
       compute_stream_(device_.is_cpu() ? Stream() : Stream(device_)) {
   config.trainer.check_launch(grid_.world_size(), grid_.topology());
   const data::DataOptions& d = config.data;
@@ -152,8 +152,7 @@ RunSetup::RunSetup(const TrainConfig& config, const comm::MpiCommunicator& world
 optim::LrSchedule RunSetup::lr_schedule() const { return lr_schedule_of(config_); }
 
 std::string RunSetup::device_name() const {
-  const FlopsReference gpu = flops_reference(device_);
-  return gpu.per_gpu ? fmt::format("{} ({})", device_.str(), gpu.gpu_name) : device_.str();
+  return flops_reference_.per_gpu ? fmt::format("{} ({})", device_.str(), flops_reference_.gpu_name) : device_.str();
 }
 
 std::string RunSetup::describe() const {

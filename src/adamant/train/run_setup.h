@@ -15,6 +15,7 @@
 #include "adamant/model/gpt_model.h"
 #include "adamant/optim/lr_schedule.h"
 #include "adamant/optim/optimizer.h"
+#include "adamant/train/gpu_peak.h"
 #include "adamant/train/pipeline_runner.h"
 #include "adamant/train/train_config.h"
 
@@ -40,6 +41,8 @@ class RunSetup {
   data::DataLoader& train_loader() { return *train_loader_; }
   data::DataLoader* valid_loader() { return valid_loader_.get(); }
   const std::vector<std::filesystem::path>& data_files() const { return data_files_; }
+  // What the run measures its model FLOPs against (its GPU's name and datasheet peak), read once.
+  const FlopsReference& flops_reference() const { return flops_reference_; }
   optim::LrSchedule lr_schedule() const;
   // A few lines: model size, parallelism, optimizer and the memory per rank against the formula of
   // docs/distributed_fused_adam.md, "Memory".
@@ -55,6 +58,7 @@ class RunSetup {
   const TrainConfig& config_;
   comm::ProcessGrid grid_;
   Device device_;
+  FlopsReference flops_reference_;
   Stream compute_stream_;
   std::unique_ptr<comm::Communicator> dp_device_comm_;
   std::unique_ptr<comm::Communicator> tp_device_comm_;  // null without tensor parallelism

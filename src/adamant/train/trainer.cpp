@@ -13,7 +13,6 @@
 #include "adamant/optim/optimizer.h"
 #include "adamant/train/checkpoint.h"
 #include "adamant/train/checkpoint_roles.h"
-#include "adamant/train/gpu_peak.h"
 #include "adamant/train/memory_report.h"
 #include "adamant/train/metrics.h"
 #include "adamant/train/run_checkpoints.h"
@@ -139,7 +138,7 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   summary.steps_done = position.step;
   summary.model_parameters = model::whole_model_parameters(model.config());
   summary.model_flops_per_token = model::model_flops_per_token(model.config());
-  const FlopsReference flops = flops_reference(model.device());
+  const FlopsReference& flops = setup.flops_reference();
   summary.gpu_name = flops.gpu_name;
   summary.peak_flops_per_gpu = flops.peak_flops;
   const std::int64_t last_step =
