@@ -63,8 +63,12 @@ BenchmarkResult run_benchmark(const TrainConfig& config, const BenchmarkOptions&
   return r;
 }
 
+double model_flops_per_device(const BenchmarkResult& result) {
+  return result.tokens_per_second_per_device * result.model_flops_per_token;
+}
+
 double model_flops_utilisation(const BenchmarkResult& result) {
-  return result.tokens_per_second_per_device * result.model_flops_per_token / result.peak_flops;
+  return model_flops_per_device(result) / result.peak_flops;
 }
 
 std::string to_json(const BenchmarkResult& r) {
@@ -86,7 +90,7 @@ std::string to_json(const BenchmarkResult& r) {
   if (r.memory.gpu) {
     j["peak_device_in_use_bytes_max"] = r.memory.device_in_use_peak.max;
     j["gpu_name"] = r.gpu_name;
-    j["model_tflops_per_device"] = r.tokens_per_second_per_device * r.model_flops_per_token / 1e12;
+    j["model_tflops_per_device"] = model_flops_per_device(r) / 1e12;
     if (r.peak_flops > 0) {
       j["peak_flops"] = r.peak_flops;
       j["mfu"] = model_flops_utilisation(r);
@@ -105,8 +109,8 @@ std::string describe(const BenchmarkResult& r) {
       static_cast<double>(r.parameters) / 1e6, r.tokens_per_second, r.tokens_per_second_per_device, r.step_ms,
       r.exposed_comm_ms, r.steps, r.first_loss, r.last_loss, format_memory(r.memory));
   if (r.memory.gpu) {
-    const double model_tflops = r.tokens_per_second_per_device * r.model_flops_per_token / 1e12;
-    text += fmt::format("\nmodel FLOPs {:.0f} TFLOP/s per GPU (6 N + 12 layers seq hidden a token), {}", model_tflops,
+    text += fmt::format("\nmodel FLOPs {:.0f} TFLOP/s per GPU (6 N + 12 layers seq hidden a token), {}",
+                        model_flops_per_device(r) / 1e12,
                         r.peak_flops > 0
                             ? fmt::format("MFU {:.1f}% of {:.0f} TFLOP/s ({})", 100.0 * model_flops_utilisation(r),
                                           r.peak_flops / 1e12, r.gpu_name)

@@ -42,8 +42,9 @@ TrainConfig benchmark_config(TrainConfig config, const BenchmarkOptions& options
 BenchmarkResult run_benchmark(const TrainConfig& config, const BenchmarkOptions& options,
                               const TrainOptions& train_options);
 
-// Model FLOPs utilisation: tokens/s per device x FLOPs per token over the peak (GPU runs with a
-// peak known).
+// The model's FLOP/s per device: tokens/s per device x FLOPs per token.
+double model_flops_per_device(const BenchmarkResult& result);
+// Model FLOPs utilisation: model_flops_per_device over the peak (GPU runs with a peak known).
 double model_flops_utilisation(const BenchmarkResult& result);
 
 std::string to_json(const BenchmarkResult& result);

@@ -66,7 +66,7 @@ void MetricsLog::step(const StepMetrics& m) {
                    {"consumed_samples", m.consumed_samples},
                    {"exposed_comm_ms", m.exposed_comm_ms}};
   if (m.model_flops_per_gpu > 0) j["model_tflops_per_gpu"] = m.model_flops_per_gpu / 1e12;
-  if (m.model_flops_per_gpu > 0 && m.peak_flops_per_gpu > 0) j["mfu"] = m.model_flops_per_gpu / m.peak_flops_per_gpu;
+  if (const auto mfu = m.mfu()) j["mfu"] = *mfu;
   write(j.dump());
 }
 
@@ -110,8 +110,8 @@ std::string format_duration(double seconds) {
 std::string format_progress(const StepMetrics& m, double eta_seconds) {
   // GPU runs: the model FLOPs utilisation where the GPU's peak is known, else the FLOP/s themselves.
   std::string flops;
-  if (m.model_flops_per_gpu > 0 && m.peak_flops_per_gpu > 0) {
-    flops = fmt::format(" | MFU {:.1f}%", 100.0 * m.model_flops_per_gpu / m.peak_flops_per_gpu);
+  if (const auto mfu = m.mfu()) {
+    flops = fmt::format(" | MFU {:.1f}%", 100.0 * *mfu);
   } else if (m.model_flops_per_gpu > 0) {
     flops = fmt::format(" | {:.0f} TFLOP/s/GPU", m.model_flops_per_gpu / 1e12);
   }

@@ -28,6 +28,12 @@ struct StepMetrics {
   // GPU's datasheet peak (train/gpu_peak.h; 0 where the GPU is not in the table). 0 on the CPU.
   double model_flops_per_gpu = 0;
   double peak_flops_per_gpu = 0;
+
+  // The model FLOPs utilisation: a GPU run's, where its GPU's peak is known.
+  std::optional<double> mfu() const {
+    if (model_flops_per_gpu > 0 && peak_flops_per_gpu > 0) return model_flops_per_gpu / peak_flops_per_gpu;
+    return std::nullopt;
+  }
 };
 
 // The last record of a run, for benchmarks and tools (which read it instead of the progress lines).

@@ -124,9 +124,7 @@ void write_step_scalars(TensorBoardWriter& writer, const StepMetrics& m) {
   writer.scalar("tokens_per_sec", m.step, m.tokens_per_second);
   writer.scalar("exposed_comm_ms", m.step, m.exposed_comm_ms);
   if (m.model_flops_per_gpu > 0) writer.scalar("model_tflops_per_gpu", m.step, m.model_flops_per_gpu / 1e12);
-  if (m.model_flops_per_gpu > 0 && m.peak_flops_per_gpu > 0) {
-    writer.scalar("mfu", m.step, m.model_flops_per_gpu / m.peak_flops_per_gpu);
-  }
+  if (const auto mfu = m.mfu()) writer.scalar("mfu", m.step, *mfu);
 }
 
 void write_memory_scalars(TensorBoardWriter& writer, std::int64_t step, const MemoryReport& memory) {
