@@ -1,18 +1,15 @@
-// The datasheet peaks an MFU is measured against, by the names the driver reports, and what a
-// run reports with them: the progress line, the step and summary records, `adamant bench`.
+// The datasheet peaks an MFU is measured against, by the names the driver reports, and what
+// `adamant bench` reports with them (the progress line and records: metrics_log_test.cpp).
 #include "adamant/train/gpu_peak.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "adamant/train/benchmark.h"
-#include "adamant/train/metrics.h"
-#include "support/test_data.h"
 
 namespace adamant::train {
 namespace {
@@ -58,54 +55,6 @@ TEST(GpuPeak, TheCpuReportsNoFlopsPerGpu) {
   const FlopsReference reference = flops_reference(Device::cpu());
   EXPECT_FALSE(reference.per_gpu);
   EXPECT_EQ(reference.peak_flops, 0.0);
-}
-
-StepMetrics gpu_step(double peak_flops) {
-  StepMetrics m;
-  m.step = 3;
-  m.max_steps = 10;
-  m.tokens_per_second = 400000;
-  m.model_flops_per_gpu = 461.5e12;
-  m.peak_flops_per_gpu = peak_flops;
-  return m;
-}
-
-TEST(GpuPeak, ProgressLineShowsTheMfuOrTheFlops) {
-  EXPECT_THAT(format_progress(gpu_step(989e12), 10.0), HasSubstr("400000 tok/s | MFU 46.7% | comm"));
-  EXPECT_THAT(format_progress(gpu_step(0.0), 10.0), HasSubstr("400000 tok/s | 462 TFLOP/s/GPU | comm"));
-  StepMetrics cpu = gpu_step(0.0);
-  cpu.model_flops_per_gpu = 0;
-  EXPECT_THAT(format_progress(cpu, 10.0), HasSubstr("400000 tok/s | comm"));
-}
-
-std::vector<nlohmann::json> records_of(const std::filesystem::path& file) {
-  std::vector<nlohmann::json> records;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
-  return records;
-}
-
-TEST(GpuPeak, RecordsCarryTheFlopsTheMfuAndThePeak) {
-  const testing::TempDir dir("gpu-peak");
-  const auto file = dir / "metrics.jsonl";
-  {
-    MetricsLog log(file, std::nullopt);
-    log.step(gpu_step(989e12));
-    log.step(gpu_step(0.0));
-    RunMetrics run;
-    run.memory.gpu = true;
-    run.gpu_name = "NVIDIA H200";
-    run.peak_flops_per_gpu = 989e12;
-    log.run_summary(run);
-  }
-  const auto records = records_of(file);
-  ASSERT_EQ(records.size(), 3u);
-  EXPECT_DOUBLE_EQ(records[0].at("model_tflops_per_gpu").get<double>(), 461.5);
-  EXPECT_DOUBLE_EQ(records[0].at("mfu").get<double>(), 461.5 / 989.0);
-  EXPECT_DOUBLE_EQ(records[1].at("model_tflops_per_gpu").get<double>(), 461.5);
-  EXPECT_FALSE(records[1].contains("mfu"));  // no peak known: no MFU
-  EXPECT_EQ(records[2].at("gpu_name").get<std::string>(), "NVIDIA H200");
-  EXPECT_DOUBLE_EQ(records[2].at("peak_flops_per_gpu").get<double>(), 989e12);
 }
 
 BenchmarkResult gpu_bench(double peak_flops) {

@@ -1,5 +1,6 @@
 // metrics.jsonl: a resumed run replaces the records of the steps it runs again (and a torn
-// last line) instead of repeating them, and a full disk is an error naming the file.
+// last line) instead of repeating them, a full disk is an error naming the file, and a GPU
+// run's steps carry its model FLOP/s and MFU (on the progress line too).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -66,6 +67,47 @@ TEST(MetricsLog, ResumeReplacesTheRecordsOfStepsRunAgain) {
   // A fresh run (not resumed) starts the file afresh.
   { MetricsLog log(file, std::nullopt); }
   EXPECT_TRUE(records_of(file).empty());
+}
+
+StepMetrics gpu_step(double peak_flops) {
+  StepMetrics m;
+  m.step = 3;
+  m.max_steps = 10;
+  m.tokens_per_second = 400000;
+  m.model_flops_per_gpu = 461.5e12;
+  m.peak_flops_per_gpu = peak_flops;
+  return m;
+}
+
+TEST(MetricsLog, ProgressLineShowsAGpuRunsMfuOrItsFlops) {
+  EXPECT_THAT(format_progress(gpu_step(989e12), 10.0), HasSubstr("400000 tok/s | MFU 46.7% | comm"));
+  EXPECT_THAT(format_progress(gpu_step(0.0), 10.0), HasSubstr("400000 tok/s | 462 TFLOP/s/GPU | comm"));
+  StepMetrics cpu = gpu_step(0.0);
+  cpu.model_flops_per_gpu = 0;
+  EXPECT_THAT(format_progress(cpu, 10.0), HasSubstr("400000 tok/s | comm"));
+}
+
+TEST(MetricsLog, GpuRecordsCarryTheFlopsTheMfuAndThePeak) {
+  const testing::TempDir dir("gpu-peak");
+  const auto file = dir / "metrics.jsonl";
+  {
+    MetricsLog log(file, std::nullopt);
+    log.step(gpu_step(989e12));
+    log.step(gpu_step(0.0));
+    RunMetrics run;
+    run.memory.gpu = true;
+    run.gpu_name = "NVIDIA H200";
+    run.peak_flops_per_gpu = 989e12;
+    log.run_summary(run);
+  }
+  const auto records = records_of(file);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_DOUBLE_EQ(records[0].at("model_tflops_per_gpu").get<double>(), 461.5);
+  EXPECT_DOUBLE_EQ(records[0].at("mfu").get<double>(), 461.5 / 989.0);
+  EXPECT_DOUBLE_EQ(records[1].at("model_tflops_per_gpu").get<double>(), 461.5);
+  EXPECT_FALSE(records[1].contains("mfu"));  // no peak known: no MFU
+  EXPECT_EQ(records[2].at("gpu_name").get<std::string>(), "NVIDIA H200");
+  EXPECT_DOUBLE_EQ(records[2].at("peak_flops_per_gpu").get<double>(), 989e12);
 }
 
 TEST(MetricsLog, AFullDiskIsAnErrorNamingTheFile) {
