@@ -61,6 +61,15 @@ std::filesystem::path private_subdir(const std::filesystem::path& shared) {
   return shared / ("reference_rank_" + std::to_string(world_rank()));
 }
 
+// fused_adam on one rank taking, at each step, the micro-batches of all `dp` ranks of `config` in rank order:
+// the run a data-parallel run of `dp` ranks must match.
+Trained one_rank_reference(const OptimizerOptions& options, const ParamList& params, RunConfig config, int dp) {
+  config.micro_batches_per_rank *= dp;
+  Trained reference(options, params, nullptr);
+  reference.run(config);
+  return reference;
+}
+
 void report(const char* format, double value, int dp) {
   if (world_rank() == 0) std::printf(format, dp, value);
 }
@@ -88,10 +97,7 @@ TEST_P(MatchesFusedAdam, OnEveryDataParallelSize) {
   Trained dfa(options, params, &world);
   dfa.run(config);
 
-  RunConfig reference_config = config;
-  reference_config.micro_batches_per_rank = config.micro_batches_per_rank * dp;
-  Trained reference(test_options("fused_adam"), params, nullptr);
-  reference.run(reference_config);
+  const Trained reference = one_rank_reference(test_options("fused_adam"), params, config, dp);
 
   const bool bitwise = dp <= 2;
   for (std::size_t s = 0; s < dfa.results.size(); ++s) {
@@ -130,10 +136,7 @@ TEST(DistributedFusedAdam, FusedAdamWithAllReduceMatchesOneRank) {
   config.micro_batches_per_rank = dp == 1 ? 2 : 1;
   Trained ddp(test_options("fused_adam"), params, &world);
   ddp.run(config);
-  RunConfig reference_config = config;
-  reference_config.micro_batches_per_rank = config.micro_batches_per_rank * dp;
-  Trained reference(test_options("fused_adam"), params, nullptr);
-  reference.run(reference_config);
+  const Trained reference = one_rank_reference(test_options("fused_adam"), params, config, dp);
   const auto dir = shared_temp_dir("ddp");  // rank 0 writes the (replicated) state for all
   const Snapshot a = snapshot(ddp, dir);
   const Snapshot b = snapshot(reference, private_subdir(dir));
@@ -152,10 +155,7 @@ TEST(DistributedFusedAdam, Bf16GradSyncStaysClose) {
   config.micro_batches_per_rank = 2;
   Trained dfa(options, params, &world);
   dfa.run(config);
-  RunConfig reference_config = config;
-  reference_config.micro_batches_per_rank = 2 * dp;
-  Trained reference(test_options("fused_adam"), params, nullptr);
-  reference.run(reference_config);
+  const Trained reference = one_rank_reference(test_options("fused_adam"), params, config, dp);
   const auto dir = shared_temp_dir("dfa-bf16-sync");
   const Snapshot a = snapshot(dfa, dir);
   const Snapshot b = snapshot(reference, private_subdir(dir));
@@ -272,10 +272,7 @@ TEST(DistributedFusedAdam, ClippedRunMatchesFusedAdamBitwiseUpToTwoRanks) {
   config.micro_batches_per_rank = dp == 1 ? 2 : 1;
   Trained dfa(clipping_options("distributed_fused_adam"), params, &world);
   dfa.run(config);
-  RunConfig reference_config = config;
-  reference_config.micro_batches_per_rank = config.micro_batches_per_rank * dp;
-  Trained reference(clipping_options("fused_adam"), params, nullptr);
-  reference.run(reference_config);
+  const Trained reference = one_rank_reference(clipping_options("fused_adam"), params, config, dp);
   for (std::size_t s = 0; s < dfa.results.size(); ++s) {
     ASSERT_GT(reference.results[s].grad_norm, 0.05) << "clipping must be active at step " << s;
     EXPECT_NEAR(dfa.results[s].grad_norm, reference.results[s].grad_norm,
@@ -372,10 +369,7 @@ TEST(DistributedFusedAdam, LastBucketWithFewerWeightsThanRanksAndParamLargerThan
   EXPECT_EQ(plan.first_bucket(2) + 1, plan.last_bucket(2));
   const float initial_tail = dfa.model->weight(params[3].offset);
   dfa.run(config);
-  RunConfig reference_config = config;
-  reference_config.micro_batches_per_rank = config.micro_batches_per_rank * dp;
-  Trained reference(test_options("fused_adam"), params, nullptr);
-  reference.run(reference_config);
+  const Trained reference = one_rank_reference(test_options("fused_adam"), params, config, dp);
   const auto dir = shared_temp_dir("dfa-edge");
   const Snapshot a = snapshot(dfa, dir);
   const Snapshot b = snapshot(reference, private_subdir(dir));
