@@ -16,7 +16,8 @@
 # Environment: BUILD, STEPS (ours, default 12), MICRO_BATCH (per rank; default per size),
 #   SEQ (sequence length, default 2048), HIDDEN_DROPOUT and ATTENTION_DROPOUT (default 0, in
 #   both programs: embeddings and residual branches, and inside attention), GELU (exact, the
-#   configs' form, or tanh: model.openai_gelu=true for ours, --gelu tanh for the peer),
+#   configs' form; tanh: model.openai_gelu=true for ours, --gelu tanh for the peer; fused: the
+#   tanh form in our up projection's GEMM epilogue, model.bias_activation_fusion=true),
 #   RUN_TIMEOUT_S (each run, default 600), RESULTS (a folder: each run also writes
 #   <RESULTS>/<run>.json, or {"status": ...} when it failed), PEER_ARGS (more arguments
 #   for bench/torch_gpt_peer.py, e.g. --fsdp-mixed-precision), EXTRA_ARGS (more config
@@ -42,7 +43,8 @@ read -r -a extra_args <<< "${EXTRA_ARGS:-}"
 case "$gelu" in
   exact) ;;
   tanh) extra_args+=(model.openai_gelu=true); peer_args+=(--gelu tanh) ;;
-  *) echo "GELU=$gelu: expected exact or tanh" >&2; exit 2 ;;
+  fused) extra_args+=(model.bias_activation_fusion=true); peer_args+=(--gelu tanh) ;;
+  *) echo "GELU=$gelu: expected exact, tanh or fused" >&2; exit 2 ;;
 esac
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tp=1

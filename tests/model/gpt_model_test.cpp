@@ -187,6 +187,36 @@ TEST(GptModel, SelectiveRecomputationChangesNoBitAndKeepsOneGeluBuffer) {
   for (const LayerActivations& layer : shared.layers) EXPECT_EQ(layer.fc_gelu.offset, shared.layers[0].fc_gelu.offset);
 }
 
+// model.bias_activation_fusion: on the CPU the up projection and its GELU (kernels/linear_gelu.h)
+// run the product and the GELU kernels one after the other, and the bias gradient of the up
+// projection is summed by bias_grad instead of by the GELU backward: the same arithmetic, so
+// losses and gradients are bitwise those of the unfused tanh model (openai_gelu), over two
+// micro-batches with dropout. With selective recomputation the fusion is off.
+TEST(GptModel, FusedBiasGeluOnTheCpuIsTheUnfusedTanhModel) {
+  GptConfig fused = tiny_config();
+  fused.num_layers = 2;
+  fused.hidden_dropout = 0.2f;
+  fused.attention_dropout = 0.2f;
+  fused.bias_activation_fusion = true;
+  GptConfig unfused = fused;
+  unfused.bias_activation_fusion = false;
+  unfused.openai_gelu = true;
+  ASSERT_TRUE(fused.fuses_bias_gelu());
+  ASSERT_EQ(fused.gelu(), unfused.gelu());
+  const auto first = random_batch(fused, 2, 43), second = random_batch(fused, 2, 44);
+  GptModel fused_model(fused, DType::f32, 2, Device::cpu(), 6);
+  GptModel unfused_model(unfused, DType::f32, 2, Device::cpu(), 6);
+  for (GptModel* model : {&fused_model, &unfused_model}) model->zero_grads();
+  for (const auto* batch : {&first, &second}) {
+    EXPECT_EQ(fused_model.forward_backward(batch->view(0), 4.0f), unfused_model.forward_backward(batch->view(0), 4.0f));
+  }
+  EXPECT_EQ(copy_of<float>(fused_model.grads()), copy_of<float>(unfused_model.grads()));
+
+  GptConfig selective = fused;
+  selective.recompute_activation = true;
+  EXPECT_FALSE(selective.fuses_bias_gelu());
+}
+
 // The classifier's logits live over the blocks' scratch (d_branch, branch, d_attention,
 // d_qkv, d_fc), which no pass uses while the classifier runs, and the embedding backward's
 // sort over all of it but d_branch, which it may read: the scratch ends with the largest

@@ -208,6 +208,33 @@ TEST(GpuGptModel, TanhGeluMatchesTheCpuModel) {
                          "tanh GELU");
 }
 
+// model.bias_activation_fusion: the up projection's product applies the tanh GELU in its
+// epilogue (and the down projection's data gradient takes it back, kernels/linear_gelu.h),
+// rounding once where the separate kernels round the pre-activation first: within the
+// tolerances of the CPU model, not the bits of the unfused GPU model, and repeatable.
+TEST(GpuGptModel, FusedBiasGeluMatchesTheCpuModel) {
+  ADAMANT_REQUIRE_GPU();
+  GptConfig config = gpu_config_with_dropout();
+  config.bias_activation_fusion = true;
+  GptConfig unfused = config;
+  unfused.bias_activation_fusion = false;
+  unfused.openai_gelu = true;  // the same tanh GELU, by separate kernels
+  ASSERT_TRUE(config.fuses_bias_gelu());
+  const auto batch = random_batch(config, 2, 24);
+  GptModel cpu(config, DType::bf16, 2, Device::cpu(), 7);
+  GptModel gpu_model(config, DType::bf16, 2, gpu(), 7);
+  GptModel gpu_unfused(unfused, DType::bf16, 2, gpu(), 7);
+  const PassResult expected = run_passes(cpu, {batch.view(0)}, 1.0f);
+  const PassResult actual = run_passes(gpu_model, {batch.view(0)}, 1.0f);
+  const PassResult separate = run_passes(gpu_unfused, {batch.view(0)}, 1.0f);
+  EXPECT_NEAR(actual.losses[0], expected.losses[0], kLossTolerance * expected.losses[0]);
+  expect_gradients_close(cpu.params(), actual.grads, expected.grads, config.hidden_size, kGradientTolerance,
+                         "fused bias-GELU");
+  EXPECT_NE(actual.grads, separate.grads) << "the fused model ran the separate GELU kernels";
+  const PassResult again = run_passes(gpu_model, {batch.view(0)}, 1.0f);
+  EXPECT_EQ(again.losses, actual.losses);
+}
+
 // model.classifier_logits_dtype: bf16. The GPU rounds the logits to bf16 (2^-9 relative,
 // inside the tolerances of the bf16 activations around them) where the CPU keeps fp32.
 TEST(GpuGptModel, Bf16ClassifierLogitsMatchTheCpuModel) {

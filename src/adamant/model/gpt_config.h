@@ -38,8 +38,9 @@ struct GptConfig {
   // model.openai_gelu: GPT-2's tanh approximation of GELU instead of the exact erf form.
   bool openai_gelu = false;
   // model.bias_activation_fusion: NeMo's fused bias + GELU kernel (its config template sets it),
-  // which computes GELU's tanh approximation whatever openai_gelu says. Unlike NeMo's, the
-  // default is false: a config without the key keeps the exact GELU it always had here.
+  // which computes GELU's tanh approximation whatever openai_gelu says; here the product's
+  // epilogue (fuses_bias_gelu). Unlike NeMo's, the default is false: a config without the key
+  // keeps the exact GELU it always had here.
   bool bias_activation_fusion = false;
   // model.classifier_logits_dtype: what the classifier's logits GEMM writes on a GPU, fp32 or
   // bf16 (as Megatron's bf16 output layer: half the bytes written and read by the
@@ -57,6 +58,11 @@ struct GptConfig {
   kernels::GeluForm gelu() const {
     return openai_gelu || bias_activation_fusion ? kernels::GeluForm::tanh : kernels::GeluForm::exact;
   }
+  // Whether the up projection and its GELU run as one product (kernels/linear_gelu.h: the GELU
+  // in the cuBLASLt epilogue on a GPU), as NeMo's bias_activation_fusion asks. Not with
+  // selective recomputation, whose GELU backward writes the outputs back as the separate
+  // GELU kernel computes them: the forward's epilogue rounds once, and the two would differ.
+  bool fuses_bias_gelu() const { return bias_activation_fusion && !recompute_activation; }
   // What one tensor-parallel rank holds: its heads (attention width local_heads() * head_dim()),
   // its columns of the MLP and its rows of the padded vocabulary.
   int local_heads() const { return num_attention_heads / tensor_parallel_size; }

@@ -15,6 +15,7 @@
 #include "adamant/kernels/gelu.h"
 #include "adamant/kernels/layernorm.h"
 #include "adamant/kernels/linear.h"
+#include "adamant/kernels/linear_gelu.h"
 #include "adamant/kernels/residual.h"
 #include "adamant/kernels/residual_layernorm.h"
 #include "adamant/model/gpt_model.h"
@@ -182,9 +183,14 @@ void GptModel::forward(const Pass& pass) {
                                 {w.ln2_weight, w.ln2_bias, &a.ln2, &a.ln2_mean, &a.ln2_rstd});
 
     Tensor fc = act(a.fc, NF);
-    kernels::linear_forward(ln2, weight(w.fc_weight), weight(w.fc_bias), fc, {B * L, C, F}, workspace_, *stream_);
     Tensor fc_gelu = act(a.fc_gelu, NF);
-    kernels::gelu_forward(fc, fc_gelu, NF, config_.gelu(), *stream_);
+    if (config_.fuses_bias_gelu()) {
+      kernels::linear_gelu_forward(ln2, weight(w.fc_weight), weight(w.fc_bias), fc, fc_gelu, {B * L, C, F},
+                                   config_.gelu(), workspace_, *stream_);
+    } else {
+      kernels::linear_forward(ln2, weight(w.fc_weight), weight(w.fc_bias), fc, {B * L, C, F}, workspace_, *stream_);
+      kernels::gelu_forward(fc, fc_gelu, NF, config_.gelu(), *stream_);
+    }
     kernels::linear_forward(fc_gelu, weight(w.fc_proj_weight), row_parallel_bias(w.fc_proj_bias), branch_sums,
                             {B * L, F, C}, workspace_, *stream_);
     Tensor branch = reduce_rows(pass, branch_sums);
@@ -291,12 +297,18 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     // gradients: with selective recomputation the GELU outputs were not kept, and the GELU
     // backward, which reads the pre-activations anyway, writes this layer's back into the
     // shared buffer before the weight gradient reads them (one more write, no recomputing pass).
-    kernels::linear_backward(d_mlp_branch, {}, weight(w.fc_proj_weight), d_fc, {}, {}, {B * L, F, C}, workspace_,
-                             *stream_);
-    // The GELU backward also sums the up projection's bias gradient as it writes d_fc.
-    kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu(), *stream_,
-                           config_.recompute_activation ? act(a.fc_gelu, NF) : Tensor{},
-                           {micro_grad(pass, w.fc_bias), F, &workspace_});
+    if (config_.fuses_bias_gelu()) {  // the GELU backward inside the data gradient's product
+      kernels::linear_dgelu_backward(d_mlp_branch, weight(w.fc_proj_weight), act(a.fc, NF), d_fc, {B * L, F, C},
+                                     config_.gelu(), workspace_, *stream_);
+      kernels::bias_grad(d_fc, micro_grad(pass, w.fc_bias), B * L, F, workspace_, *stream_);
+    } else {
+      kernels::linear_backward(d_mlp_branch, {}, weight(w.fc_proj_weight), d_fc, {}, {}, {B * L, F, C}, workspace_,
+                               *stream_);
+      // The GELU backward also sums the up projection's bias gradient as it writes d_fc.
+      kernels::gelu_backward(d_fc, act(a.fc, NF), d_fc, NF, config_.gelu(), *stream_,
+                             config_.recompute_activation ? act(a.fc_gelu, NF) : Tensor{},
+                             {micro_grad(pass, w.fc_bias), F, &workspace_});
+    }
     kernels::linear_backward(d_mlp_branch, act(a.fc_gelu, NF), weight(w.fc_proj_weight), {},
                              micro_grad(pass, w.fc_proj_weight), {}, {B * L, F, C}, workspace_, *stream_, weight_grad);
     finish(w.fc_proj_bias, w.fc_proj_weight);

@@ -36,6 +36,7 @@ struct MatmulArguments {
   const void* b = nullptr;
   void* c = nullptr;     // read (when beta != 0) and written
   void* bias = nullptr;  // bias (read) or bias gradient (written), per the key's epilogue
+  void* aux = nullptr;   // the GELU epilogues' pre-activation (written by GELU_AUX_BIAS, read by DGELU)
 };
 
 // Descriptor and layouts of one problem. RAII over the cuBLASLt objects.
@@ -64,6 +65,7 @@ class MatmulDescriptors {
   cublasLtMatrixLayout_t layout_b_ = nullptr;
   cublasLtMatrixLayout_t layout_c_ = nullptr;
   bool has_bias_ = false;
+  bool has_aux_ = false;
 };
 
 // An algorithm's configuration attributes (cuBLASLt's values).

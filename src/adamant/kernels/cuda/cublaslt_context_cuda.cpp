@@ -50,7 +50,14 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, cublasOperation_t op, st
   return layout;
 }
 
-bool is_bias_epilogue(cublasLtEpilogue_t epilogue) { return epilogue == CUBLASLT_EPILOGUE_BIAS; }
+bool is_bias_epilogue(cublasLtEpilogue_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+// The epilogues with an aux matrix of the output's shape: the pre-activation.
+bool is_aux_epilogue(cublasLtEpilogue_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_DGELU;
+}
 
 // A preference object for one heuristic query.
 class Preference {
@@ -85,6 +92,12 @@ MatmulDescriptors::MatmulDescriptors(const MatmulShape& key) : key_(key) {
       // it: an address with exactly the key's alignment stands in for the real one.
       const void* stand_in = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(key.align_bias));
       set_description(description_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, stand_in);
+    }
+    has_aux_ = is_aux_epilogue(epilogue);
+    if (has_aux_) {  // of the output's shape, stride and type; the key's align_c covers its alignment too
+      set_description(description_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.ldc);
+      const void* stand_in = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(key.align_c));
+      set_description(description_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, stand_in);
     }
     layout_a_ = make_layout(static_cast<cudaDataType_t>(key.a_type), transa, key.m, key.k, key.lda);
     layout_b_ = make_layout(static_cast<cudaDataType_t>(key.b_type), transb, key.k, key.n, key.ldb);
@@ -147,6 +160,11 @@ cublasStatus_t MatmulDescriptors::run(cublasLtHandle_t handle, const cublasLtMat
   if (has_bias_) {
     const cublasStatus_t status = cublasLtMatmulDescSetAttribute(description_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                                  &arguments.bias, sizeof(arguments.bias));
+    if (status != CUBLAS_STATUS_SUCCESS) return status;
+  }
+  if (has_aux_) {
+    const cublasStatus_t status = cublasLtMatmulDescSetAttribute(
+        description_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &arguments.aux, sizeof(arguments.aux));
     if (status != CUBLAS_STATUS_SUCCESS) return status;
   }
   return cublasLtMatmul(handle, description_, &arguments.alpha, arguments.a, layout_a_, arguments.b, layout_b_,

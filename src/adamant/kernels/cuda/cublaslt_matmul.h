@@ -26,6 +26,11 @@ struct MatrixOperand {
 enum class MatmulEpilogue : std::uint8_t {
   none,
   add_bias,  // c[i, j] += bias[j]; bias has n elements of bias_dtype
+  // GELU's tanh approximation of the product plus the bias, applied in fp32 before c is
+  // rounded: aux = op(a) op(b) + bias (the pre-activation, kept for the backward), c = gelu(aux).
+  tanh_gelu_aux_bias,
+  // The tanh GELU's gradient: c = op(a) op(b) * gelu'(aux), aux the pre-activation (read).
+  tanh_dgelu,
 };
 
 struct MatmulProblem {
@@ -44,6 +49,8 @@ struct MatmulProblem {
   MatmulEpilogue epilogue = MatmulEpilogue::none;
   void* bias = nullptr;
   DType bias_dtype = DType::bf16;
+  // The GELU epilogues' pre-activation, [m, n] of c's dtype at c's row stride, 16-byte aligned.
+  void* aux = nullptr;
 };
 
 // c = alpha * op(a) op(b) + beta * c (+ the epilogue), enqueued on `stream` with the

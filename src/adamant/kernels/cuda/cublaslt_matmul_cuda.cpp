@@ -8,6 +8,8 @@
 // EPILOGUE_BIAS runs along cuBLASLt's M (our columns).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "adamant/core/cuda_check.h"
 #include "adamant/core/error.h"
 #include "adamant/kernels/cuda/cublaslt_matmul.h"
@@ -50,7 +52,29 @@ void check_operands(const MatmulProblem& p) {
                 "matmul: b's row stride {} is shorter than its stored rows ({})", p.b.row_stride, tb ? p.k : p.n);
   ADAMANT_CHECK(p.c_row_stride >= p.n && p.c_row_stride >= 1, "matmul: c's row stride {} is shorter than n = {}",
                 p.c_row_stride, p.n);
-  ADAMANT_CHECK(p.epilogue == MatmulEpilogue::none || p.bias != nullptr, "matmul: the epilogue needs a bias pointer");
+  const bool gelu = p.epilogue == MatmulEpilogue::tanh_gelu_aux_bias || p.epilogue == MatmulEpilogue::tanh_dgelu;
+  ADAMANT_CHECK(p.epilogue == MatmulEpilogue::none || p.epilogue == MatmulEpilogue::tanh_dgelu || p.bias != nullptr,
+                "matmul: the epilogue needs a bias pointer");
+  if (gelu) {
+    ADAMANT_CHECK(p.aux != nullptr && pointer_alignment(p.aux) >= 16,
+                  "matmul: the GELU epilogues need a 16-byte aligned pre-activation (aux) pointer");
+    ADAMANT_CHECK(p.c_dtype == DType::bf16 && p.a.dtype == DType::bf16 && p.beta == 0.0f,
+                  "matmul: the GELU epilogues take bf16 operands and output, and beta 0");
+  }
+}
+
+const char* epilogue_name(MatmulEpilogue epilogue) {
+  switch (epilogue) {
+    case MatmulEpilogue::none:
+      return "none";
+    case MatmulEpilogue::add_bias:
+      return "bias";
+    case MatmulEpilogue::tanh_gelu_aux_bias:
+      return "GELU_AUX_BIAS";
+    case MatmulEpilogue::tanh_dgelu:
+      return "DGELU";
+  }
+  return "?";
 }
 
 // c = beta * c for an empty inner dimension, where cuBLASLt has nothing to multiply.
@@ -96,7 +120,17 @@ MatmulShape key_of(const MatmulProblem& p) {
       key.bias_type = cuda_type_of(p.bias_dtype, "bias");
       key.align_bias = pointer_alignment(p.bias);
       break;
+    case MatmulEpilogue::tanh_gelu_aux_bias:
+      key.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+      key.bias_type = cuda_type_of(p.bias_dtype, "bias");
+      key.align_bias = pointer_alignment(p.bias);
+      break;
+    case MatmulEpilogue::tanh_dgelu:
+      key.epilogue = CUBLASLT_EPILOGUE_DGELU;
+      break;
   }
+  // The aux matrix has c's shape and stride: the key's output alignment covers both.
+  if (p.aux != nullptr) key.align_c = std::min(key.align_c, pointer_alignment(p.aux));
   return key;
 }
 
@@ -115,7 +149,8 @@ void matmul(const MatmulProblem& problem, Workspace& workspace, const Stream& st
   const CurrentDevice current(device);
   const cudaStream_t cuda_stream = stream_handle(stream);
   if (problem.k == 0) {
-    ADAMANT_CHECK(problem.epilogue != MatmulEpilogue::add_bias, "matmul: k = 0 with a bias epilogue is not supported");
+    ADAMANT_CHECK(problem.epilogue == MatmulEpilogue::none, "matmul: k = 0 with the {} epilogue is not supported",
+                  epilogue_name(problem.epilogue));
     scale_output(problem, device, cuda_stream);
     return;
   }
@@ -127,9 +162,10 @@ void matmul(const MatmulProblem& problem, Workspace& workspace, const Stream& st
   arguments.b = problem.a.data;
   arguments.c = problem.c;
   arguments.bias = problem.bias;
+  arguments.aux = problem.aux;
   CublasLtContext& context = workspace.resources().matmul();
   if (!context.try_matmul(key_of(problem), arguments, cuda_stream)) {
-    fail_unsupported(problem, problem.epilogue == MatmulEpilogue::add_bias ? "bias" : "none");
+    fail_unsupported(problem, epilogue_name(problem.epilogue));
   }
 }
 

@@ -87,12 +87,17 @@ class ProblemBench {
     c_bytes_ = static_cast<std::size_t>(s.ldc) * s.n * element_bytes(s.c_type);
     c_ = Buffer(c_bytes_, device);
     ADAMANT_CUDA_CHECK(cudaMemset(c_.data(), 0, c_bytes_));
-    if (s.epilogue == CUBLASLT_EPILOGUE_BIAS) bias_ = random_buffer(s.m, s.bias_type, 3, device);
+    const bool bias = s.epilogue == CUBLASLT_EPILOGUE_BIAS || s.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    if (bias) bias_ = random_buffer(s.m, s.bias_type, 3, device);
+    // The GELU epilogues' pre-activation: written by GELU_AUX_BIAS, read by DGELU.
+    const bool aux = s.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || s.epilogue == CUBLASLT_EPILOGUE_DGELU;
+    if (aux) aux_ = random_buffer(static_cast<std::size_t>(s.ldc) * s.n, s.c_type, 4, device);
     arguments_.beta = problem.accumulates ? 1.0f : 0.0f;
     arguments_.a = a_.data();
     arguments_.b = b_.data();
     arguments_.c = c_.data();
     arguments_.bias = bias_.data();
+    arguments_.aux = aux_.data();
   }
 
   std::vector<cublasLtMatmulAlgo_t> candidates(int count) const {
@@ -149,7 +154,7 @@ class ProblemBench {
   cuda::CublasLtContext& context_;
   MatmulShape shape_;
   cuda::MatmulDescriptors descriptors_;
-  Buffer a_, b_, c_, bias_;
+  Buffer a_, b_, c_, bias_, aux_;
   std::size_t c_bytes_ = 0;
   cuda::MatmulArguments arguments_;
   Stream stream_;
