@@ -296,8 +296,10 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(field(
       "model.bias_activation_fusion",
       "NeMo's fused bias + GELU kernel, which computes GELU's tanh approximation: `true` (NeMo's config template "
-      "sets it) trains with that form, as NeMo does, whatever `model.openai_gelu` says; `false` leaves the form to "
-      "`model.openai_gelu`",
+      "sets it) trains with that form, as NeMo does, whatever `model.openai_gelu` says, and on a GPU runs the MLP's "
+      "bias and GELU inside the up projection's GEMM (cuBLASLt's GELU_AUX_BIAS epilogue) and the GELU's gradient "
+      "inside the down projection's data-gradient GEMM (DGELU); `false` leaves the form to `model.openai_gelu`, "
+      "computed by separate kernels. With `activations_checkpoint_granularity: selective` the kernels stay separate",
       [](auto& c) -> auto& { return c.model.bias_activation_fusion; }));
   f.push_back(field(
       "model.restore_from_path",
