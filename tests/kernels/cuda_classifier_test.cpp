@@ -31,6 +31,7 @@
 
 #include "adamant/core/half.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
+#include "kernels/cuda_linear_test_util.h"
 #include "kernels/cuda_test_util.h"
 #include "workspace_test_util.h"
 
@@ -38,17 +39,9 @@ namespace adamant::kernels {
 namespace {
 
 using testing::bf16_values;
+using testing::expect_close;
 using testing::MirroredArray;
-
-std::vector<float> random_values(std::size_t n, std::mt19937_64& rng, float scale, bool round) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(n);
-  for (float& v : values) {
-    v = normal(rng);
-    if (round) v = bf16_to_f32(f32_to_bf16(v));
-  }
-  return values;
-}
+using testing::random_values;
 
 // Values in {-levels, ..., levels} x step: with x of step 1/2 (levels 1) and an embedding
 // of step 1/8 (levels 2), dot products over up to 64 channels are multiples of 1/16 of at
@@ -78,28 +71,6 @@ std::vector<float> absolute(std::vector<float> values) {
 
 Tensor host_view(std::vector<float>& v) { return Tensor::flat(v.data(), DType::f32, Device::cpu(), v.size()); }
 Tensor host_view(std::vector<std::int32_t>& v) { return Tensor::flat(v.data(), DType::i32, Device::cpu(), v.size()); }
-
-// |gpu - cpu| <= relative * |cpu| + absolute[i] per element; reports the first and worst failures.
-void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double relative,
-                  const std::vector<double>& absolute_tolerance, const std::string& what) {
-  ASSERT_EQ(gpu.size(), cpu.size()) << what;
-  std::size_t failures = 0, first = 0, worst = 0;
-  double worst_ratio = 0.0;
-  for (std::size_t i = 0; i < gpu.size(); ++i) {
-    const double tolerance = relative * std::abs(cpu[i]) + absolute_tolerance[i] + 1e-30;
-    const double error = std::abs(static_cast<double>(gpu[i]) - cpu[i]);
-    const double ratio = std::isnan(error) ? std::numeric_limits<double>::infinity() : error / tolerance;
-    if (ratio > worst_ratio) {
-      worst_ratio = ratio;
-      worst = i;
-    }
-    if (ratio > 1.0 && failures++ == 0) first = i;
-  }
-  EXPECT_EQ(failures, 0u) << what << ": " << failures << " of " << gpu.size() << " outside tolerance; first at "
-                          << first << " (gpu " << gpu[first] << ", cpu " << cpu[first] << "), worst at " << worst
-                          << " (gpu " << gpu[worst] << ", cpu " << cpu[worst] << ", " << worst_ratio
-                          << " x the tolerance)";
-}
 
 std::vector<double> scaled(const std::vector<float>& values, double factor, double offset = 0.0) {
   std::vector<double> out(values.size());

@@ -62,16 +62,16 @@ class DeviceMatrix {
   MirroredArray<std::uint16_t> bf16_;
 };
 
-// Checks every element; on failure reports the count, the first and the worst index with both values.
-inline void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu,
-                         const std::vector<float>& magnitude, double relative, double accumulation,
-                         const std::string& what) {
+// |gpu - cpu| <= relative * |cpu| + absolute[i] for every element; on failure reports the
+// count, the first and the worst index with both values.
+inline void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double relative,
+                         const std::vector<double>& absolute, const std::string& what) {
   ASSERT_EQ(gpu.size(), cpu.size()) << what;
-  ASSERT_EQ(magnitude.size(), cpu.size()) << what;
+  ASSERT_EQ(absolute.size(), cpu.size()) << what;
   std::size_t failures = 0, first = 0, worst = 0;
   double worst_ratio = 0.0;
   for (std::size_t i = 0; i < gpu.size(); ++i) {
-    const double tolerance = relative * std::abs(cpu[i]) + accumulation * magnitude[i] + 1e-30;
+    const double tolerance = relative * std::abs(cpu[i]) + absolute[i] + 1e-30;
     const double error = std::abs(static_cast<double>(gpu[i]) - cpu[i]);
     const double ratio = std::isnan(error) ? std::numeric_limits<double>::infinity() : error / tolerance;
     if (ratio > worst_ratio) {
@@ -81,9 +81,19 @@ inline void expect_close(const std::vector<float>& gpu, const std::vector<float>
     if (ratio > 1.0 && failures++ == 0) first = i;
   }
   EXPECT_EQ(failures, 0u) << what << ": " << failures << " of " << gpu.size() << " outside tolerance; first at "
-                          << first << " (gpu " << gpu[first] << ", cpu " << cpu[first] << ", magnitude "
-                          << magnitude[first] << "), worst at " << worst << " (gpu " << gpu[worst] << ", cpu "
+                          << first << " (gpu " << gpu[first] << ", cpu " << cpu[first] << ", tolerance "
+                          << absolute[first] << " absolute), worst at " << worst << " (gpu " << gpu[worst] << ", cpu "
                           << cpu[worst] << ", " << worst_ratio << " x the tolerance)";
+}
+
+// A product's tolerance: relative to the value, and `accumulation` times the product's
+// magnitude (the same product on absolute values) for the order of its sums.
+inline void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu,
+                         const std::vector<float>& magnitude, double relative, double accumulation,
+                         const std::string& what) {
+  std::vector<double> absolute(magnitude.size());
+  for (std::size_t i = 0; i < magnitude.size(); ++i) absolute[i] = accumulation * magnitude[i];
+  expect_close(gpu, cpu, relative, absolute, what);
 }
 
 }  // namespace adamant::testing
