@@ -8,8 +8,10 @@
 # Usage: bench/compare_builds.sh BEFORE [CASES]
 #   BEFORE  the revision to compare with (a commit, tag or branch), checked out in a
 #           worktree at $BEFORE_TREE (default .cache/compare-before) and built there.
-#   CASES   comma-separated, each SIZE[:dropout][:seqN][:mbN] (SIZE as gpu_training_bench.sh
-#           takes it; dropout: hidden and attention 0.1; seqN: sequence N; mbN: micro-batch N).
+#   CASES   comma-separated, each SIZE[:dropout][:seqN][:mbN][:tanh|:fused] (SIZE as
+#           gpu_training_bench.sh takes it; dropout: hidden and attention 0.1; seqN: sequence N;
+#           mbN: micro-batch N; tanh, fused: its GELU=tanh or GELU=fused, the tanh GELU by separate
+#           kernels or in the GEMM epilogues, the peer's tanh GELU either way).
 #           Default: 126m:dropout,126m,1.3b:dropout,126m:seq8192:mb2.
 # Both builds train this tree's configs and data (.cache/data, as gpu_training_bench.sh needs).
 # Environment: BUILD (the working tree's CUDA build, default build-gpu), BEFORE_BUILD (default
@@ -54,7 +56,8 @@ for spec in ${cases//,/ }; do
       dropout) env_of+=(HIDDEN_DROPOUT=0.1 ATTENTION_DROPOUT=0.1) ;;
       seq[0-9]*) env_of+=(SEQ="${part#seq}") ;;
       mb[0-9]*) env_of+=(MICRO_BATCH="${part#mb}") ;;
-      *) echo "case '$spec': '$part' is none of dropout, seqN, mbN" >&2; exit 2 ;;
+      tanh | fused) env_of+=(GELU="$part") ;;
+      *) echo "case '$spec': '$part' is none of dropout, seqN, mbN, tanh, fused" >&2; exit 2 ;;
     esac
   done
   case_size[$spec]=${parts[0]}

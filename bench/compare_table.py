@@ -61,6 +61,10 @@ def describe(case):
             words.append("sequence " + part[3:])
         elif part.startswith("mb"):
             words.append("micro-batch " + part[2:])
+        elif part == "tanh":
+            words.append("tanh GELU")
+        elif part == "fused":
+            words.append("tanh GELU in the GEMM epilogues")
     dropout = "0.1 / 0.1" if "dropout" in parts[1:] else "0 / 0"
     return ", ".join(words), dropout
 

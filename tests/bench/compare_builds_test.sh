@@ -16,7 +16,7 @@ cat > "$repo/bench/stand_in_bench.sh" << 'STAND_IN'
 # gpu_training_bench.sh's arguments (SIZE GPUS RUNS) and RESULTS folder: one run's JSON, with the
 # "status" that script adds.
 set -eu
-echo "$BUILD $1 $3 dropout ${HIDDEN_DROPOUT:-0}/${ATTENTION_DROPOUT:-0} seq ${SEQ:-2048} mb ${MICRO_BATCH:-default}" >> "$CALLS"
+echo "$BUILD $1 $3 dropout ${HIDDEN_DROPOUT:-0}/${ATTENTION_DROPOUT:-0} seq ${SEQ:-2048} mb ${MICRO_BATCH:-default} gelu ${GELU:-exact}" >> "$CALLS"
 mkdir -p "$RESULTS"
 if [ "$3" = single ]; then
   echo '{"tokens_per_s": 400000, "peak_gib": 8.7, "status": "ok"}' > "$RESULTS/peer-single-$1.json"
@@ -38,7 +38,7 @@ compare() {  # OUTPUT [VAR=value ...]: one call of the script on two cases
   local output=$1
   shift
   (cd "$repo" && env CALLS="$work/calls" SKIP_BUILDS=1 BENCH=bench/stand_in_bench.sh RESULTS="$work/results" \
-    BEFORE_TREE="$work/before" "$@" bench/compare_builds.sh HEAD 126m:dropout,1.3b:seq4096:mb2 > "$output" 2>&1)
+    BEFORE_TREE="$work/before" "$@" bench/compare_builds.sh HEAD 126m:dropout,1.3b:seq4096:mb2:fused > "$output" 2>&1)
 }
 fail() {
   echo "FAIL: $1"
@@ -48,20 +48,20 @@ fail() {
 }
 
 compare "$work/first"
-expected_calls="build-before 126m ours dropout 0.1/0.1 seq 2048 mb default
-build-gpu 126m ours dropout 0.1/0.1 seq 2048 mb default
-build-before 126m ours dropout 0.1/0.1 seq 2048 mb default
-build-gpu 126m ours dropout 0.1/0.1 seq 2048 mb default
-build-gpu 126m single dropout 0.1/0.1 seq 2048 mb default
-build-before 1.3b ours dropout 0/0 seq 4096 mb 2
-build-gpu 1.3b ours dropout 0/0 seq 4096 mb 2
-build-before 1.3b ours dropout 0/0 seq 4096 mb 2
-build-gpu 1.3b ours dropout 0/0 seq 4096 mb 2
-build-gpu 1.3b single dropout 0/0 seq 4096 mb 2"
+expected_calls="build-before 126m ours dropout 0.1/0.1 seq 2048 mb default gelu exact
+build-gpu 126m ours dropout 0.1/0.1 seq 2048 mb default gelu exact
+build-before 126m ours dropout 0.1/0.1 seq 2048 mb default gelu exact
+build-gpu 126m ours dropout 0.1/0.1 seq 2048 mb default gelu exact
+build-gpu 126m single dropout 0.1/0.1 seq 2048 mb default gelu exact
+build-before 1.3b ours dropout 0/0 seq 4096 mb 2 gelu fused
+build-gpu 1.3b ours dropout 0/0 seq 4096 mb 2 gelu fused
+build-before 1.3b ours dropout 0/0 seq 4096 mb 2 gelu fused
+build-gpu 1.3b ours dropout 0/0 seq 4096 mb 2 gelu fused
+build-gpu 1.3b single dropout 0/0 seq 4096 mb 2 gelu fused"
 [ "$(cat "$work/calls")" = "$expected_calls" ] || fail "the runs, in order, with their settings" "$work/calls"
 grep -qF "| GPT-3 126M | 0.1 / 0.1 | 360,000, 360,000 | 400,000, 400,000 | +11.1% | 400,000 | **1.00x** | 7.4 | 8.7 | 46.6% |" \
   "$work/first" || fail "the dropout case's row" "$work/first"
-grep -qF "| GPT-3 1.3B, sequence 4096, micro-batch 2 | 0 / 0 | 400,000, 400,000 | 440,000, 440,000 | +10.0% | 400,000 | **1.10x** |" \
+grep -qF "| GPT-3 1.3B, sequence 4096, micro-batch 2, tanh GELU in the GEMM epilogues | 0 / 0 | 400,000, 400,000 | 440,000, 440,000 | +10.0% | 400,000 | **1.10x** |" \
   "$work/first" || fail "the 1.3B case's row" "$work/first"
 grep -q "== before: .* scratch" "$work/first" || fail "the before tree at BEFORE" "$work/first"
 

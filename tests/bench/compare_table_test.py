@@ -69,6 +69,11 @@ class CompareTableTest(unittest.TestCase):
         self.assertTrue(lines[2].startswith("| GPT-3 126M | 0 / 0 | not run | not run |"))
         self.assertTrue(lines[3].startswith("| GPT-3 1.3B | 0.1 / 0.1 |"))
 
+    def test_the_gelu_parts_name_the_form_and_where_it_runs(self):
+        self.assertEqual(compare_table.describe("126m:dropout:tanh"), ("GPT-3 126M, tanh GELU", "0.1 / 0.1"))
+        self.assertEqual(compare_table.describe("1.3b:mb8:fused"),
+                         ("GPT-3 1.3B, micro-batch 8, tanh GELU in the GEMM epilogues", "0 / 0"))
+
 
 if __name__ == "__main__":
     unittest.main()
