@@ -28,6 +28,11 @@ void check_cublas(cublasStatus_t status, const char* what);
 // Largest power of two (up to 256) dividing the address; 256 for nullptr.
 std::uint32_t pointer_alignment(const void* pointer);
 
+// Whether a key's epilogue (MatmulShape::epilogue) reads a bias vector, and whether it has an
+// aux matrix of the output's shape (the GELU epilogues' pre-activation).
+bool is_bias_epilogue(std::uint32_t epilogue);
+bool is_aux_epilogue(std::uint32_t epilogue);
+
 // The device pointers and scalars of one matmul.
 struct MatmulArguments {
   float alpha = 1.0f;

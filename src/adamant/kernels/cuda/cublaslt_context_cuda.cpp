@@ -24,6 +24,14 @@ std::uint32_t pointer_alignment(const void* pointer) {
   return lowest_bit >= 256 ? 256u : static_cast<std::uint32_t>(lowest_bit);
 }
 
+bool is_bias_epilogue(std::uint32_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+bool is_aux_epilogue(std::uint32_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_DGELU;
+}
+
 namespace {
 
 template <typename Value>
@@ -48,15 +56,6 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, cublasOperation_t op, st
                                           transposed ? product_rows : product_cols, leading_dim),
                "cublasLtMatrixLayoutCreate");
   return layout;
-}
-
-bool is_bias_epilogue(cublasLtEpilogue_t epilogue) {
-  return epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-}
-
-// The epilogues with an aux matrix of the output's shape: the pre-activation.
-bool is_aux_epilogue(cublasLtEpilogue_t epilogue) {
-  return epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_DGELU;
 }
 
 // A preference object for one heuristic query.
@@ -85,7 +84,7 @@ MatmulDescriptors::MatmulDescriptors(const MatmulShape& key) : key_(key) {
     set_description(description_, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<std::int32_t>(transa));
     set_description(description_, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<std::int32_t>(transb));
     set_description(description_, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<std::uint32_t>(epilogue));
-    has_bias_ = is_bias_epilogue(epilogue);
+    has_bias_ = is_bias_epilogue(key.epilogue);
     if (has_bias_) {
       set_description(description_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, key.bias_type);
       // The heuristics read the alignment of the bias pointer without dereferencing
@@ -93,7 +92,7 @@ MatmulDescriptors::MatmulDescriptors(const MatmulShape& key) : key_(key) {
       const void* stand_in = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(key.align_bias));
       set_description(description_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, stand_in);
     }
-    has_aux_ = is_aux_epilogue(epilogue);
+    has_aux_ = is_aux_epilogue(key.epilogue);
     if (has_aux_) {  // of the output's shape, stride and type; the key's align_c covers its alignment too
       set_description(description_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.ldc);
       const void* stand_in = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(key.align_c));

@@ -52,10 +52,9 @@ void check_operands(const MatmulProblem& p) {
                 "matmul: b's row stride {} is shorter than its stored rows ({})", p.b.row_stride, tb ? p.k : p.n);
   ADAMANT_CHECK(p.c_row_stride >= p.n && p.c_row_stride >= 1, "matmul: c's row stride {} is shorter than n = {}",
                 p.c_row_stride, p.n);
-  const bool gelu = p.epilogue == MatmulEpilogue::tanh_gelu_aux_bias || p.epilogue == MatmulEpilogue::tanh_dgelu;
-  ADAMANT_CHECK(p.epilogue == MatmulEpilogue::none || p.epilogue == MatmulEpilogue::tanh_dgelu || p.bias != nullptr,
-                "matmul: the epilogue needs a bias pointer");
-  if (gelu) {
+  const bool reads_bias = p.epilogue == MatmulEpilogue::add_bias || p.epilogue == MatmulEpilogue::tanh_gelu_aux_bias;
+  ADAMANT_CHECK(!reads_bias || p.bias != nullptr, "matmul: the epilogue needs a bias pointer");
+  if (p.epilogue == MatmulEpilogue::tanh_gelu_aux_bias || p.epilogue == MatmulEpilogue::tanh_dgelu) {
     ADAMANT_CHECK(p.aux != nullptr && pointer_alignment(p.aux) >= 16,
                   "matmul: the GELU epilogues need a 16-byte aligned pre-activation (aux) pointer");
     ADAMANT_CHECK(p.c_dtype == DType::bf16 && p.a.dtype == DType::bf16 && p.beta == 0.0f,

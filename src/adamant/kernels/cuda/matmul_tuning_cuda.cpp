@@ -87,11 +87,10 @@ class ProblemBench {
     c_bytes_ = static_cast<std::size_t>(s.ldc) * s.n * element_bytes(s.c_type);
     c_ = Buffer(c_bytes_, device);
     ADAMANT_CUDA_CHECK(cudaMemset(c_.data(), 0, c_bytes_));
-    const bool bias = s.epilogue == CUBLASLT_EPILOGUE_BIAS || s.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-    if (bias) bias_ = random_buffer(s.m, s.bias_type, 3, device);
+    if (cuda::is_bias_epilogue(s.epilogue)) bias_ = random_buffer(s.m, s.bias_type, 3, device);
     // The GELU epilogues' pre-activation: written by GELU_AUX_BIAS, read by DGELU.
-    const bool aux = s.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || s.epilogue == CUBLASLT_EPILOGUE_DGELU;
-    if (aux) aux_ = random_buffer(static_cast<std::size_t>(s.ldc) * s.n, s.c_type, 4, device);
+    if (cuda::is_aux_epilogue(s.epilogue))
+      aux_ = random_buffer(static_cast<std::size_t>(s.ldc) * s.n, s.c_type, 4, device);
     arguments_.beta = problem.accumulates ? 1.0f : 0.0f;
     arguments_.a = a_.data();
     arguments_.b = b_.data();
