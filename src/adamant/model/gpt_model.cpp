@@ -279,8 +279,8 @@ void GptModel::finish_grad(const Pass& pass, std::size_t param, const GradReadyF
   const ParamSpec& spec = params_[param];
   const Tensor grad = micro_grad(pass, param);
   if (grad_reduced_over_tp_[param]) tp_all_reduce(grad);  // each rank saw only its rows
-  if (!grad_in_place(pass, param)) {
-    const Tensor in_grads = grads().slice(spec.offset, spec.numel);
+  const Tensor in_grads = grads().slice(spec.offset, spec.numel);
+  if (grad.data != in_grads.data) {  // made in the micro-batch scratch: into the buffer now
     if (pass.writes_grads) {
       copy(grad, in_grads);
     } else {

@@ -7,6 +7,7 @@
 #include "adamant/core/error.h"
 #include "adamant/kernels/cuda/column_sums.h"
 #include "adamant/kernels/cuda/cublaslt_matmul.h"
+#include "adamant/kernels/cuda/linear_problems.h"
 #include "adamant/kernels/cuda/workspace_resources.h"
 #include "adamant/kernels/gemm.h"
 #include "adamant/kernels/linear.h"
@@ -46,24 +47,13 @@ void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int
 
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape,
                     Workspace& workspace, const Stream& stream) {
-  const DType dtype = in.dtype;
-  const bool with_bias = bias.data != nullptr;
-  // out[rows, out] = in[rows, in] weight[out, in]^T + bias: the bias epilogue adds
-  // bias[j] to every row, reading out only once. Without a bias, the default epilogue.
-  MatmulProblem problem;
-  problem.transpose_b = Transpose::yes;
-  problem.m = shape.rows;
-  problem.n = shape.out_features;
-  problem.k = shape.in_features;
-  problem.a = {in.data, dtype, shape.in_features};
-  problem.b = {weight.data, dtype, shape.in_features};
-  problem.c = out.data;
-  problem.c_dtype = dtype;
-  problem.c_row_stride = shape.out_features;
-  if (with_bias) {
+  // out = in weight^T + bias: the bias epilogue adds bias[j] to every row, reading out
+  // only once. Without a bias, the default epilogue.
+  MatmulProblem problem = linear_forward_problem(in, weight, out, shape);
+  if (bias.data != nullptr) {
     problem.epilogue = MatmulEpilogue::add_bias;
     problem.bias = bias.data;
-    problem.bias_dtype = dtype;
+    problem.bias_dtype = bias.dtype;
   }
   matmul(problem, workspace, stream);
 }
@@ -71,38 +61,12 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
                      Tensor d_bias, const LinearShape& shape, Workspace& workspace, const Stream& stream,
                      WeightGrad weight_grad) {
-  const DType dtype = d_out.dtype;
-  const bool with_bias = d_bias.data != nullptr;
-
-  if (d_in.data != nullptr) {
-    // d_in[rows, in] = d_out[rows, out] weight[out, in].
-    MatmulProblem data_grad;
-    data_grad.m = shape.rows;
-    data_grad.n = shape.in_features;
-    data_grad.k = shape.out_features;
-    data_grad.a = {d_out.data, dtype, shape.out_features};
-    data_grad.b = {weight.data, dtype, shape.in_features};
-    data_grad.c = d_in.data;
-    data_grad.c_dtype = dtype;
-    data_grad.c_row_stride = shape.in_features;
-    matmul(data_grad, workspace, stream);
-  }
-
+  if (d_in.data != nullptr) matmul(linear_data_grad_problem(d_out, weight, d_in, shape), workspace, stream);
   if (d_weight.data == nullptr) return;
-  // d_weight[out, in] (+)= d_out^T in (fp32 output).
-  MatmulProblem product;
-  product.transpose_a = Transpose::yes;
-  product.m = shape.out_features;
-  product.n = shape.in_features;
-  product.k = shape.rows;
-  product.a = {d_out.data, dtype, shape.out_features};
-  product.b = {in.data, dtype, shape.in_features};
-  product.c = d_weight.data;
-  product.c_dtype = DType::f32;
-  product.c_row_stride = shape.in_features;
+  MatmulProblem product = linear_weight_grad_problem(d_out, in, d_weight, shape);
   product.beta = weight_grad == WeightGrad::accumulate ? 1.0f : 0.0f;
   matmul(product, workspace, stream);
-  if (with_bias) cuda::bias_grad(d_out, d_bias, shape.rows, shape.out_features, workspace, stream);
+  if (d_bias.data != nullptr) cuda::bias_grad(d_out, d_bias, shape.rows, shape.out_features, workspace, stream);
 }
 
 // By our column sums rather than cuBLASLt's BGRADB epilogue, which runs as a separate,
