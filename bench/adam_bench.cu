@@ -11,12 +11,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "adamant/kernels/cuda/launchers.h"
+#include "bench_flags.h"
 #include "cuda_bench_util.cuh"
 
 namespace {
@@ -103,19 +103,9 @@ Result time_it(const std::string& name, double bytes, double weights, int reps, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 20;
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--reps" && i + 1 < argc) {
-      reps = std::atoi(argv[++i]);
-    } else if (arg == "--json" && i + 1 < argc) {
-      json_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: adam_bench [--reps N] [--json PATH]\n");
-      return 2;
-    }
-  }
+  const adamant::bench::BenchFlags flags(argc, argv, "adam_bench", "[--reps N] [--json PATH]", {"--reps", "--json"});
+  const int reps = flags.whole_number("--reps", 20, 1);
+  const std::string json_path = flags.text("--json", "");
 
   const std::vector<std::int64_t> table = gpt3_1p3b_segments();
   const std::int64_t n = table[table.size() - 2];

@@ -12,14 +12,12 @@
 //   cross_entropy_bench [--reps 20] [--rows 2668] [--vocab 50304]
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <string>
 
 #include "adamant/kernels/cuda/classifier_launchers.h"
 #include "adamant/kernels/cuda/device_common.cuh"
+#include "bench_flags.h"
 #include "cuda_bench_util.cuh"
 
 namespace {
@@ -49,21 +47,11 @@ __global__ void round_to_bf16(const float* in, std::uint16_t* out, std::int64_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 20;
-  std::int64_t rows = 2668, vocab = 50304;  // 2^27 logits: a chunk of the fused classifier at GPT-2's vocabulary
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--rows" && i + 1 < argc) {
-      rows = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--vocab" && i + 1 < argc) {
-      vocab = std::max(1, std::atoi(argv[++i]));
-    } else {
-      std::fprintf(stderr, "usage: cross_entropy_bench [--reps N] [--rows R] [--vocab V]\n");
-      return 2;
-    }
-  }
+  const adamant::bench::BenchFlags flags(argc, argv, "cross_entropy_bench", "[--reps N] [--rows R] [--vocab V]",
+                                         {"--reps", "--rows", "--vocab"});
+  const int reps = flags.whole_number("--reps", 20, 1);
+  // 2^27 logits: a chunk of the fused classifier at GPT-2's vocabulary
+  const std::int64_t rows = flags.whole_number("--rows", 2668, 1), vocab = flags.whole_number("--vocab", 50304, 1);
   cudaDeviceProp props{};
   check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
   const std::int64_t n = rows * vocab;

@@ -15,13 +15,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
 #include "adamant/kernels/flash_attention_scores.h"
+#include "bench_flags.h"
 #include "cuda_bench_util.cuh"
 
 namespace {
@@ -113,25 +113,14 @@ Result measure(const Shape& shape, float dropout_probability, int reps, int scor
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 20;
-  float dropout = 0.0f;
-  int score_slots = 0;
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--dropout" && i + 1 < argc) {
-      dropout = static_cast<float>(std::atof(argv[++i]));
-    } else if (arg == "--score-slots" && i + 1 < argc) {
-      score_slots = std::max(0, std::atoi(argv[++i]));
-    } else if (arg == "--json" && i + 1 < argc) {
-      json_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: flash_attention_bench [--reps N] [--dropout P] [--score-slots N] [--json PATH]\n");
-      return 2;
-    }
-  }
+  const adamant::bench::BenchFlags flags(argc, argv, "flash_attention_bench",
+                                         "[--reps N] [--dropout P] [--score-slots N] [--json PATH]",
+                                         {"--reps", "--dropout", "--score-slots", "--json"});
+  const int reps = flags.whole_number("--reps", 20, 1);
+  // A probability below 1: the kept values are scaled by 1 / (1 - P).
+  const auto dropout = static_cast<float>(flags.number("--dropout", 0.0, 0.0, 1.0));
+  const int score_slots = flags.whole_number("--score-slots", 0, 0);
+  const std::string json_path = flags.text("--json", "");
   cudaDeviceProp props{};
   check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
   std::printf("device: %s, %d SMs; causal, bf16, dropout %g, median of %d\n", props.name, props.multiProcessorCount,

@@ -32,6 +32,7 @@
 #include "adamant/kernels/cuda/column_sums.h"
 #include "adamant/kernels/cuda/device_common.cuh"
 #include "adamant/kernels/gelu_launchers.h"
+#include "bench_flags.h"
 #include "cuda_bench_util.cuh"
 
 namespace {
@@ -333,23 +334,10 @@ void bench_shape(const Shape& s, int reps, cublasLtHandle_t handle, int multipro
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 20;
-  std::string model = "both";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--model" && i + 1 < argc) {
-      model = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: gelu_epilogue_bench [--reps N] [--model 126m|1.3b|both]\n");
-      return 2;
-    }
-  }
-  if (model != "126m" && model != "1.3b" && model != "both") {
-    std::fprintf(stderr, "gelu_epilogue_bench: --model %s; expected 126m, 1.3b or both\n", model.c_str());
-    return 2;
-  }
+  const adamant::bench::BenchFlags flags(argc, argv, "gelu_epilogue_bench", "[--reps N] [--model 126m|1.3b|both]",
+                                         {"--reps", "--model"});
+  const int reps = flags.whole_number("--reps", 20, 1);
+  const std::string model = flags.one_of("--model", "both", {"126m", "1.3b", "both"});
   cudaDeviceProp props{};
   check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
   std::printf("device: %s, %d SMs; cuBLASLt %zu; median of %d\n", props.name, props.multiProcessorCount,

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
+
 namespace {
 
 void check(cudaError_t status, const char* what) {
@@ -217,27 +219,13 @@ std::vector<Gemm> step_gemms(std::uint64_t tokens, std::uint64_t hidden, std::ui
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 15;
-  bool no_split_k = false;
-  std::string model = "126m";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--no-split-k") {
-      no_split_k = true;
-    } else if (arg == "--model" && i + 1 < argc) {
-      model = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: matmul_algorithm_bench [--reps N] [--model 126m|1.3b] [--no-split-k]\n");
-      return 2;
-    }
-  }
+  const adamant::bench::BenchFlags flags(argc, argv, "matmul_algorithm_bench",
+                                         "[--reps N] [--model 126m|1.3b] [--no-split-k]", {"--reps", "--model"},
+                                         {"--no-split-k"});
+  const int reps = flags.whole_number("--reps", 15, 1);
+  const bool no_split_k = flags.switch_given("--no-split-k");
+  const std::string model = flags.one_of("--model", "126m", {"126m", "1.3b"});
   const bool large = model == "1.3b";
-  if (!large && model != "126m") {
-    std::fprintf(stderr, "matmul_algorithm_bench: --model is 126m or 1.3b, not %s\n", model.c_str());
-    return 2;
-  }
   // 126M: micro-batch 8 x 2048 tokens; 1.3B: micro-batch 4 x 2048. Logits chunks of 2^27 elements.
   const std::uint64_t tokens = large ? 8192 : 16384, hidden = large ? 2048 : 768, vocab = 50304;
   const int layers = large ? 24 : 12;
