@@ -29,19 +29,9 @@ ColumnSumsOut column_sums_out(const BiasGradOut& bias) {
 
 void gemm(Transpose transpose_a, Transpose transpose_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
           const Tensor& a, const Tensor& b, double beta, Tensor c, Workspace& workspace, const Stream& stream) {
-  MatmulProblem problem;
-  problem.transpose_a = transpose_a;
-  problem.transpose_b = transpose_b;
-  problem.m = m;
-  problem.n = n;
-  problem.k = k;
+  MatmulProblem problem = matmul_problem(transpose_a, transpose_b, m, n, k, a, b, c);
   problem.alpha = static_cast<float>(alpha);
   problem.beta = static_cast<float>(beta);
-  problem.a = {a.data, a.dtype, transpose_a == Transpose::yes ? m : k};
-  problem.b = {b.data, b.dtype, transpose_b == Transpose::yes ? k : n};
-  problem.c = c.data;
-  problem.c_dtype = c.dtype;
-  problem.c_row_stride = n;
   matmul(problem, workspace, stream);
 }
 
