@@ -206,13 +206,13 @@ void check_linear(const LinearCase& c, std::uint64_t seed) {
   auto optional = [&](std::vector<float>& v) { return c.with_bias ? host(v) : Tensor{}; };
   cpu::linear_forward(host(in_c), host(weight_c), optional(bias_c), host(out), s);
   cpu::linear_backward(host(d_out_c), host(in_c), host(weight_c), host(d_in), host(d_weight), optional(d_bias), s,
-                       WeightGrad::overwrite);
+                       WeightGrad::overwrite, Tensor{});
   auto abs_in = absolute(in), abs_weight = absolute(weight), abs_bias = absolute(bias), abs_d_out = absolute(d_out);
   std::vector<float> out_mag(out.size()), d_in_mag(d_in.size()), d_weight_mag(d_weight.size()),
       d_bias_mag(d_bias.size());
   cpu::linear_forward(host(abs_in), host(abs_weight), optional(abs_bias), host(out_mag), s);
   cpu::linear_backward(host(abs_d_out), host(abs_in), host(abs_weight), host(d_in_mag), host(d_weight_mag),
-                       optional(d_bias_mag), s, WeightGrad::overwrite);
+                       optional(d_bias_mag), s, WeightGrad::overwrite, Tensor{});
 
   const std::vector<float> poison_activation(d_in.size(), std::numeric_limits<float>::quiet_NaN());
   const std::vector<float> poison_weight(d_weight.size(), std::numeric_limits<float>::quiet_NaN());
@@ -262,12 +262,13 @@ TEST(CudaLinear, AccumulatedWeightGradientAddsToTheOldValue) {
     const auto old = random_values(s.out_features * s.in_features, rng, 0.5f, false);
     auto host = [](std::vector<float>& v) { return Tensor::flat(v.data(), DType::f32, Device::cpu(), v.size()); };
     std::vector<float> in_c = in, weight_c = weight, d_out_c = d_out, expected = old, d_bias(s.out_features);
+    std::vector<float> product(s.out_features * s.in_features);  // the CPU kernel's scratch for adding
     cpu::linear_backward(host(d_out_c), host(in_c), host(weight_c), Tensor{}, host(expected),
-                         with_bias ? host(d_bias) : Tensor{}, s, WeightGrad::accumulate);
+                         with_bias ? host(d_bias) : Tensor{}, s, WeightGrad::accumulate, host(product));
     auto abs_in = absolute(in), abs_d_out = absolute(d_out), abs_weight = absolute(weight);
     std::vector<float> magnitude = absolute(old), abs_bias(s.out_features);
     cpu::linear_backward(host(abs_d_out), host(abs_in), host(abs_weight), Tensor{}, host(magnitude),
-                         with_bias ? host(abs_bias) : Tensor{}, s, WeightGrad::accumulate);
+                         with_bias ? host(abs_bias) : Tensor{}, s, WeightGrad::accumulate, host(product));
 
     DeviceMatrix in_gpu(in, DType::bf16), weight_gpu(weight, DType::bf16), d_out_gpu(d_out, DType::bf16);
     DeviceMatrix d_weight_gpu(old, DType::f32);

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
@@ -148,6 +149,38 @@ TEST(Linear, AccumulatedWeightGradientIsTheOldValuePlusTheProduct) {
   for (std::size_t i = 0; i < accumulated.size(); ++i) ASSERT_EQ(accumulated[i], old[i] + d_weight[i]) << i;
   EXPECT_EQ(d_in2, d_in);
   EXPECT_EQ(d_bias2, d_bias);
+}
+
+// Adding to a weight gradient forms the product in the workspace first: a workspace without
+// room for it is refused before anything is written, one with exactly the room is enough, and
+// writing (WeightGrad::overwrite) needs none.
+TEST(Linear, AddingToAWeightGradientTakesTheWorkspacesProductScratch) {
+  Stream stream;
+  const LinearShape shape{70, 9, 11};
+  auto in = testing::to_float(random_normal(70 * 9, 41)), weight = testing::to_float(random_normal(11 * 9, 42));
+  auto d_out = testing::to_float(random_normal(70 * 11, 43)), old = testing::to_float(random_normal(11 * 9, 44));
+  kernels::WorkspaceNeeds needs;
+  needs.matmul = true;
+  needs.weight_grad_elements = 11 * 9 - 1;
+  kernels::Workspace too_small(stream, needs);
+  std::vector<float> d_weight = old;
+  try {
+    linear_backward(view(d_out), view(in), view(weight), Tensor{}, view(d_weight), Tensor{}, shape, too_small, stream,
+                    WeightGrad::accumulate);
+    ADD_FAILURE() << "a workspace without room for the product was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("WorkspaceNeeds::weight_grad_elements of at least 99"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(d_weight, old);
+
+  std::vector<float> written(11 * 9);
+  linear_backward(view(d_out), view(in), view(weight), Tensor{}, view(written), Tensor{}, shape, too_small, stream);
+  needs.weight_grad_elements = 11 * 9;
+  kernels::Workspace exact(stream, needs);
+  linear_backward(view(d_out), view(in), view(weight), Tensor{}, view(d_weight), Tensor{}, shape, exact, stream,
+                  WeightGrad::accumulate);
+  for (std::size_t i = 0; i < d_weight.size(); ++i) ASSERT_EQ(d_weight[i], old[i] + written[i]) << i;
 }
 
 // The data gradient and the parameter gradients as two calls (an empty d_weight skips the

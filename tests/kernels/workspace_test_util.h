@@ -1,6 +1,7 @@
 #pragma once
 // A kernels::Workspace for kernel tests (kernels/workspace.h): everything a test may call,
-// matrix products, layernorm backward up to 2^17 rows of 8,192 and squared norms.
+// matrix products, layernorm backward up to 2^17 rows of 8,192, squared norms, and weight
+// gradients added to of up to 2^20 elements (a 1,024 x 1,024 weight).
 #include "adamant/kernels/workspace.h"
 
 namespace adamant::testing {
@@ -11,6 +12,7 @@ inline kernels::WorkspaceNeeds all_workspace_needs() {
   needs.layernorm_rows = std::int64_t{1} << 17;
   needs.layernorm_cols = 8192;
   needs.squared_norm = true;
+  needs.weight_grad_elements = std::int64_t{1} << 20;
   return needs;
 }
 

@@ -35,8 +35,10 @@ namespace cpu {
 // d_bias[j] = sum over the rows of d_out [rows, cols] of column j, each column in row order.
 void bias_grad(const Tensor& d_out, Tensor d_bias, std::int64_t rows, std::int64_t cols);
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, Tensor out, const LinearShape& shape);
+// With WeightGrad::accumulate, `product` (at least out_features x in_features of d_weight's
+// dtype) holds the weight gradient before it is added.
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
-                     Tensor d_bias, const LinearShape& shape, WeightGrad weight_grad);
+                     Tensor d_bias, const LinearShape& shape, WeightGrad weight_grad, const Tensor& product);
 }  // namespace cpu
 
 namespace cuda {
@@ -100,7 +102,8 @@ inline void bias_grad(const Tensor& d_out, Tensor d_bias, std::int64_t rows, std
 // = column sums of d_out; d_in and d_bias overwritten. An empty d_in, d_weight or d_bias
 // (data == nullptr) skips that result, so the data gradient and the parameter gradients can
 // be two calls with other work between them (`in` is read only for d_weight). d_bias comes
-// with d_weight: the parameter gradients are one call.
+// with d_weight: the parameter gradients are one call. Adding to d_weight takes a workspace
+// made with WorkspaceNeeds::weight_grad_elements of at least out_features x in_features.
 inline void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
                             Tensor d_bias, const LinearShape& shape, Workspace& workspace, const Stream& stream,
                             WeightGrad weight_grad = WeightGrad::overwrite) {
@@ -120,9 +123,21 @@ inline void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor&
                   "linear_backward: d_bias without d_weight (the bias gradient comes with it)");
     call.exact("d_bias", d_bias, shape.out_features, Role::weight_grad);
   }
-  call.run([&] { cpu::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, weight_grad); },
-           ADAMANT_CUDA_CALL(cuda::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, workspace, stream,
-                                                   weight_grad)));
+  const std::int64_t weight_numel = shape.out_features * shape.in_features;
+  if (d_weight.data != nullptr && weight_grad == WeightGrad::accumulate) {
+    ADAMANT_CHECK(workspace.needs().weight_grad_elements >= weight_numel,
+                  "linear_backward: adding to a {} x {} weight gradient takes a workspace made with "
+                  "WorkspaceNeeds::weight_grad_elements of at least {}; this one has {}",
+                  shape.out_features, shape.in_features, weight_numel, workspace.needs().weight_grad_elements);
+  }
+  call.run(
+      [&] {
+        cpu::linear_backward(
+            d_out, in, weight, d_in, d_weight, d_bias, shape, weight_grad,
+            weight_grad == WeightGrad::accumulate ? workspace.weight_grad_scratch(d_out.dtype) : Tensor{});
+      },
+      ADAMANT_CUDA_CALL(
+          cuda::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, workspace, stream, weight_grad)));
 }
 
 }  // namespace adamant::kernels

@@ -76,7 +76,7 @@ inline void linear_dgelu_backward(const Tensor& d_out, const Tensor& weight, con
   call.exact("d_pre_activation", d_pre_activation, inputs, Role::activation);
   call.run(
       [&] {
-        cpu::linear_backward(d_out, {}, weight, d_pre_activation, {}, {}, shape, WeightGrad::overwrite);
+        cpu::linear_backward(d_out, {}, weight, d_pre_activation, {}, {}, shape, WeightGrad::overwrite, {});
         cpu::gelu_backward(d_pre_activation, pre_activation, d_pre_activation, {}, inputs, form);
       },
       ADAMANT_CUDA_CALL(

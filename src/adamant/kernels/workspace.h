@@ -11,17 +11,21 @@
 //    `layernorm_rows` x `layernorm_cols`;
 //  - squared_norm's partial sums;
 //  - flash_attention_backward's score scratch, `attention_scores_bytes` of it
-//    (kernels/flash_attention_scores.h).
+//    (kernels/flash_attention_scores.h);
+//  - on the CPU, the product of a linear_backward that adds its weight gradient
+//    (WeightGrad::accumulate), `weight_grad_elements` of it.
 // A workspace serves one stream: calls on a stream run in order, so they can share one, and
-// a kernel refuses the workspace of another stream. On the CPU it holds nothing, but the
-// kernels check what it was made for on both backends, so a run that sizes it wrongly fails
-// in CPU tests too.
+// a kernel refuses the workspace of another stream. On the CPU it holds only the weight
+// gradients' product, but the kernels check what it was made for on both backends, so a
+// run that sizes it wrongly fails in CPU tests too.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "adamant/core/buffer.h"
 #include "adamant/core/device.h"
 #include "adamant/core/stream.h"
+#include "adamant/core/tensor.h"
 
 namespace adamant::kernels {
 
@@ -35,6 +39,11 @@ struct WorkspaceNeeds {
   std::int64_t layernorm_cols = 0;
   bool squared_norm = false;
   std::size_t attention_scores_bytes = 0;
+  // The largest weight gradient a linear_backward adds to. The CPU kernel forms the product
+  // whole in the workspace before adding it, so that the result is exactly the old value
+  // plus the product (BLAS with beta 1 would add each block of the inner dimension on its
+  // own); a GPU's GEMM adds in its epilogue and takes no memory for it.
+  std::int64_t weight_grad_elements = 0;
 };
 
 namespace cuda {
@@ -70,6 +79,9 @@ class Workspace {
   // The score scratch as bytes on the workspace's GPU; empty where it has none (on the CPU, or
   // made without attention_scores_bytes).
   void* attention_scores() const;
+  // The CPU's weight-gradient product (WeightGrad::accumulate) as weight_grad_elements of
+  // `dtype` (fp32 or fp64); empty on a GPU or where none was asked for.
+  Tensor weight_grad_scratch(DType dtype);
   // A GPU workspace's resources (CUDA builds; kernels/cuda only).
   cuda::WorkspaceResources& resources() const { return *resources_; }
 
@@ -78,6 +90,7 @@ class Workspace {
   void* stream_handle_ = nullptr;
   WorkspaceNeeds needs_{};
   std::unique_ptr<cuda::WorkspaceResources, cuda::WorkspaceResourcesDeleter> resources_;
+  Buffer weight_grad_scratch_;  // the CPU's, room for weight_grad_elements fp64 values
 };
 
 }  // namespace adamant::kernels

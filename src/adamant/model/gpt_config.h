@@ -2,6 +2,7 @@
 // Sizes and regularisation of the GPT-3 model: one field per NeMo key
 // (megatron_gpt_config.yaml), with NeMo's default. validate() names the key of
 // any bad value; the training config maps its YAML paths onto these fields.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -68,6 +69,11 @@ struct GptConfig {
   int local_heads() const { return num_attention_heads / tensor_parallel_size; }
   int local_ffn() const { return ffn_hidden_size / tensor_parallel_size; }
   int local_vocab() const { return padded_vocab_size() / tensor_parallel_size; }
+  // A rank's largest linear weight in elements: qkv [3 local_heads() head_dim(), hidden] or the
+  // MLP's [local_ffn(), hidden] and [hidden, local_ffn()].
+  std::int64_t largest_linear_weight() const {
+    return std::max<std::int64_t>(std::int64_t{3} * local_heads() * head_dim(), local_ffn()) * hidden_size;
+  }
   // The same model on one rank: no tensor or pipeline parallelism, the same padded vocabulary (sampling from a
   // checkpoint of a tensor-parallel run, which holds the whole model).
   GptConfig whole_model() const {

@@ -49,6 +49,7 @@ kernels::WorkspaceNeeds workspace_needs(const GptConfig& config, int micro_batch
   needs.layernorm_rows = static_cast<std::int64_t>(std::max(micro_batch_size, 0)) * config.seq_length;
   needs.layernorm_cols = config.hidden_size;
   needs.attention_scores_bytes = attention_scores;
+  needs.weight_grad_elements = config.largest_linear_weight();
   return needs;
 }
 

@@ -94,6 +94,8 @@ ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_
   m.host_statistics = static_cast<std::size_t>(config.padded_vocab_size()) * grad_size;
   m.host_loss_reads = LossReadback::host_bytes(tokens, dtypes.grad);
   m.attention_scores = attention_score_scratch_taken(config, micro_batch_size, device, m.activations);
+  if (!device.is_cuda())
+    m.weight_grad_scratch = static_cast<std::size_t>(config.largest_linear_weight()) * sizeof(double);
   return m;
 }
 

@@ -53,12 +53,15 @@ struct ModelMemory {
   std::size_t host_statistics = 0;   // one row of logits copied back (next_token_logits)
   std::size_t host_loss_reads = 0;   // LossReadback: page-locked on a GPU
   std::size_t attention_scores = 0;  // in the model's kernel workspace: attention_score_scratch_taken
+  // In the model's kernel workspace on the CPU: the product a linear backward adds to a weight
+  // gradient (kernels::WorkspaceNeeds::weight_grad_elements, fp64-sized).
+  std::size_t weight_grad_scratch = 0;
 
   std::size_t on_host() const { return host_statistics + host_loss_reads; }
 
   std::size_t on_device() const {
     return weights + working_weights + grads + micro_grads + activations + tokens + targets + pass_samples +
-           attention_scores;
+           attention_scores + weight_grad_scratch;
   }
 };
 

@@ -1,6 +1,6 @@
 #include <algorithm>
-#include <vector>
 
+#include "adamant/core/error.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
 
 namespace adamant::kernels::cpu {
@@ -47,7 +47,7 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
 }
 
 void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight, Tensor d_in, Tensor d_weight,
-                     Tensor d_bias, const LinearShape& shape, WeightGrad weight_grad) {
+                     Tensor d_bias, const LinearShape& shape, WeightGrad weight_grad, const Tensor& product) {
   with_float_type(d_out, [&]<typename T>() {
     if (d_in.data != nullptr) {
       gemm<T>(Transpose::no, Transpose::no, shape.rows, shape.in_features, shape.out_features, T(1), d_out.ptr<T>(),
@@ -55,22 +55,22 @@ void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor& weight
     }
     if (d_weight.data == nullptr) return;
     const std::int64_t weight_numel = shape.out_features * shape.in_features;
-    T* product = d_weight.ptr<T>();
-    if (weight_grad == WeightGrad::accumulate) {
-      // The product is formed whole, then added: d_weight ends as the exact sum of its old value
-      // and this gradient, as with a separate accumulation (BLAS with beta = 1 would add each
-      // k-block on its own). The scratch grows to the largest weight once and is reused.
-      thread_local std::vector<T> scratch;
-      if (scratch.size() < static_cast<std::size_t>(weight_numel))
-        scratch.resize(static_cast<std::size_t>(weight_numel));
-      product = scratch.data();
+    // Adding, the product is formed whole first: d_weight ends as the exact sum of its old
+    // value and this gradient, as with a separate accumulation (BLAS with beta = 1 would add
+    // each k-block on its own).
+    const bool adds = weight_grad == WeightGrad::accumulate;
+    if (adds) {
+      ADAMANT_CHECK(product.dtype == d_weight.dtype && product.numel() >= static_cast<std::size_t>(weight_numel),
+                    "linear_backward: the product scratch holds {} {} values; adding takes {} {}", product.numel(),
+                    dtype_name(product.dtype), weight_numel, dtype_name(d_weight.dtype));
     }
+    T* formed = adds ? product.ptr<T>() : d_weight.ptr<T>();
     gemm<T>(Transpose::yes, Transpose::no, shape.out_features, shape.in_features, shape.rows, T(1), d_out.ptr<T>(),
-            in.ptr<T>(), T(0), product);
-    if (weight_grad == WeightGrad::accumulate) {
+            in.ptr<T>(), T(0), formed);
+    if (adds) {
       T* total = d_weight.ptr<T>();
 #pragma omp parallel for schedule(static) if (weight_numel >= kParallelMinWork)
-      for (std::int64_t i = 0; i < weight_numel; ++i) total[i] += product[i];
+      for (std::int64_t i = 0; i < weight_numel; ++i) total[i] += formed[i];
     }
   });
   if (d_bias.data != nullptr) bias_grad(d_out, d_bias, shape.rows, shape.out_features);
