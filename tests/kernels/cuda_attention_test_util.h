@@ -21,6 +21,8 @@
 
 namespace adamant::kernels::attention_testing {
 
+using testing::bf16_on_gpu;
+using testing::f32_on_gpu;
 using testing::MirroredArray;
 
 constexpr double kBf16Rounding = 1.0 / 256.0;  // largest relative rounding error of bf16 (half of 2^-7)
@@ -47,20 +49,6 @@ inline std::vector<float> random_bf16_values(std::size_t n, std::uint32_t seed, 
   std::vector<float> values(n);
   for (float& v : values) v = bf16_to_f32(f32_to_bf16(static_cast<float>(normal(rng))));
   return values;
-}
-
-inline MirroredArray<std::uint16_t> upload_bf16(const std::vector<float>& values) {
-  MirroredArray<std::uint16_t> array(values.size(), DType::bf16);
-  for (std::size_t i = 0; i < values.size(); ++i) array.host[i] = f32_to_bf16(values[i]);
-  array.upload();
-  return array;
-}
-
-inline MirroredArray<float> upload_floats(const std::vector<float>& values) {
-  MirroredArray<float> array(values.size(), DType::f32);
-  array.host = values;
-  array.upload();
-  return array;
 }
 
 // Filled with NaN, so that any element a kernel fails to write shows.

@@ -38,6 +38,7 @@
 namespace adamant::kernels {
 namespace {
 
+using testing::bf16_on_gpu;
 using testing::bf16_values;
 using testing::expect_close;
 using testing::MirroredArray;
@@ -84,12 +85,6 @@ MirroredArray<T> on_gpu(const std::vector<T>& values, DType dtype, std::size_t o
   array.host = values;
   array.upload();
   return array;
-}
-
-MirroredArray<std::uint16_t> on_gpu_bf16(const std::vector<float>& values) {
-  std::vector<std::uint16_t> bits(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_bf16(values[i]);
-  return on_gpu(bits, DType::bf16);
 }
 
 struct CrossEntropyCase {
@@ -218,7 +213,7 @@ class ActivationArray {
  public:
   ActivationArray(const std::vector<float>& values, DType dtype)
       : dtype_(dtype),
-        bf16_(dtype == DType::bf16 ? on_gpu_bf16(values) : MirroredArray<std::uint16_t>(0, DType::bf16)),
+        bf16_(dtype == DType::bf16 ? bf16_on_gpu(values) : MirroredArray<std::uint16_t>(0, DType::bf16)),
         f32_(dtype == DType::f32 ? on_gpu(values, DType::f32) : MirroredArray<float>(0, DType::f32)) {}
   Tensor view() { return dtype_ == DType::bf16 ? bf16_.device_view() : f32_.device_view(); }
   std::vector<float> download() const {
@@ -272,7 +267,7 @@ void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
   const double d_x_relative = bf16 ? 1.0 / 256 : 1e-6;
 
   auto to_gpu = [&](const std::vector<float>& values) {
-    return bf16 ? on_gpu_bf16(values) : MirroredArray<std::uint16_t>(0, DType::bf16);
+    return bf16 ? bf16_on_gpu(values) : MirroredArray<std::uint16_t>(0, DType::bf16);
   };
   auto x_bf16 = to_gpu(x), embedding_bf16 = to_gpu(embedding);
   auto x_f32 = on_gpu(bf16 ? std::vector<float>{0.0f} : x, DType::f32);

@@ -144,7 +144,7 @@ TEST_P(CudaFlashAttention, ForwardMatchesCpu) {
   cpu::attention_forward(host_tensor(qkv_abs_v), host_tensor(probs), host_tensor(out_magnitude), shape_, dropout_);
   const LogsumexpReference logsumexp = reference_logsumexp(qkv_, shape_);
 
-  auto qkv_gpu = upload_bf16(qkv_);
+  auto qkv_gpu = bf16_on_gpu(qkv_);
   auto out_gpu = poisoned_bf16(out.size());
   auto logsumexp_gpu = poisoned_floats(static_cast<std::size_t>(rows_));
   flash_attention_forward(qkv_gpu.device_view(), out_gpu.device_view(), logsumexp_gpu.device_view(), shape_, dropout_,
@@ -205,10 +205,10 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
     }
   }
 
-  auto qkv_gpu = upload_bf16(qkv_);
-  auto out_gpu = upload_bf16(out);
-  auto d_out_gpu = upload_bf16(d_out);
-  auto logsumexp_gpu = upload_floats(logsumexp.value);
+  auto qkv_gpu = bf16_on_gpu(qkv_);
+  auto out_gpu = bf16_on_gpu(out);
+  auto d_out_gpu = bf16_on_gpu(d_out);
+  auto logsumexp_gpu = f32_on_gpu(logsumexp.value);
   auto d_qkv_gpu = poisoned_bf16(qkv_.size());
   flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
                            logsumexp_gpu.device_view(), d_qkv_gpu.device_view(), shape_, dropout_, stream);
@@ -313,7 +313,7 @@ TEST(CudaFlashAttentionErrors, HeadDim80IsAccepted) {
   ADAMANT_REQUIRE_GPU();
   const AttentionShape shape{1, 16, 2, 80};
   const std::vector<float> qkv_values = random_bf16_values(16 * 3 * 2 * 80, 31, 1.0);
-  auto qkv = upload_bf16(qkv_values);
+  auto qkv = bf16_on_gpu(qkv_values);
   auto out = poisoned_bf16(16 * 2 * 80);
   auto logsumexp = poisoned_floats(2 * 16);
   const Stream stream(testing::gpu());
@@ -334,7 +334,7 @@ TEST(CudaFlashAttentionErrors, ScoreScratchTooSmallOrMisalignedIsAnError) {
   const std::size_t all = flash_attention_scores_bytes(shape);
   ASSERT_EQ(all, std::size_t{2} * 3 * 8192);  // two heads of three 64 x 64 tiles on or below the diagonal
   const std::size_t needed = all / 2;         // one head at a time is the least
-  auto qkv = upload_bf16(random_bf16_values(128 * 3 * 2 * 64, 41, 1.0));
+  auto qkv = bf16_on_gpu(random_bf16_values(128 * 3 * 2 * 64, 41, 1.0));
   auto out = poisoned_bf16(128 * 2 * 64), d_out = poisoned_bf16(128 * 2 * 64);
   auto logsumexp = poisoned_floats(2 * 128);
   auto d_qkv = poisoned_bf16(qkv.host.size());

@@ -1,4 +1,4 @@
-// CUDA layernorm, GELU, residual add, dropout and embeddings against the CPU
+// CUDA layernorm, GELU, residual add and dropout against the CPU
 // reference kernels (kernels/cpu/). Inputs are rounded to bf16 first; the CPU
 // kernel runs in fp32 on the rounded values and the CUDA kernel on their bf16
 // patterns, so the only differences are fp32 evaluation order and the final bf16
@@ -8,11 +8,11 @@
 // differs from the exact value by at most 2^-8 relative (half a unit in the last
 // place, relative to the leading bit), so bf16 outputs are compared with
 // 5e-3 * |cpu| (> 2^-8 = 3.9e-3) plus a small absolute term for the fp32
-// differences of terms that cancel. fp32 column sums (d_weight, d_bias, d_word)
-// are compared with 1e-5 * (sum of the absolute values of their terms), well above
+// differences of terms that cancel. fp32 column sums (d_weight, d_bias) are
+// compared with 1e-5 * (sum of the absolute values of their terms), well above
 // the rounding of a differently ordered fp32 sum. Results whose GPU and CPU
-// formulas are the same fp32 operations in the same order (residual add, dropout,
-// embedding forward, d_position) must agree bit for bit.
+// formulas are the same fp32 operations in the same order (residual add, dropout)
+// must agree bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,78 +37,12 @@ namespace {
 using testing::MirroredArray;
 using testing::view;
 
-// Normal values rounded to bf16, returned as fp32.
-std::vector<float> rounded_normal(std::size_t n, std::uint64_t seed, double mean, double stddev) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(mean, stddev);
-  std::vector<float> values(n);
-  for (float& v : values) v = bf16_to_f32(f32_to_bf16(static_cast<float>(normal(rng))));
-  return values;
-}
-
-// Uniform values in [-scale, scale) rounded to bf16, from a counter hash: cheap
-// enough for whole embedding tables (tens of millions of elements).
-std::vector<float> rounded_uniform(std::size_t n, std::uint64_t seed, float scale) {
-  std::vector<float> values(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t z = seed * 0x9e3779b97f4a7c15ull + i;  // splitmix64
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    const float unit = static_cast<float>(z >> 40) * 0x1p-24f;  // [0, 1)
-    values[i] = bf16_to_f32(f32_to_bf16(scale * (2.0f * unit - 1.0f)));
-  }
-  return values;
-}
-
-// A bf16 GPU array holding `values` (already bf16-exact); `offset` elements into its allocation.
-MirroredArray<std::uint16_t> bf16_on_gpu(const std::vector<float>& values, std::size_t offset = 0) {
-  MirroredArray<std::uint16_t> array(values.size(), DType::bf16, offset);
-  for (std::size_t i = 0; i < values.size(); ++i) array.host[i] = f32_to_bf16(values[i]);
-  array.upload();
-  return array;
-}
-
-MirroredArray<float> f32_on_gpu(const std::vector<float>& values) {
-  MirroredArray<float> array(values.size(), DType::f32);
-  array.host = values;
-  array.upload();
-  return array;
-}
-
-std::vector<float> download_bf16(const MirroredArray<std::uint16_t>& array) {
-  return testing::bf16_values(array.download());
-}
-
-std::vector<std::uint16_t> to_bf16_bits(const std::vector<float>& values) {
-  std::vector<std::uint16_t> bits(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_bf16(values[i]);
-  return bits;
-}
-
-// Expects |gpu[i] - cpu[i]| <= tolerance(i) everywhere (NaN fails); reports how many
-// differ, the first index with both values, and the worst excess.
-template <typename Tolerance>
-void expect_near_all(const std::vector<float>& gpu, const std::vector<float>& cpu, Tolerance tolerance,
-                     const std::string& what) {
-  ASSERT_EQ(gpu.size(), cpu.size()) << what;
-  std::size_t mismatches = 0;
-  std::size_t first = 0;
-  double worst_ratio = 0.0;
-  for (std::size_t i = 0; i < gpu.size(); ++i) {
-    const double difference = std::abs(static_cast<double>(gpu[i]) - static_cast<double>(cpu[i]));
-    const double allowed = tolerance(i);
-    if (difference <= allowed) continue;
-    if (mismatches++ == 0) first = i;
-    worst_ratio =
-        std::max(worst_ratio, std::isnan(difference) ? std::numeric_limits<double>::infinity() : difference / allowed);
-  }
-  EXPECT_EQ(mismatches, 0u) << what << ": " << mismatches << " of " << gpu.size()
-                            << " elements outside the tolerance (worst by x" << worst_ratio << "); first at " << first
-                            << ": gpu " << (mismatches ? gpu[first] : 0.0f) << ", cpu "
-                            << (mismatches ? cpu[first] : 0.0f) << ", allowed "
-                            << (mismatches ? tolerance(first) : 0.0);
-}
+using testing::bf16_on_gpu;
+using testing::download_bf16;
+using testing::expect_near_all;
+using testing::f32_on_gpu;
+using testing::rounded_normal;
+using testing::to_bf16_bits;
 
 // bf16 output against the fp32 CPU value: rounding (<= 2^-8 relative) plus `absolute`.
 auto bf16_tolerance(const std::vector<float>& cpu, double absolute) {
@@ -478,165 +412,6 @@ TEST(CudaDropout, ZeroProbabilityCopies) {
   dropout(in_gpu.device_view(), out_gpu.device_view(), 1000, 100, DropoutArgs{}, stream);
   stream.synchronize();
   testing::expect_bitwise_equal(out_gpu.download(), to_bf16_bits(in), "p = 0 copy");
-}
-
-// ---- embeddings ----
-
-struct EmbeddingCase {
-  EmbeddingShape shape;
-  std::int64_t position_rows;  // the position table may be longer than seq
-};
-
-std::string name_of(const EmbeddingShape& s) {
-  return "batch " + std::to_string(s.batch) + " seq " + std::to_string(s.seq) + " channels " +
-         std::to_string(s.channels) + " vocab " + std::to_string(s.vocab);
-}
-
-// Token ids with heavy repeats: a third one end-of-text id, a fifth from a few ids
-// that share one 32-row tile, the rest uniform.
-std::vector<std::int32_t> repetitive_tokens(std::size_t n, std::int64_t vocab, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<std::int64_t> any(0, vocab - 1);
-  std::uniform_int_distribution<int> kind(0, 14);
-  std::uniform_int_distribution<std::int64_t> few(0, std::min<std::int64_t>(vocab, 40) - 1);
-  std::vector<std::int32_t> tokens(n);
-  for (auto& t : tokens) {
-    const int k = kind(rng);
-    t = static_cast<std::int32_t>(k < 5 ? vocab - 1 : (k < 8 ? few(rng) : any(rng)));
-  }
-  return tokens;
-}
-
-const std::vector<EmbeddingCase> kEmbeddingCases = {
-    {{4, 512, 768, 50304}, 2048}, {{3, 37, 100, 1000}, 37}, {{2, 256, 2048, 4099}, 300}, {{1, 1, 8, 5}, 4}};
-
-TEST(CudaEmbedding, ForwardMatchesCpuBitForBit) {
-  ADAMANT_REQUIRE_GPU();
-  const Stream stream(testing::gpu());
-  for (const EmbeddingCase& c : kEmbeddingCases) {
-    const EmbeddingShape& s = c.shape;
-    SCOPED_TRACE(name_of(s));
-    const auto rows = static_cast<std::size_t>(s.batch * s.seq);
-    std::vector<float> word = rounded_uniform(static_cast<std::size_t>(s.vocab * s.channels), 61, 0.05f);
-    std::vector<float> position = rounded_normal(static_cast<std::size_t>(c.position_rows * s.channels), 62, 0.0, 0.02);
-    MirroredArray<std::int32_t> tokens(rows, DType::i32);
-    tokens.host = repetitive_tokens(rows, s.vocab, 63);
-    tokens.upload();
-    std::vector<float> out(rows * static_cast<std::size_t>(s.channels));
-    cpu::embedding_forward(tokens.host_view(), view(word), view(position), view(out), s);
-
-    auto word_gpu = bf16_on_gpu(word);
-    auto position_gpu = bf16_on_gpu(position);
-    MirroredArray<std::uint16_t> out_gpu(out.size(), DType::bf16);
-    embedding_forward(tokens.device_view(), word_gpu.device_view(), position_gpu.device_view(), out_gpu.device_view(),
-                      s, stream);
-    stream.synchronize();
-    testing::expect_bitwise_equal(out_gpu.download(), to_bf16_bits(out), "embedding out");
-  }
-}
-
-TEST(CudaEmbedding, BackwardMatchesCpuAndIsDeterministic) {
-  ADAMANT_REQUIRE_GPU();
-  const Stream stream(testing::gpu());
-  for (const EmbeddingCase& c : kEmbeddingCases) {
-    const EmbeddingShape& s = c.shape;
-    SCOPED_TRACE(name_of(s));
-    const auto rows = static_cast<std::size_t>(s.batch * s.seq);
-    const auto channels = static_cast<std::size_t>(s.channels);
-    std::vector<float> d_out = rounded_normal(rows * channels, 71, 0.0, 1.0);
-    MirroredArray<std::int32_t> tokens(rows, DType::i32);
-    tokens.host = repetitive_tokens(rows, s.vocab, 72);
-    tokens.upload();
-    const std::vector<float> d_word_initial =
-        rounded_uniform(static_cast<std::size_t>(s.vocab * s.channels), 73, 0.01f);
-    const std::vector<float> d_position_initial =
-        rounded_normal(static_cast<std::size_t>(c.position_rows) * channels, 74, 0.0, 0.01);
-    std::vector<float> d_word = d_word_initial, d_position = d_position_initial;
-    cpu::embedding_backward(view(d_out), tokens.host_view(), view(d_word), view(d_position), s);
-    std::vector<float> word_terms(d_word.size());
-    for (std::size_t i = 0; i < d_word.size(); ++i) word_terms[i] = std::abs(d_word_initial[i]);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const auto token = static_cast<std::size_t>(tokens.host[r]);
-      for (std::size_t k = 0; k < channels; ++k) word_terms[token * channels + k] += std::abs(d_out[r * channels + k]);
-    }
-
-    auto d_out_gpu = bf16_on_gpu(d_out);
-    auto d_word_gpu = f32_on_gpu(d_word_initial);
-    auto d_position_gpu = f32_on_gpu(d_position_initial);
-    MirroredArray<float> scratch(
-        static_cast<std::size_t>(embedding_backward_scratch_floats(testing::gpu(), s.batch * s.seq, s.channels)),
-        DType::f32);
-    auto run = [&] {
-      embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
-                         d_position_gpu.device_view(), scratch.device_view(), s, stream);
-      stream.synchronize();
-    };
-    run();
-    const std::vector<float> d_word_first = d_word_gpu.download();
-    const std::vector<float> d_position_first = d_position_gpu.download();
-    expect_near_all(
-        d_word_first, d_word, [&](std::size_t i) { return 1e-5 * word_terms[i]; }, "d_word");
-    // d_position sums in the CPU kernel's order: the same bits.
-    testing::expect_bitwise_equal(d_position_first, d_position, "d_position");
-
-    d_word_gpu.upload();  // host still holds the initial values
-    d_position_gpu.upload();
-    run();
-    testing::expect_bitwise_equal(d_word_gpu.download(), d_word_first, "d_word run to run");
-    testing::expect_bitwise_equal(d_position_gpu.download(), d_position_first, "d_position run to run");
-  }
-}
-
-// A token beyond the table belongs to another rank's slice: a zero word row. A negative one is invalid: NaN.
-TEST(CudaEmbedding, TokenOutsideTheTableGivesZeroWordRowAndNegativeGivesNaN) {
-  ADAMANT_REQUIRE_GPU();
-  const Stream stream(testing::gpu());
-  const EmbeddingShape s{1, 3, 16, 10};
-  std::vector<float> word = rounded_normal(160, 81, 0.0, 1.0);
-  std::vector<float> position = rounded_normal(48, 82, 0.0, 1.0);
-  MirroredArray<std::int32_t> tokens(3, DType::i32);
-  tokens.host = {4, 10, -1};
-  tokens.upload();
-  auto word_gpu = bf16_on_gpu(word);
-  auto position_gpu = bf16_on_gpu(position);
-  MirroredArray<std::uint16_t> out_gpu(48, DType::bf16);
-  embedding_forward(tokens.device_view(), word_gpu.device_view(), position_gpu.device_view(), out_gpu.device_view(), s,
-                    stream);
-  auto d_out_gpu = bf16_on_gpu(std::vector<float>(48, 1.0f));
-  auto d_word_gpu = f32_on_gpu(std::vector<float>(160, 0.0f));
-  auto d_position_gpu = f32_on_gpu(std::vector<float>(48, 0.0f));
-  MirroredArray<float> scratch(static_cast<std::size_t>(embedding_backward_scratch_floats(testing::gpu(), 3, 16)),
-                               DType::f32);
-  embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
-                     d_position_gpu.device_view(), scratch.device_view(), s, stream);
-  stream.synchronize();
-  const std::vector<float> out = download_bf16(out_gpu);
-  const std::vector<float> d_word = d_word_gpu.download();
-  for (std::size_t k = 0; k < 16; ++k) {
-    EXPECT_EQ(out[k], bf16_to_f32(f32_to_bf16(word[4 * 16 + k] + position[k]))) << "valid row, channel " << k;
-    EXPECT_EQ(out[16 + k], position[16 + k]) << "token 10 = vocab, channel " << k;
-    EXPECT_TRUE(std::isnan(out[32 + k])) << "token -1, channel " << k;
-  }
-  for (std::size_t i = 0; i < d_word.size(); ++i) {
-    EXPECT_EQ(d_word[i], i / 16 == 4 ? 1.0f : 0.0f) << "d_word[" << i << "]";
-  }
-}
-
-// The word gradient sorts in the caller's scratch: one that is too small is refused.
-TEST(CudaEmbedding, BackwardRefusesATooSmallScratch) {
-  ADAMANT_REQUIRE_GPU();
-  const Stream stream(testing::gpu());
-  const EmbeddingShape s{2, 64, 16, 10};
-  MirroredArray<std::int32_t> tokens(128, DType::i32);
-  tokens.host.assign(128, 3);
-  tokens.upload();
-  auto d_out_gpu = bf16_on_gpu(std::vector<float>(128 * 16, 1.0f));
-  auto d_word_gpu = f32_on_gpu(std::vector<float>(160, 0.0f));
-  const auto needed = static_cast<std::size_t>(embedding_backward_scratch_floats(testing::gpu(), 128, 16));
-  MirroredArray<float> scratch(needed - 1, DType::f32);
-  EXPECT_THROW(embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(), Tensor{},
-                                  scratch.device_view(), s, stream),
-               Error);
 }
 
 }  // namespace

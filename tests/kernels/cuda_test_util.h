@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -73,12 +74,66 @@ inline std::vector<std::uint16_t> normal_bf16(std::size_t n, std::uint64_t seed,
   return bits;
 }
 
+// n normal values rounded to bf16, as floats (the draws of normal_bf16).
+inline std::vector<float> rounded_normal(std::size_t n, std::uint64_t seed, double mean, double stddev) {
+  return bf16_values(normal_bf16(n, seed, mean, stddev));
+}
+
+// The bf16 bit patterns of `values` (rounded to nearest even; exact for bf16-exact values).
+inline std::vector<std::uint16_t> to_bf16_bits(const std::vector<float>& values) {
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_bf16(values[i]);
+  return bits;
+}
+
 // A bf16 GPU array holding `bits`, `offset` elements into its allocation.
-inline MirroredArray<std::uint16_t> bf16_bits_on_gpu(const std::vector<std::uint16_t>& bits, std::size_t offset) {
+inline MirroredArray<std::uint16_t> bf16_bits_on_gpu(const std::vector<std::uint16_t>& bits, std::size_t offset = 0) {
   MirroredArray<std::uint16_t> array(bits.size(), DType::bf16, offset);
   array.host = bits;
   array.upload();
   return array;
+}
+
+// A bf16 GPU array holding `values` rounded to bf16, `offset` elements into its allocation.
+inline MirroredArray<std::uint16_t> bf16_on_gpu(const std::vector<float>& values, std::size_t offset = 0) {
+  return bf16_bits_on_gpu(to_bf16_bits(values), offset);
+}
+
+// An fp32 GPU array holding `values`.
+inline MirroredArray<float> f32_on_gpu(const std::vector<float>& values) {
+  MirroredArray<float> array(values.size(), DType::f32);
+  array.host = values;
+  array.upload();
+  return array;
+}
+
+// The values of a bf16 GPU array.
+inline std::vector<float> download_bf16(const MirroredArray<std::uint16_t>& array) {
+  return bf16_values(array.download());
+}
+
+// Expects |gpu[i] - cpu[i]| <= tolerance(i) everywhere (NaN fails); reports how many
+// differ, the first index with both values, and the worst excess.
+template <typename Tolerance>
+inline void expect_near_all(const std::vector<float>& gpu, const std::vector<float>& cpu, Tolerance tolerance,
+                            const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  std::size_t mismatches = 0;
+  std::size_t first = 0;
+  double worst_ratio = 0.0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    const double difference = std::abs(static_cast<double>(gpu[i]) - static_cast<double>(cpu[i]));
+    const double allowed = tolerance(i);
+    if (difference <= allowed) continue;
+    if (mismatches++ == 0) first = i;
+    worst_ratio =
+        std::max(worst_ratio, std::isnan(difference) ? std::numeric_limits<double>::infinity() : difference / allowed);
+  }
+  EXPECT_EQ(mismatches, 0u) << what << ": " << mismatches << " of " << gpu.size()
+                            << " elements outside the tolerance (worst by x" << worst_ratio << "); first at " << first
+                            << ": gpu " << (mismatches ? gpu[first] : 0.0f) << ", cpu "
+                            << (mismatches ? cpu[first] : 0.0f) << ", allowed "
+                            << (mismatches ? tolerance(first) : 0.0);
 }
 
 // A segments table with `count` segments after a head of `first_begin` padding

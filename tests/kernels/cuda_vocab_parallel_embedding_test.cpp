@@ -24,33 +24,10 @@ namespace {
 
 using testing::MirroredArray;
 
-std::vector<float> bf16_exact_normal(std::size_t n, std::uint64_t seed, double stddev) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, stddev);
-  std::vector<float> values(n);
-  for (float& v : values) v = bf16_to_f32(f32_to_bf16(static_cast<float>(normal(rng))));
-  return values;
-}
-
-MirroredArray<std::uint16_t> bf16_array(const std::vector<float>& values) {
-  MirroredArray<std::uint16_t> array(values.size(), DType::bf16);
-  for (std::size_t i = 0; i < values.size(); ++i) array.host[i] = f32_to_bf16(values[i]);
-  array.upload();
-  return array;
-}
-
-MirroredArray<float> f32_array(const std::vector<float>& values) {
-  MirroredArray<float> array(values.size(), DType::f32);
-  array.host = values;
-  array.upload();
-  return array;
-}
-
-std::vector<std::uint16_t> bf16_bits(const std::vector<float>& values) {
-  std::vector<std::uint16_t> bits(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_bf16(values[i]);
-  return bits;
-}
+using testing::bf16_on_gpu;
+using testing::f32_on_gpu;
+using testing::rounded_normal;
+using testing::to_bf16_bits;
 
 Tensor host_tensor(std::vector<float>& values) {
   return Tensor::flat(values.data(), DType::f32, Device::cpu(), values.size());
@@ -99,12 +76,12 @@ TEST(CudaVocabParallelEmbedding, ForwardSlicesMatchTheCpuBitForBit) {
     SCOPED_TRACE(describe(c));
     const auto rows = static_cast<std::size_t>(c.batch * c.seq);
     const auto channels = static_cast<std::size_t>(c.channels);
-    const std::vector<float> word = bf16_exact_normal(static_cast<std::size_t>(c.starts.back()) * channels, 91, 0.05);
-    std::vector<float> position = bf16_exact_normal(static_cast<std::size_t>(c.seq) * channels, 92, 0.02);
+    const std::vector<float> word = rounded_normal(static_cast<std::size_t>(c.starts.back()) * channels, 91, 0.0, 0.05);
+    std::vector<float> position = rounded_normal(static_cast<std::size_t>(c.seq) * channels, 92, 0.0, 0.02);
     MirroredArray<std::int32_t> tokens(rows, DType::i32);
     tokens.host = tokens_across(rows, c.starts, 93);
     tokens.upload();
-    auto position_gpu = bf16_array(position);
+    auto position_gpu = bf16_on_gpu(position);
     for (std::size_t s = 0; s + 1 < c.starts.size(); ++s) {
       SCOPED_TRACE("slice " + std::to_string(s));
       const EmbeddingShape shape{c.batch, c.seq, c.channels, c.starts[s + 1] - c.starts[s], c.starts[s]};
@@ -113,12 +90,12 @@ TEST(CudaVocabParallelEmbedding, ForwardSlicesMatchTheCpuBitForBit) {
       cpu::embedding_forward(tokens.host_view(), host_tensor(slice), s == 0 ? host_tensor(position) : Tensor{},
                              host_tensor(out), shape);
 
-      auto slice_gpu = bf16_array(slice);
+      auto slice_gpu = bf16_on_gpu(slice);
       MirroredArray<std::uint16_t> out_gpu(out.size(), DType::bf16);
       embedding_forward(tokens.device_view(), slice_gpu.device_view(), s == 0 ? position_gpu.device_view() : Tensor{},
                         out_gpu.device_view(), shape, stream);
       stream.synchronize();
-      testing::expect_bitwise_equal(out_gpu.download(), bf16_bits(out), "embedding out of the slice");
+      testing::expect_bitwise_equal(out_gpu.download(), to_bf16_bits(out), "embedding out of the slice");
     }
   }
 }
@@ -130,15 +107,15 @@ TEST(CudaVocabParallelEmbedding, BackwardSlicesMatchTheCpu) {
     SCOPED_TRACE(describe(c));
     const auto rows = static_cast<std::size_t>(c.batch * c.seq);
     const auto channels = static_cast<std::size_t>(c.channels);
-    std::vector<float> d_out = bf16_exact_normal(rows * channels, 94, 1.0);
+    std::vector<float> d_out = rounded_normal(rows * channels, 94, 0.0, 1.0);
     MirroredArray<std::int32_t> tokens(rows, DType::i32);
     tokens.host = tokens_across(rows, c.starts, 95);
     tokens.upload();
     const std::vector<float> d_word_initial =
-        bf16_exact_normal(static_cast<std::size_t>(c.starts.back()) * channels, 96, 0.01);
+        rounded_normal(static_cast<std::size_t>(c.starts.back()) * channels, 96, 0.0, 0.01);
     const std::vector<float> d_position_initial =
-        bf16_exact_normal(static_cast<std::size_t>(c.seq) * channels, 97, 0.01);
-    auto d_out_gpu = bf16_array(d_out);
+        rounded_normal(static_cast<std::size_t>(c.seq) * channels, 97, 0.0, 0.01);
+    auto d_out_gpu = bf16_on_gpu(d_out);
     for (std::size_t s = 0; s + 1 < c.starts.size(); ++s) {
       SCOPED_TRACE("slice " + std::to_string(s));
       const EmbeddingShape shape{c.batch, c.seq, c.channels, c.starts[s + 1] - c.starts[s], c.starts[s]};
@@ -157,8 +134,8 @@ TEST(CudaVocabParallelEmbedding, BackwardSlicesMatchTheCpu) {
         }
       }
 
-      auto d_word_gpu = f32_array(d_word_start);
-      auto d_position_gpu = f32_array(d_position_initial);
+      auto d_word_gpu = f32_on_gpu(d_word_start);
+      auto d_position_gpu = f32_on_gpu(d_position_initial);
       MirroredArray<float> scratch(
           static_cast<std::size_t>(embedding_backward_scratch_floats(testing::gpu(), c.batch * c.seq, c.channels)),
           DType::f32);
