@@ -70,6 +70,14 @@ std::vector<std::int32_t> repetitive_tokens(std::size_t n, std::int64_t vocab, s
   return tokens;
 }
 
+// repetitive_tokens on the GPU (and kept on the host for the CPU kernels).
+MirroredArray<std::int32_t> repetitive_tokens_on_gpu(std::size_t n, std::int64_t vocab, std::uint64_t seed) {
+  MirroredArray<std::int32_t> tokens(n, DType::i32);
+  tokens.host = repetitive_tokens(n, vocab, seed);
+  tokens.upload();
+  return tokens;
+}
+
 const std::vector<EmbeddingCase> kEmbeddingCases = {
     {{4, 512, 768, 50304}, 2048}, {{3, 37, 100, 1000}, 37}, {{2, 256, 2048, 4099}, 300}, {{1, 1, 8, 5}, 4}};
 
@@ -82,9 +90,7 @@ TEST(CudaEmbedding, ForwardMatchesCpuBitForBit) {
     const auto rows = static_cast<std::size_t>(s.batch * s.seq);
     std::vector<float> word = rounded_uniform(static_cast<std::size_t>(s.vocab * s.channels), 61, 0.05f);
     std::vector<float> position = rounded_normal(static_cast<std::size_t>(c.position_rows * s.channels), 62, 0.0, 0.02);
-    MirroredArray<std::int32_t> tokens(rows, DType::i32);
-    tokens.host = repetitive_tokens(rows, s.vocab, 63);
-    tokens.upload();
+    auto tokens = repetitive_tokens_on_gpu(rows, s.vocab, 63);
     std::vector<float> out(rows * static_cast<std::size_t>(s.channels));
     cpu::embedding_forward(tokens.host_view(), view(word), view(position), view(out), s);
 
@@ -107,9 +113,7 @@ TEST(CudaEmbedding, BackwardMatchesCpuAndIsDeterministic) {
     const auto rows = static_cast<std::size_t>(s.batch * s.seq);
     const auto channels = static_cast<std::size_t>(s.channels);
     std::vector<float> d_out = rounded_normal(rows * channels, 71, 0.0, 1.0);
-    MirroredArray<std::int32_t> tokens(rows, DType::i32);
-    tokens.host = repetitive_tokens(rows, s.vocab, 72);
-    tokens.upload();
+    auto tokens = repetitive_tokens_on_gpu(rows, s.vocab, 72);
     const std::vector<float> d_word_initial =
         rounded_uniform(static_cast<std::size_t>(s.vocab * s.channels), 73, 0.01f);
     const std::vector<float> d_position_initial =
