@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -75,6 +77,26 @@ TEST(ParamList, ModelFlopsPerTokenCountsTheWholeModel) {
   EXPECT_DOUBLE_EQ(model_flops_per_token(config), 6 * parameters + 12 * layers * seq * hidden);
   config.tensor_parallel_size = 2;
   EXPECT_EQ(whole_model_parameters(config), static_cast<std::int64_t>(parameters));
+}
+
+// The workspace's room for a weight gradient (GptConfig::largest_linear_weight) against a
+// rank's parameter list: the largest two-dimensional weight that is not an embedding, with
+// the attention's or the MLP's weights the larger, on one rank and on two tensor-parallel ones.
+TEST(GptConfig, LargestLinearWeightIsTheLargestOfARanksLayerWeights) {
+  for (const int ffn : {64, 24}) {  // the MLP's weights larger, then qkv's
+    for (const int tp : {1, 2}) {
+      GptConfig config = testing::tiny_config();
+      config.ffn_hidden_size = ffn;
+      config.tensor_parallel_size = tp;
+      std::int64_t largest = 0;
+      for (const ParamSpec& spec : build_param_list(config).params) {
+        if (spec.shape.size() != 2 || spec.name.find("embedding") != std::string::npos) continue;
+        largest = std::max(largest, static_cast<std::int64_t>(spec.numel));
+      }
+      EXPECT_GT(largest, 0);
+      EXPECT_EQ(config.largest_linear_weight(), largest) << "ffn " << ffn << ", tensor-parallel " << tp;
+    }
+  }
 }
 
 TEST(ParamList, ReverseOrderOfUseContiguousOffsets) {
