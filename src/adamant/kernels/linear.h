@@ -134,7 +134,7 @@ inline void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor&
       [&] {
         cpu::linear_backward(
             d_out, in, weight, d_in, d_weight, d_bias, shape, weight_grad,
-            weight_grad == WeightGrad::accumulate ? workspace.weight_grad_scratch(d_out.dtype) : Tensor{});
+            weight_grad == WeightGrad::accumulate ? workspace.weight_grad_scratch(d_weight.dtype) : Tensor{});
       },
       ADAMANT_CUDA_CALL(
           cuda::linear_backward(d_out, in, weight, d_in, d_weight, d_bias, shape, workspace, stream, weight_grad)));

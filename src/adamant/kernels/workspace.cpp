@@ -19,7 +19,7 @@ Workspace::Workspace(Device device, const Stream& stream, const WorkspaceNeeds& 
   if (device.is_cuda()) {
     resources_.reset(cuda::make_workspace_resources(device, needs));
   } else if (needs.weight_grad_elements > 0) {
-    weight_grad_scratch_ = Buffer(static_cast<std::size_t>(needs.weight_grad_elements) * sizeof(double), device);
+    weight_grad_scratch_ = Buffer(weight_grad_scratch_bytes(needs.weight_grad_elements), device);
   }
 }
 

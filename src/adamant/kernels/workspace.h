@@ -46,6 +46,12 @@ struct WorkspaceNeeds {
   std::int64_t weight_grad_elements = 0;
 };
 
+// Bytes a CPU workspace holds for `weight_grad_elements`: room for fp64, the widest of the
+// CPU kernels' dtypes (the planner counts the same).
+constexpr std::size_t weight_grad_scratch_bytes(std::int64_t weight_grad_elements) {
+  return static_cast<std::size_t>(weight_grad_elements) * sizeof(double);
+}
+
 namespace cuda {
 class WorkspaceResources;  // a GPU workspace's memory and handles (kernels/cuda/workspace_resources.h)
 // Made and freed by kernels/cuda/workspace_cuda.cpp; a build without CUDA refuses to make one.

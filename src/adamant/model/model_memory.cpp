@@ -6,6 +6,7 @@
 #include "adamant/kernels/cross_entropy.h"
 #include "adamant/kernels/dispatch.h"
 #include "adamant/kernels/flash_attention_scores.h"
+#include "adamant/kernels/workspace.h"
 #include "adamant/model/loss_readback.h"
 #include "adamant/model/param_layout.h"
 
@@ -94,8 +95,7 @@ ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_
   m.host_statistics = static_cast<std::size_t>(config.padded_vocab_size()) * grad_size;
   m.host_loss_reads = LossReadback::host_bytes(tokens, dtypes.grad);
   m.attention_scores = attention_score_scratch_taken(config, micro_batch_size, device, m.activations);
-  if (!device.is_cuda())
-    m.weight_grad_scratch = static_cast<std::size_t>(config.largest_linear_weight()) * sizeof(double);
+  if (!device.is_cuda()) m.weight_grad_scratch = kernels::weight_grad_scratch_bytes(config.largest_linear_weight());
   return m;
 }
 
