@@ -72,10 +72,7 @@ std::vector<std::int32_t> repetitive_tokens(std::size_t n, std::int64_t vocab, s
 
 // repetitive_tokens on the GPU (and kept on the host for the CPU kernels).
 MirroredArray<std::int32_t> repetitive_tokens_on_gpu(std::size_t n, std::int64_t vocab, std::uint64_t seed) {
-  MirroredArray<std::int32_t> tokens(n, DType::i32);
-  tokens.host = repetitive_tokens(n, vocab, seed);
-  tokens.upload();
-  return tokens;
+  return testing::on_gpu(repetitive_tokens(n, vocab, seed), DType::i32);
 }
 
 const std::vector<EmbeddingCase> kEmbeddingCases = {

@@ -86,12 +86,19 @@ inline std::vector<std::uint16_t> to_bf16_bits(const std::vector<float>& values)
   return bits;
 }
 
-// A bf16 GPU array holding `bits`, `offset` elements into its allocation.
-inline MirroredArray<std::uint16_t> bf16_bits_on_gpu(const std::vector<std::uint16_t>& bits, std::size_t offset = 0) {
-  MirroredArray<std::uint16_t> array(bits.size(), DType::bf16, offset);
-  array.host = bits;
+// A GPU array of `dtype` holding `values` as they are (also kept on the host), `offset`
+// elements into its allocation.
+template <typename T>
+inline MirroredArray<T> on_gpu(const std::vector<T>& values, DType dtype, std::size_t offset = 0) {
+  MirroredArray<T> array(values.size(), dtype, offset);
+  array.host = values;
   array.upload();
   return array;
+}
+
+// A bf16 GPU array holding `bits`, `offset` elements into its allocation.
+inline MirroredArray<std::uint16_t> bf16_bits_on_gpu(const std::vector<std::uint16_t>& bits, std::size_t offset = 0) {
+  return on_gpu(bits, DType::bf16, offset);
 }
 
 // A bf16 GPU array holding `values` rounded to bf16, `offset` elements into its allocation.
@@ -100,12 +107,7 @@ inline MirroredArray<std::uint16_t> bf16_on_gpu(const std::vector<float>& values
 }
 
 // An fp32 GPU array holding `values`.
-inline MirroredArray<float> f32_on_gpu(const std::vector<float>& values) {
-  MirroredArray<float> array(values.size(), DType::f32);
-  array.host = values;
-  array.upload();
-  return array;
-}
+inline MirroredArray<float> f32_on_gpu(const std::vector<float>& values) { return on_gpu(values, DType::f32); }
 
 // The values of a bf16 GPU array.
 inline std::vector<float> download_bf16(const MirroredArray<std::uint16_t>& array) {
