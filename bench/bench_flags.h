@@ -4,19 +4,19 @@
 // status 2, saying what was wrong and showing the usage line, so that a bench never runs
 // with a value its caller did not mean (std::atoi reads "abc" as 0). Host code only, so
 // that both bench/*.cu and bench/*.cpp can use it.
-#include <charconv>
 #include <climits>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
+
+#include "adamant/core/number_text.h"
 
 namespace adamant::bench {
 
@@ -71,15 +71,13 @@ class BenchFlags {
     const std::string expected =
         at_most == INT_MAX ? "a whole number of at least " + std::to_string(at_least)
                            : "a whole number from " + std::to_string(at_least) + " to " + std::to_string(at_most);
-    int number = 0;
-    const char* end = value->data() + value->size();
-    const auto [stop, error] = std::from_chars(value->data(), end, number);
-    if (error == std::errc::result_out_of_range) {
+    const NumberText<int> read = read_number_text<int>(*value);
+    if (read.error == NumberTextError::out_of_range) {
       fail(std::string(flag) + " " + *value + " is out of range: expected " + expected);
     }
-    if (error != std::errc() || stop != end || number < at_least || number > at_most) {
+    const int number = read.value;
+    if (!read.ok() || number < at_least || number > at_most)
       fail(std::string(flag) + " " + *value + " is not " + expected);
-    }
     return number;
   }
 
@@ -87,14 +85,12 @@ class BenchFlags {
   double number(std::string_view flag, double fallback, double at_least, double below) const {
     const std::string* value = value_of(flag);
     if (value == nullptr) return fallback;
-    double number = 0;
-    const char* end = value->data() + value->size();
-    const auto [stop, error] = std::from_chars(value->data(), end, number);
-    if (error != std::errc() || stop != end || !std::isfinite(number) || number < at_least || number >= below) {
+    const std::optional<double> number = number_from_text<double>(*value);
+    if (!number || *number < at_least || *number >= below) {
       fail(std::string(flag) + " " + *value + " is not a number of at least " + shown(at_least) + " and below " +
            shown(below));
     }
-    return number;
+    return *number;
   }
 
  private:

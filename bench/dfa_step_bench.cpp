@@ -23,7 +23,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "adamant/comm/mpi_communicator.h"
@@ -31,11 +33,13 @@
 #include "adamant/comm/process_grid.h"
 #include "adamant/core/buffer.h"
 #include "adamant/core/error.h"
+#include "adamant/core/number_text.h"
 #include "adamant/core/stream.h"
 #include "adamant/kernels/adam.h"
 #include "adamant/model/gpt_config.h"
 #include "adamant/model/param_layout.h"
 #include "adamant/optim/distributed_fused_adam.h"
+#include "bench_flags.h"
 
 namespace {
 
@@ -50,54 +54,39 @@ struct BenchOptions {
   std::vector<double> bucket_caps_mb = {100, 25};
 };
 
+// Bad flags or values end the program with status 2 (bench_flags.h).
 BenchOptions parse(int argc, char** argv) {
+  const bench::BenchFlags flags(
+      argc, argv, "dfa_step_bench",
+      "[--reps N] [--warmups N] [--json PATH] [--bucket-caps MIB,MIB...] [--layers N] [--hidden N] [--heads N] "
+      "[--ffn N] [--seq N] [--vocab N]",
+      {"--reps", "--warmups", "--json", "--bucket-caps", "--layers", "--hidden", "--heads", "--ffn", "--seq",
+       "--vocab"});
   BenchOptions o;
-  o.model.num_layers = 24;
-  o.model.hidden_size = 2048;
-  o.model.num_attention_heads = 16;
-  o.model.ffn_hidden_size = 4 * 2048;
-  o.model.seq_length = 2048;
-  o.model.vocab_size = 50257;
-  bool ffn_given = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    ADAMANT_CHECK(i + 1 < argc, "dfa_step_bench: {} needs a value", arg);
-    const std::string value = argv[++i];
-    if (arg == "--reps") {
-      o.reps = std::stoi(value);
-    } else if (arg == "--warmups") {
-      o.warmups = std::stoi(value);
-    } else if (arg == "--json") {
-      o.json_path = value;
-    } else if (arg == "--layers") {
-      o.model.num_layers = std::stoi(value);
-    } else if (arg == "--hidden") {
-      o.model.hidden_size = std::stoi(value);
-    } else if (arg == "--heads") {
-      o.model.num_attention_heads = std::stoi(value);
-    } else if (arg == "--ffn") {
-      o.model.ffn_hidden_size = std::stoi(value);
-      ffn_given = true;
-    } else if (arg == "--seq") {
-      o.model.seq_length = std::stoi(value);
-    } else if (arg == "--vocab") {
-      o.model.vocab_size = std::stoi(value);
-    } else if (arg == "--bucket-caps") {  // comma-separated MiB
-      o.bucket_caps_mb.clear();
-      for (std::size_t start = 0; start <= value.size();) {
-        const std::size_t comma = std::min(value.find(',', start), value.size());
-        o.bucket_caps_mb.push_back(std::stod(value.substr(start, comma - start)));
-        start = comma + 1;
+  o.reps = flags.whole_number("--reps", o.reps, 1);
+  o.warmups = flags.whole_number("--warmups", o.warmups, 0);
+  o.json_path = flags.text("--json", "");
+  o.model.num_layers = flags.whole_number("--layers", 24, 1);
+  o.model.hidden_size = flags.whole_number("--hidden", 2048, 1);
+  o.model.num_attention_heads = flags.whole_number("--heads", 16, 1);
+  o.model.ffn_hidden_size = flags.whole_number("--ffn", 4 * o.model.hidden_size, 1);
+  o.model.seq_length = flags.whole_number("--seq", 2048, 1);
+  o.model.vocab_size = flags.whole_number("--vocab", 50257, 1);
+  const std::string caps = flags.text("--bucket-caps", "");
+  if (!caps.empty()) {
+    o.bucket_caps_mb.clear();
+    for (std::size_t start = 0; start <= caps.size();) {
+      const std::size_t comma = std::min(caps.find(',', start), caps.size());
+      const std::optional<double> cap = number_from_text<double>(std::string_view(caps).substr(start, comma - start));
+      if (!cap || *cap <= 0) {
+        std::fprintf(stderr, "dfa_step_bench: --bucket-caps %s is not a list of positive MiB such as 100,25\n",
+                     caps.c_str());
+        std::exit(2);
       }
-    } else {
-      fail(
-          "dfa_step_bench: unknown option {}; use --reps N --warmups N --json PATH --bucket-caps 100,25 "
-          "--layers --hidden --heads --ffn --seq --vocab",
-          arg);
+      o.bucket_caps_mb.push_back(*cap);
+      start = comma + 1;
     }
   }
-  if (!ffn_given) o.model.ffn_hidden_size = 4 * o.model.hidden_size;
-  ADAMANT_CHECK(o.reps > 0 && o.warmups >= 0, "dfa_step_bench: --reps must be positive and --warmups not negative");
   return o;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "adamant/core/device.h"
@@ -19,6 +20,7 @@
 #include "adamant/model/generation.h"
 #include "adamant/train/run_setup.h"
 #include "adamant/train/train_config.h"
+#include "bench_flags.h"
 
 namespace {
 
@@ -34,38 +36,27 @@ struct BenchArgs {
   int top_k = 40;
 };
 
+// The config first, then the flags (bench_flags.h: a bad value ends the program with status 2).
 BenchArgs parse(int argc, char** argv) {
-  BenchArgs args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      ADAMANT_CHECK(i + 1 < argc, "{} needs a value", flag);
-      return argv[++i];
-    };
-    if (flag == "--device") {
-      args.device = value();
-    } else if (flag == "--prompt-tokens") {
-      args.prompt_tokens = std::stoi(value());
-    } else if (flag == "--new-tokens") {
-      args.new_tokens = std::stoi(value());
-    } else if (flag == "--batch") {
-      args.batch = std::stoi(value());
-    } else if (flag == "--reps") {
-      args.reps = std::stoi(value());
-    } else if (flag == "--top-k") {
-      args.top_k = std::stoi(value());
-    } else if (args.config.empty() && flag.rfind("--", 0) != 0) {
-      args.config = flag;
-    } else {
-      adamant::fail(
-          "unknown argument {}; usage: generate_bench CONFIG.yaml [--device cpu|cuda] [--prompt-tokens N] "
-          "[--new-tokens N] [--batch N] [--reps N] [--top-k K]",
-          flag);
-    }
+  const std::string usage =
+      "CONFIG.yaml [--device cpu|cuda] [--prompt-tokens N] [--new-tokens N] [--batch N] [--reps N] [--top-k K]";
+  if (argc < 2 || std::string_view(argv[1]).starts_with("--")) {
+    std::fprintf(stderr, "generate_bench: the config comes first\nusage: generate_bench %s\n", usage.c_str());
+    std::exit(2);
   }
-  ADAMANT_CHECK(!args.config.empty(), "usage: generate_bench CONFIG.yaml [--device cpu|cuda] ...");
-  ADAMANT_CHECK(args.prompt_tokens >= 1 && args.new_tokens >= 1 && args.batch >= 1 && args.reps >= 1,
-                "--prompt-tokens, --new-tokens, --batch and --reps must be positive");
+  // The config stands where BenchFlags expects the program's name.
+  const adamant::bench::BenchFlags flags(
+      argc - 1, argv + 1, "generate_bench", usage,
+      {"--device", "--prompt-tokens", "--new-tokens", "--batch", "--reps", "--top-k"});
+  BenchArgs args;
+  args.config = argv[1];
+  // No --device: the GPU where there is one.
+  if (!flags.text("--device", "").empty()) args.device = flags.one_of("--device", "cpu", {"cpu", "cuda"});
+  args.prompt_tokens = flags.whole_number("--prompt-tokens", args.prompt_tokens, 1);
+  args.new_tokens = flags.whole_number("--new-tokens", args.new_tokens, 1);
+  args.batch = flags.whole_number("--batch", args.batch, 1);
+  args.reps = flags.whole_number("--reps", args.reps, 1);
+  args.top_k = flags.whole_number("--top-k", args.top_k, 0);
   return args;
 }
 

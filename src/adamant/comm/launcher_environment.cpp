@@ -1,25 +1,18 @@
 #include "adamant/comm/launcher_environment.h"
 
-#include <charconv>
 #include <cstdlib>
 
 #include "adamant/core/error.h"
+#include "adamant/core/number_text.h"
 
 namespace adamant::comm {
 
 namespace {
 
-std::optional<int> parse_int(std::string_view text) {
-  int value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
 std::optional<int> integer_variable(const EnvironmentLookup& environment, const char* name) {
   const char* text = environment(name);
   if (text == nullptr) return std::nullopt;
-  return parse_int(text);
+  return number_from_text<int>(text);
 }
 
 std::optional<LauncherLocalRank> checked(std::optional<int> rank, std::optional<int> size, std::string_view source) {
@@ -45,11 +38,11 @@ std::optional<int> slurm_tasks_on_node(std::string_view tasks_per_node, int node
     tasks_per_node = more ? tasks_per_node.substr(comma + 1) : std::string_view();
     // "<tasks>" or "<tasks>(x<nodes>)"
     const std::size_t paren = item.find("(x");
-    const std::optional<int> tasks = parse_int(item.substr(0, paren));
+    const std::optional<int> tasks = number_from_text<int>(item.substr(0, paren));
     std::optional<int> nodes = 1;
     if (paren != std::string_view::npos) {
       if (item.size() < paren + 4 || item.back() != ')') return std::nullopt;
-      nodes = parse_int(item.substr(paren + 2, item.size() - paren - 3));
+      nodes = number_from_text<int>(item.substr(paren + 2, item.size() - paren - 3));
     }
     if (!tasks || !nodes || *tasks < 1 || *nodes < 1) return std::nullopt;
     if (!found && node_id < first_node + *nodes) found = *tasks;  // the rest is still checked

@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <cfenv>
-#include <charconv>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "adamant/core/error.h"
+#include "adamant/core/number_text.h"
 
 namespace adamant::data {
 std::array<double, 3> split_weights(std::string_view splits_string, const KeyOrigin& origin) {
@@ -20,16 +21,14 @@ std::array<double, 3> split_weights(std::string_view splits_string, const KeyOri
     const auto first = field.find_first_not_of(" \t");
     const auto last = field.find_last_not_of(" \t");
     field = first == std::string::npos ? "" : field.substr(first, last - first + 1);
-    double weight = 0.0;
-    const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), weight);
-    if (count == weights.size() || field.empty() || error != std::errc() || end != field.data() + field.size() ||
-        !std::isfinite(weight) || weight < 0.0) {
+    const std::optional<double> weight = number_from_text<double>(field);
+    if (count == weights.size() || !weight || *weight < 0.0) {
       fail(
           "model.data.splits_string: '{}' is not a train,validation,test split{}; write up to three non-negative "
           "weights such as \"969,30,1\" (or \"98/2/0\")",
           splits_string, check.where("model.data.splits_string"));
     }
-    weights[count] = weight;
+    weights[count] = *weight;
     if (stop == std::string_view::npos) break;
     start = stop + 1;
   }

@@ -3,12 +3,12 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
-#include <system_error>
+#include <optional>
 
 #include "adamant/core/atomic_file.h"
 #include "adamant/core/error.h"
 #include "adamant/core/file_read.h"
+#include "adamant/core/number_text.h"
 
 namespace adamant::kernels {
 
@@ -44,22 +44,18 @@ class LineFields {
   template <typename Integer>
   Integer integer(int base = 10) {
     const std::string_view field = fields_[next_];
-    Integer value{};
-    const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), value, base);
-    if (error != std::errc{} || end != field.data() + field.size()) {
-      bad(field, base == 16 ? "a hexadecimal integer" : "an integer in range");
-    }
+    const std::optional<Integer> value = number_from_text<Integer>(field, base);
+    if (!value) bad(field, base == 16 ? "a hexadecimal integer" : "an integer in range");
     ++next_;
-    return value;
+    return *value;
   }
 
   double microseconds() {
     const std::string_view field = fields_[next_];
-    double value = 0;
-    const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), value);
-    if (error != std::errc{} || end != field.data() + field.size() || !(value >= 0)) bad(field, "a time in us");
+    const std::optional<double> value = number_from_text<double>(field);
+    if (!value || *value < 0) bad(field, "a time in us");
     ++next_;
-    return value;
+    return *value;
   }
 
   std::array<std::uint64_t, kAlgorithmWords> algorithm() {
@@ -70,10 +66,9 @@ class LineFields {
       const std::size_t end = i + 1 < kAlgorithmWords ? field.find(':', start) : field.size();
       if (end == std::string_view::npos) bad(field, "8 hexadecimal words joined by ':'");
       const std::string_view word = field.substr(start, end - start);
-      const auto [last, error] = std::from_chars(word.data(), word.data() + word.size(), words[i], 16);
-      if (word.empty() || error != std::errc{} || last != word.data() + word.size()) {
-        bad(field, "8 hexadecimal words joined by ':'");
-      }
+      const std::optional<std::uint64_t> number = number_from_text<std::uint64_t>(word, 16);
+      if (!number) bad(field, "8 hexadecimal words joined by ':'");
+      words[i] = *number;
       start = end + 1;
     }
     ++next_;

@@ -3,7 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <charconv>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -12,6 +12,7 @@
 
 #include "adamant/core/archive.h"
 #include "adamant/core/error.h"
+#include "adamant/core/number_text.h"
 
 namespace adamant::optim {
 
@@ -100,9 +101,8 @@ std::vector<int> present_shard_indices(const std::filesystem::path& dir) {
       continue;
     }
     const std::string_view digits(name.data() + kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
-    int index = 0;
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-    if (error == std::errc() && end == digits.data() + digits.size() && index >= 0) indices.push_back(index);
+    const std::optional<int> index = number_from_text<int>(digits);
+    if (index && *index >= 0) indices.push_back(*index);
   }
   std::sort(indices.begin(), indices.end());
   return indices;

@@ -2,12 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
-#include <cmath>
 #include <limits>
-#include <system_error>
 
 #include "adamant/core/error.h"
+#include "adamant/core/number_text.h"
 
 namespace adamant::train::detail {
 namespace {
@@ -50,13 +48,10 @@ std::int64_t read_int64(const YAML::Node& value, std::string_view path, std::str
   if (!is_plain_scalar(value)) type_error(value, path, where, "an integer");
   std::string_view text = value.Scalar();
   if (text.starts_with('+')) text.remove_prefix(1);
-  std::int64_t result = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), result);
-  if (error == std::errc::result_out_of_range) fail("{}: {} is out of range for an integer{}", path, text, where);
-  if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
-    type_error(value, path, where, "an integer");
-  }
-  return result;
+  const NumberText<std::int64_t> read = read_number_text<std::int64_t>(text);
+  if (read.error == NumberTextError::out_of_range) fail("{}: {} is out of range for an integer{}", path, text, where);
+  if (!read.ok()) type_error(value, path, where, "an integer");
+  return read.value;
 }
 
 int read_int(const YAML::Node& value, std::string_view path, std::string_view where) {
@@ -72,13 +67,12 @@ double read_number(const YAML::Node& value, std::string_view path, std::string_v
   if (!is_plain_scalar(value)) type_error(value, path, where, "a number");
   std::string_view text = value.Scalar();
   if (text.starts_with('+')) text.remove_prefix(1);
-  double result = 0.0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), result);
-  if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
-    type_error(value, path, where, "a number");
+  const NumberText<double> read = read_number_text<double>(text);
+  if (read.error == NumberTextError::not_finite) {
+    fail("{}: expected a finite number, got '{}'{}", path, value.Scalar(), where);
   }
-  if (!std::isfinite(result)) fail("{}: expected a finite number, got '{}'{}", path, value.Scalar(), where);
-  return result;
+  if (!read.ok()) type_error(value, path, where, "a number");
+  return read.value;
 }
 
 bool read_bool(const YAML::Node& value, std::string_view path, std::string_view where) {
