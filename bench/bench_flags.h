@@ -76,8 +76,9 @@ class BenchFlags {
       fail(std::string(flag) + " " + *value + " is out of range: expected " + expected);
     }
     const int number = read.value;
-    if (!read.ok() || number < at_least || number > at_most)
+    if (!read.ok() || number < at_least || number > at_most) {
       fail(std::string(flag) + " " + *value + " is not " + expected);
+    }
     return number;
   }
 
@@ -91,6 +92,13 @@ class BenchFlags {
            shown(below));
     }
     return *number;
+  }
+
+  // Ends the program with status 2, saying `what` and showing the usage line: also for the
+  // checks a bench makes of the values it read.
+  [[noreturn]] void fail(const std::string& what) const {
+    std::fprintf(stderr, "%s: %s\nusage: %s %s\n", program_.c_str(), what.c_str(), program_.c_str(), usage_.c_str());
+    std::exit(2);
   }
 
  private:
@@ -122,11 +130,6 @@ class BenchFlags {
     require_declared(value_flags_, flag);
     const auto found = values_.find(flag);
     return found == values_.end() ? nullptr : &found->second;
-  }
-
-  [[noreturn]] void fail(const std::string& what) const {
-    std::fprintf(stderr, "%s: %s\nusage: %s %s\n", program_.c_str(), what.c_str(), program_.c_str(), usage_.c_str());
-    std::exit(2);
   }
 
   std::string program_;

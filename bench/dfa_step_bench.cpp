@@ -78,11 +78,7 @@ BenchOptions parse(int argc, char** argv) {
     for (std::size_t start = 0; start <= caps.size();) {
       const std::size_t comma = std::min(caps.find(',', start), caps.size());
       const std::optional<double> cap = number_from_text<double>(std::string_view(caps).substr(start, comma - start));
-      if (!cap || *cap <= 0) {
-        std::fprintf(stderr, "dfa_step_bench: --bucket-caps %s is not a list of positive MiB such as 100,25\n",
-                     caps.c_str());
-        std::exit(2);
-      }
+      if (!cap || *cap <= 0) flags.fail("--bucket-caps " + caps + " is not a list of positive MiB such as 100,25");
       o.bucket_caps_mb.push_back(*cap);
       start = comma + 1;
     }

@@ -38,16 +38,13 @@ struct BenchArgs {
 
 // The config first, then the flags (bench_flags.h: a bad value ends the program with status 2).
 BenchArgs parse(int argc, char** argv) {
-  const std::string usage =
-      "CONFIG.yaml [--device cpu|cuda] [--prompt-tokens N] [--new-tokens N] [--batch N] [--reps N] [--top-k K]";
-  if (argc < 2 || std::string_view(argv[1]).starts_with("--")) {
-    std::fprintf(stderr, "generate_bench: the config comes first\nusage: generate_bench %s\n", usage.c_str());
-    std::exit(2);
-  }
   // The config stands where BenchFlags expects the program's name.
+  const bool config_first = argc >= 2 && !std::string_view(argv[1]).starts_with("--");
   const adamant::bench::BenchFlags flags(
-      argc - 1, argv + 1, "generate_bench", usage,
+      config_first ? argc - 1 : argc, config_first ? argv + 1 : argv, "generate_bench",
+      "CONFIG.yaml [--device cpu|cuda] [--prompt-tokens N] [--new-tokens N] [--batch N] [--reps N] [--top-k K]",
       {"--device", "--prompt-tokens", "--new-tokens", "--batch", "--reps", "--top-k"});
+  if (!config_first) flags.fail("the config comes first");
   BenchArgs args;
   args.config = argv[1];
   // No --device: the GPU where there is one.

@@ -56,6 +56,9 @@ TEST(BenchFlags, MistakesInTheCommandLineEndTheProgram) {
   EXPECT_EXIT(parse({"--reps", "5", "--reps", "6"}), status_2, "--reps is given twice");
   EXPECT_EXIT(parse({"--fast", "--fast"}), status_2, "--fast is given twice");
   EXPECT_EXIT(parse({"--fast", "1"}), status_2, "1 is not a flag this program takes");
+  // A check the bench makes of a value it read ends the same way.
+  EXPECT_EXIT(parse({"--model", "x"}).fail("--model x names no config"), status_2,
+              "bench: --model x names no config\nusage: bench \\[--reps N\\]");
 }
 
 TEST(BenchFlags, ValuesThatAreNotWhatTheFlagTakesEndTheProgram) {
