@@ -399,6 +399,26 @@ TEST(TrainerErrors, CorruptCheckpointIsRefused) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST(TrainerErrors, CheckpointFolderNotNamedByStepIsRefusedByName) {
+  const auto dir = shared_temp_dir("step-name");
+  const auto prefix = write_random_dataset(dir, 200, 50257);
+  train::TrainConfig config = tiny_config(prefix, dir / "run");
+  config.trainer.max_steps = 1;
+  train_on_ranks(config, 1);
+  if (world_rank() == 0) {
+    const auto checkpoints = dir / "run" / "run" / "checkpoints";
+    std::filesystem::rename(checkpoints / "step_00000001", checkpoints / "step_best");
+    std::ofstream(checkpoints / "latest") << "step_best\n";
+    config.trainer.max_steps = 2;
+    // Node-local checkpoints: the ranks agree on the newest step before resuming (checkpoint_roles.h).
+    config.exp_manager.checkpoint_callback_params.node_local = true;
+    config.exp_manager.resume_if_exists = true;
+    expect_error_containing([&] { fused_adam_alone(config, dir / "run"); },
+                            "step_best is not named step_<step> as Adamant writes them");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST(TrainerErrors, CheckpointOfAnotherModelIsRefused) {
   const auto dir = shared_temp_dir("other-model");
   const auto prefix = write_random_dataset(dir, 200, 50257);

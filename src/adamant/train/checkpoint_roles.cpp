@@ -2,9 +2,12 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "adamant/core/error.h"
+#include "adamant/core/number_text.h"
 
 namespace adamant::train {
 
@@ -46,8 +49,13 @@ std::optional<std::filesystem::path> agreed_latest_checkpoint(const CheckpointSt
   // The folder's name orders checkpoints by step; -1: none. Max of (step, -step) gives both extremes.
   std::int64_t step = -1;
   if (latest) {
-    const std::string name = latest->filename().string();
-    step = std::stoll(name.substr(name.find('_') + 1));
+    const std::string name = latest->filename().string();  // step_<digits>: is_complete_checkpoint saw "step_"
+    const std::optional<std::int64_t> number = number_from_text<std::int64_t>(std::string_view(name).substr(5));
+    ADAMANT_CHECK(number && *number >= 0,
+                  "checkpoint folder {} is not named step_<step> as Adamant writes them; rename it (e.g. "
+                  "step_00000100) or move it out of {}",
+                  latest->string(), store.dir().string());
+    step = *number;
   }
   std::array<std::int64_t, 2> extremes = {step, -step};
   world.all_reduce(Tensor::flat(extremes.data(), DType::i64, Device::cpu(), extremes.size()), comm::ReduceOp::max);
