@@ -381,12 +381,19 @@ TEST(TrainerErrors, MalformedMatmulAlgorithmTableStopsTheRunNamingItsLine) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-TEST(TrainerErrors, CorruptCheckpointIsRefused) {
-  const auto dir = shared_temp_dir("corrupt");
+// A tiny run in `dir` trained one step on every rank: its checkpoint is
+// <dir>/run/run/checkpoints/step_00000001, and the config returned resumes from it.
+train::TrainConfig trained_one_step(const std::filesystem::path& dir) {
   const auto prefix = write_random_dataset(dir, 200, 50257);
   train::TrainConfig config = tiny_config(prefix, dir / "run");
   config.trainer.max_steps = 1;
   train_on_ranks(config, 1);
+  return config;
+}
+
+TEST(TrainerErrors, CorruptCheckpointIsRefused) {
+  const auto dir = shared_temp_dir("corrupt");
+  train::TrainConfig config = trained_one_step(dir);
   if (world_rank() == 0) {
     const auto file = dir / "run" / "run" / "checkpoints" / "step_00000001" / "model.adm";
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
@@ -401,10 +408,7 @@ TEST(TrainerErrors, CorruptCheckpointIsRefused) {
 
 TEST(TrainerErrors, CheckpointFolderNotNamedByStepIsRefusedByName) {
   const auto dir = shared_temp_dir("step-name");
-  const auto prefix = write_random_dataset(dir, 200, 50257);
-  train::TrainConfig config = tiny_config(prefix, dir / "run");
-  config.trainer.max_steps = 1;
-  train_on_ranks(config, 1);
+  train::TrainConfig config = trained_one_step(dir);
   if (world_rank() == 0) {
     const auto checkpoints = dir / "run" / "run" / "checkpoints";
     std::filesystem::rename(checkpoints / "step_00000001", checkpoints / "step_best");
@@ -421,10 +425,7 @@ TEST(TrainerErrors, CheckpointFolderNotNamedByStepIsRefusedByName) {
 
 TEST(TrainerErrors, CheckpointOfAnotherModelIsRefused) {
   const auto dir = shared_temp_dir("other-model");
-  const auto prefix = write_random_dataset(dir, 200, 50257);
-  train::TrainConfig config = tiny_config(prefix, dir / "run");
-  config.trainer.max_steps = 1;
-  train_on_ranks(config, 1);
+  train::TrainConfig config = trained_one_step(dir);
   if (world_rank() == 0) {
     config.trainer.max_steps = 2;
     config.model.hidden_size = 64;
