@@ -15,6 +15,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "adamant/comm/mpi_communicator.h"
 #include "adamant/comm/mpi_session.h"
 #include "adamant/core/error.h"
+#include "adamant/core/number_text.h"
 #include "adamant/core/safetensors.h"
 #include "adamant/model/gpt_model.h"
 #include "adamant/model/hf_gpt2_layout.h"
@@ -63,7 +65,9 @@ Args parse_args(int argc, char** argv) {
       ADAMANT_CHECK(value == "cpu" || value == "cuda", "--device {}: use cpu or cuda", value);
       a.cuda = value == "cuda";
     } else if (key == "--steps") {
-      a.steps = std::stoi(value);
+      const std::optional<int> steps = number_from_text<int>(value);
+      ADAMANT_CHECK(steps && *steps > 0, "--steps {}: use a whole number of steps, at least 1", value);
+      a.steps = *steps;
     } else {
       fail("unknown argument {}", key);
     }

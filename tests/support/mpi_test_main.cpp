@@ -7,8 +7,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "adamant/core/device.h"
+#include "adamant/core/number_text.h"
 
 namespace {
 
@@ -17,8 +19,15 @@ constexpr int kSkipExitCode = 77;  // SKIP_RETURN_CODE of the gpu tests (cmake/A
 bool too_few_gpus(int rank) {
   const char* needed_text = std::getenv("ADAMANT_TEST_GPUS");
   if (needed_text == nullptr) return false;
-  const int needed = std::atoi(needed_text);
-  if (needed <= 0) return false;
+  const std::optional<int> read = adamant::number_from_text<int>(needed_text);
+  if (!read || *read < 0) {
+    // Set by adamant_gpu_test (cmake/AdamantTesting.cmake): a bad value is a build or
+    // environment mistake, not a reason to run or to skip.
+    std::fprintf(stderr, "ADAMANT_TEST_GPUS=%s: use a whole number of GPUs (0 or more)\n", needed_text);
+    std::exit(EXIT_FAILURE);
+  }
+  const int needed = *read;
+  if (needed == 0) return false;
   const int available = adamant::cuda_device_count();
   if (available >= needed) return false;
   if (rank == 0) {
