@@ -1,5 +1,6 @@
 // Benchmark of the CUDA flash attention kernels (causal, bf16) on the attention
-// shapes of GPT-3 126M, 1.3B and 2.7B at sequence 2048. Times the launch functions
+// shapes of GPT-3 126M, 1.3B, 2.7B and 760M (head sizes 64, 128, 80 and 96) at sequence
+// 2048, and of 126M and 1.3B at 8192. Times the launch functions
 // the kernels/ API calls (kernels/cuda/flash_attention_launchers.h) with CUDA
 // events: 3 warm-up runs, then the median of --reps runs. FLOPs counted as for
 // causal attention: forward 2 B H L^2 d (half of the dense 4 B H L^2 d), backward
@@ -127,11 +128,8 @@ int main(int argc, char** argv) {
               static_cast<double>(dropout), reps);
 
   // GPT-3 126M, 1.3B and 2.7B at sequence 2048, and 126M and 1.3B at 8192 (same tokens per batch).
-  const std::vector<Shape> shapes{{"126M", 8, 12, 2048, 64},
-                                  {"1.3B", 4, 16, 2048, 128},
-                                  {"2.7B", 4, 32, 2048, 80},
-                                  {"126M", 2, 12, 8192, 64},
-                                  {"1.3B", 1, 16, 8192, 128}};
+  const std::vector<Shape> shapes{{"126M", 8, 12, 2048, 64}, {"1.3B", 4, 16, 2048, 128}, {"2.7B", 4, 32, 2048, 80},
+                                  {"760M", 4, 16, 2048, 96}, {"126M", 2, 12, 8192, 64},  {"1.3B", 1, 16, 8192, 128}};
   std::vector<Result> results;
   for (const Shape& shape : shapes) results.push_back(measure(shape, dropout, reps, score_slots));
 

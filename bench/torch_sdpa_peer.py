@@ -2,8 +2,8 @@
 """PyTorch peer of bench/flash_attention_bench.cu on the same shapes.
 
 Times torch.nn.functional.scaled_dot_product_attention(is_causal=True) forward and
-backward, bf16, layout (B, H, L, d), on the attention shapes of GPT-3 126M, 1.3B and
-2.7B at sequence 2048 and 126M and 1.3B at 8192; --dropout P as flash_attention_bench's. CUDA events around
+backward, bf16, layout (B, H, L, d), on the attention shapes of GPT-3 126M, 1.3B,
+2.7B and 760M (head sizes 64, 128, 80, 96) at sequence 2048 and 126M and 1.3B at 8192; --dropout P as flash_attention_bench's. CUDA events around
 the GPU's work alone (the GPU spins while the host issues each run), 3 warm-ups, median of --reps.
 FLOPs are counted as flash_attention_bench counts them: forward 2 B H L^2 d,
 backward 2.5 times that. --backend pins one SDPA backend (default: PyTorch's choice).
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 SHAPES = [("126M", 8, 12, 2048, 64), ("1.3B", 4, 16, 2048, 128), ("2.7B", 4, 32, 2048, 80),
-          ("126M", 2, 12, 8192, 64), ("1.3B", 1, 16, 8192, 128)]
+          ("760M", 4, 16, 2048, 96), ("126M", 2, 12, 8192, 64), ("1.3B", 1, 16, 8192, 128)]
 
 
 # GPU cycles of the spin before each timed run (about 0.5 ms): the host issues the run's kernels

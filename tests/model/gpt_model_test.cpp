@@ -450,7 +450,7 @@ TEST(ModelMemory, AttentionScoreScratchWithAttentionDropoutOnAGpu) {
   EXPECT_EQ(attention_score_scratch_bytes(head_size_128, 4, gpu), std::size_t{4} * 16 * 528 * 8192);
   EXPECT_EQ(model_memory(head_size_128, DType::bf16, 4, gpu, 0, pipeline_stage(head_size_128, 0), 1).attention_scores,
             std::size_t{4} * 16 * 528 * 8192);
-  GptConfig head_size_80 = config;  // GPT-3 2.7B's: the mma.sync kernels recompute
+  GptConfig head_size_80 = config;  // GPT-3 2.7B's: the kernels store scores at 64 and 128 only
   head_size_80.hidden_size = 2560;
   head_size_80.num_attention_heads = 32;
   EXPECT_EQ(attention_score_scratch_bytes(head_size_80, 4, gpu), 0u);

@@ -132,35 +132,34 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
       break;
   }
   if (status != cudaSuccess) return status;
-  if (flash_detail::uses_wgmma(problem.head_dim)) {
-    BackwardMaps maps;
-    status = encode_backward_maps(maps, operands, problem);
-    if (status != cudaSuccess) return status;
-    if (operands.d_scores == nullptr) {
-      status = launch_backward_key_pass_wgmma(maps, operands, problem, dropout, stream);
-      if (status != cudaSuccess) return status;
-      return launch_backward_query_pass_wgmma(maps, operands, problem, dropout, stream);
-    }
-    // A scratch that holds fewer slots than there are takes them in groups of as even a
-    // size as the scratch allows, so that every group's launches end with the same tail.
-    if (operands.score_slots < 1) return cudaErrorInvalidValue;
-    const int slots = problem.batch * problem.heads;
-    const int groups = (slots + operands.score_slots - 1) / operands.score_slots;
-    const int group_slots = (slots + groups - 1) / groups;
-    for (int first = 0; first < slots; first += group_slots) {
-      Problem group = problem;
-      group.first_slot = first;
-      group.slot_count = std::min(group_slots, slots - first);
-      status = launch_backward_key_pass_wgmma(maps, operands, group, dropout, stream);
-      if (status != cudaSuccess) return status;
-      status = launch_backward_stored_query_pass_wgmma(maps, operands, group, dropout, stream);
-      if (status != cudaSuccess) return status;
-    }
-    return cudaSuccess;
-  }
-  status = launch_backward_key_pass(operands, problem, dropout, stream);
+  BackwardMaps maps;
+  status = encode_backward_maps(maps, operands, problem);
   if (status != cudaSuccess) return status;
-  return launch_backward_query_pass(operands, problem, dropout, stream);
+  // A score scratch is a choice the kernels may decline: at head sizes without the
+  // stored-scores query pass the two passes recompute.
+  if (operands.d_scores == nullptr || !stores_scores(problem.head_dim)) {
+    BackwardOperands recomputing = operands;
+    recomputing.d_scores = nullptr;
+    status = launch_backward_key_pass(maps, recomputing, problem, dropout, stream);
+    if (status != cudaSuccess) return status;
+    return launch_backward_query_pass(maps, recomputing, problem, dropout, stream);
+  }
+  // A scratch that holds fewer slots than there are takes them in groups of as even a
+  // size as the scratch allows, so that every group's launches end with the same tail.
+  if (operands.score_slots < 1) return cudaErrorInvalidValue;
+  const int slots = problem.batch * problem.heads;
+  const int groups = (slots + operands.score_slots - 1) / operands.score_slots;
+  const int group_slots = (slots + groups - 1) / groups;
+  for (int first = 0; first < slots; first += group_slots) {
+    Problem group = problem;
+    group.first_slot = first;
+    group.slot_count = std::min(group_slots, slots - first);
+    status = launch_backward_key_pass(maps, operands, group, dropout, stream);
+    if (status != cudaSuccess) return status;
+    status = launch_backward_stored_query_pass(maps, operands, group, dropout, stream);
+    if (status != cudaSuccess) return status;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace adamant::kernels::cuda::flash_attention_launchers

@@ -1,23 +1,34 @@
-// Key pass of the flash attention backward (flash_attention_backward_passes.h):
-// one block of 8 warps per (sample, head, 128 keys), each warp owning 16 keys and
-// their dk and dv accumulators in registers. Query, d_out and row-statistics tiles
-// of 64 queries stream through shared memory (a cp.async pipeline), from the
-// diagonal to the end of the sequence; a warp takes them 16 queries at a time:
-//   s^T = k q^T, dp^T = v d_out^T (the warp's k and v as A fragments),
+// Key pass of the flash attention backward (flash_attention_backward_passes.h) on
+// Hopper's warpgroup tensor cores (wgmma.cuh), for every head size: one block of
+// two warpgroups per (sample, head, 128 keys), each warpgroup owning 64 keys and their
+// dk and dv accumulators. Query, d_out and row-statistics tiles of 64 queries stream
+// through shared memory (tensor-memory copies of swizzled tiles,
+// flash_attention_stages.cuh) from the diagonal to the end of the sequence; per tile a
+// warpgroup makes
+//   s^T = k q^T and dp^T = v d_out^T   (k, v, q and d_out all read from shared memory),
 //   p^T = exp2(s^T scale log2(e) - logsumexp log2(e)), ds^T = p^T (dp^T f - D),
-//   dv += (p^T f) d_out, dk += ds^T q (q and d_out through transposed ldmatrix),
-// with f the dropout factor; dk is scaled by 1/sqrt(d) once at the end.
+//   dv += (p^T f) d_out, dk += ds^T q  (p^T and ds^T as register operands),
+// with f the dropout factor, drawn as the mma.sync key pass does
+// (flash_attention_backward_keys.cu): the accumulators sit in each warp as its do.
+// dk is scaled by 1/sqrt(d) once at the end. With dropout, f = m / (1 - p) for the mask m,
+// and the products take m p^T and ds^T (1 - p) = (m p^T) dp^T - p^T D (1 - p) (the row
+// statistics carry D (1 - p)): the 1/(1-p) multiplies dk and dv once at the end, and the
+// query pass's dq from the stored ds^T (1 - p). One thread copies every tile with
+// tensor-memory copies (tensor_copy.cuh) onto the stages' barriers; the warps wait for
+// their tiles and release each stage once their products on it are done.
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "adamant/kernels/cuda/attention_philox.cuh"
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
 #include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
+#include "adamant/kernels/cuda/flash_attention_stages.cuh"
+#include "adamant/kernels/cuda/flash_attention_stored_scores.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
+#include "adamant/kernels/cuda/wgmma.cuh"
 
 namespace adamant::kernels::cuda::flash_attention_launchers {
 
@@ -27,78 +38,86 @@ using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own hel
 
 template <int kHeadDim>
 struct KeyPassConfig {
-  // The warp's key fragments stay in registers; its value fragments too up to
-  // head_dim 80, above which they are read again from shared memory for every 16
-  // queries. One block a multiprocessor with the fragments held was measured faster
-  // (at head_dim 64, which these kernels served then) than two blocks that read both again.
-  static constexpr bool kValuesInRegisters = kHeadDim <= 80;
   static constexpr int kMinBlocks = 1;
-  static constexpr int kStages = 4;        // one block a multiprocessor: copies three steps ahead
+  // Overlapping one tile's gradient products with the next tile's probabilities holds
+  // both tiles' operands: registers enough at head size 64 only.
+  static constexpr bool kOverlap = kHeadDim == 64;
+  static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
+  static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
   static constexpr std::size_t kKeys = 0;  // 128 rows; each warp's own rows stage its dk at the end
-  static constexpr std::size_t kValues = kKeys + tile_bytes<kHeadDim>(kBlockRows);              // and its dv
-  static constexpr std::size_t kQueries = kValues + tile_bytes<kHeadDim>(kBlockRows);           // stages of 64 rows
-  static constexpr std::size_t kDOut = kQueries + kStages * tile_bytes<kHeadDim>(kStreamRows);  // stages of 64 rows
-  static constexpr std::size_t kStatistics =
-      kDOut + kStages * tile_bytes<kHeadDim>(kStreamRows);  // stages of (D, lse log2 e)
-  static constexpr std::size_t kBytes = kStatistics + kStages * kStreamRows * 2 * sizeof(float);
+  static constexpr std::size_t kValues = kKeys + swizzled_tile_bytes<kHeadDim, kBlockRows>();  // and its dv
+  static constexpr std::size_t kQueries = kValues + swizzled_tile_bytes<kHeadDim, kBlockRows>();
+  static constexpr std::size_t kDOut = kQueries + kStages * kStreamTile;
+  // Stages of (D, lse log2 e, two more floats of the row's scratch): a copy's rows are 16 bytes.
+  static constexpr std::size_t kStatisticsTile = kStreamRows * kStatisticsRow * sizeof(float);
+  static constexpr std::size_t kStatistics = kDOut + kStages * kStreamTile;
+  // With stored scores, each warpgroup stages its ds^T images here: two buffers where
+  // there is room, so that a tile's image waits for the copy of the tile before last.
+  static constexpr std::size_t kStaging = kStatistics + kStages * kStatisticsTile;
+  static constexpr int kStagingBuffers = kHeadDim == 64 ? 2 : 1;
+  static constexpr std::size_t bytes(bool store_scores) {
+    return kStaging + (store_scores ? kStagingBuffers * 2 * kScoreTileBytes : 0) + kSwizzleAlignment;
+  }
 };
 
-template <int kHeadDim, bool kDropout>
+template <int kHeadDim, bool kDropout, bool kStoreScores>
 __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
-    flash_backward_key_kernel(BackwardOperands operands, Problem problem, Dropout dropout, float scale,
-                              float scale_log2) {
+    flash_backward_key_kernel(const __grid_constant__ BackwardMaps maps, BackwardOperands operands, Problem problem,
+                              Dropout dropout, float scale, float scale_log2) {
   using Config = KeyPassConfig<kHeadDim>;
   constexpr int kStages = Config::kStages;
-  constexpr int kSlices = kHeadDim / 16;
   constexpr int kOutTiles = kHeadDim / 8;
-  constexpr int kChunks = kStreamRows / 16;  // 16-query steps per streamed tile
-  constexpr std::uint32_t kStreamTileBytes = tile_bytes<kHeadDim>(kStreamRows);
-  extern __shared__ __align__(128) unsigned char shared[];
-  auto* key_tile = reinterpret_cast<std::uint16_t*>(shared + Config::kKeys);
-  auto* value_tile = reinterpret_cast<std::uint16_t*>(shared + Config::kValues);
-  auto* query_tiles = reinterpret_cast<std::uint16_t*>(shared + Config::kQueries);
-  auto* d_out_tiles = reinterpret_cast<std::uint16_t*>(shared + Config::kDOut);
+  constexpr int kQueryTiles = kStreamRows / 8;  // n8 tiles of a 64-query step
+  extern __shared__ unsigned char shared_raw[];
+  __shared__ StageBarriers<kStages> stages;
+  unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
+  unsigned char* key_tile = shared + Config::kKeys;
+  unsigned char* value_tile = shared + Config::kValues;
+  unsigned char* query_tiles = shared + Config::kQueries;
+  unsigned char* d_out_tiles = shared + Config::kDOut;
   auto* statistics = reinterpret_cast<float*>(shared + Config::kStatistics);
 
   const BlockPlace<kHeadDim> place(problem);
   const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
   // The grid's y runs over key blocks; the first keys see the most queries and start first.
   const int first_key = static_cast<int>(blockIdx.y) * kBlockRows;
+  const auto [warpgroup, group_first, group_last, group_active] = WarpgroupRows(warp, first_key, seq);
   const int warp_first = first_key + warp * kWarpRows;
-  const bool warp_active = warp_first < seq;
   const int first_query_block = first_key / kStreamRows;
   const int query_blocks = (seq + kStreamRows - 1) / kStreamRows;
 
-  const std::uint16_t* q_base = place.q(operands.qkv);
-  const std::uint16_t* d_out_base = place.rows_of(operands.d_out);
-
+  // Thread 0 issues every copy (flash_attention_stages.cuh): the block's keys and values
+  // once, then each query tile's q, d_out and statistics through the stages, tile i of
+  // the block's run being query tile first_query_block + i.
+  const bool copier = threadIdx.x == 0;
+  const int q_column = head * kHeadDim;
+  auto tile_of = [&](int block) { return block - first_query_block; };
   auto load_query_block = [&](int block) {
-    const int stage = (block - first_query_block) % kStages;
+    const int stage = tile_of(block) % kStages;
+    std::uint64_t* full =
+        stages.reserve(tile_of(block), static_cast<std::uint32_t>(2 * Config::kStreamTile + Config::kStatisticsTile));
     const int first = block * kStreamRows;
-    load_tile_async<kHeadDim, kStreamRows>(query_tiles + stage * kStreamRows * kPitch<kHeadDim>, q_base, token_stride,
-                                           first, seq);
-    load_tile_async<kHeadDim, kStreamRows>(d_out_tiles + stage * kStreamRows * kPitch<kHeadDim>, d_out_base, channels,
-                                           first, seq);
-    load_statistics_async(statistics + stage * 2 * kStreamRows, place, operands.d_qkv, first);
+    copy_rows_async<kHeadDim, kStreamRows>(query_tiles + stage * Config::kStreamTile, &maps.qkv, q_column, first,
+                                           sample, full);
+    copy_rows_async<kHeadDim, kStreamRows>(d_out_tiles + stage * Config::kStreamTile, &maps.d_out, q_column, first,
+                                           sample, full);
+    detail::copy_box_async(reinterpret_cast<unsigned char*>(statistics + stage * kStatisticsRow * kStreamRows),
+                           &maps.statistics, q_column / 2, first, sample, full);
   };
-
-  load_tile_async<kHeadDim, kBlockRows>(key_tile, q_base + channels, token_stride, first_key, seq);
-  load_tile_async<kHeadDim, kBlockRows>(value_tile, q_base + 2 * channels, token_stride, first_key, seq);
-  load_query_block(first_query_block);
-  commit_copies();
-#pragma unroll
-  for (int ahead = 1; ahead < kStages - 1; ++ahead) {
-    if (first_query_block + ahead < query_blocks) load_query_block(first_query_block + ahead);
-    commit_copies();
+  if (copier) stages.init();
+  __syncthreads();
+  if (copier) {
+    std::uint64_t* keys_landed =
+        stages.reserve_block(static_cast<std::uint32_t>(2 * swizzled_tile_bytes<kHeadDim, kBlockRows>()));
+    const int k_column = static_cast<int>(channels) + q_column;
+    copy_rows_async<kHeadDim, kBlockRows>(key_tile, &maps.qkv, k_column, first_key, sample, keys_landed);
+    copy_rows_async<kHeadDim, kBlockRows>(value_tile, &maps.qkv, k_column + static_cast<int>(channels), first_key,
+                                          sample, keys_landed);
+    for (int ahead = 0; ahead < kStages - 2 && first_query_block + ahead < query_blocks; ++ahead) {
+      load_query_block(first_query_block + ahead);
+    }
   }
 
-  const std::uint32_t a_lane = a_pattern<kHeadDim>(lane);
-  const std::uint32_t b_lane = b_pattern<kHeadDim>(lane);
-  const std::uint32_t key_address = shared_address(key_tile) + tile_offset<kHeadDim>(warp * kWarpRows, 0) + a_lane;
-  const std::uint32_t value_address = shared_address(value_tile) + tile_offset<kHeadDim>(warp * kWarpRows, 0) + a_lane;
-
-  std::uint32_t k_frags[kSlices][4];
-  std::uint32_t v_frags[Config::kValuesInRegisters ? kSlices : 1][4];
   float dk[kOutTiles][4];
   float dv[kOutTiles][4];
 #pragma unroll
@@ -108,120 +127,200 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
   }
   const int keys[2] = {warp_first + group, warp_first + group + 8};
   const attention_detail::DropoutMask mask(dropout, sample, head, seq);
+  const std::uint32_t key_address = shared_address(key_tile);
+  const std::uint32_t value_address = shared_address(value_tile);
 
+  float s[kQueryTiles][4];
+  float dp[kQueryTiles][4];
+  // s^T and dp^T of one tile.
+  auto issue_scores = [&](int block) {
+    const int stage = tile_of(block) % kStages;
+    const std::uint32_t query_address = shared_address(query_tiles + stage * Config::kStreamTile);
+    const std::uint32_t d_out_address = shared_address(d_out_tiles + stage * Config::kStreamTile);
+    wgmma_fence();
+    mma_rows_by_rows<kHeadDim, kBlockRows>(s, key_address, warpgroup * kGroupRows, query_address);
+    mma_rows_by_rows<kHeadDim, kBlockRows>(dp, value_address, warpgroup * kGroupRows, d_out_address);
+  };
+  std::uint32_t probs[kQueryTiles / 2][4];
+  std::uint32_t d_scores[kQueryTiles / 2][4];
+  // dv += p^T d_out and dk += ds^T q of one tile.
+  auto issue_gradients = [&](int block) {
+    const int stage = tile_of(block) % kStages;
+    const std::uint32_t query_address = shared_address(query_tiles + stage * Config::kStreamTile);
+    const std::uint32_t d_out_address = shared_address(d_out_tiles + stage * Config::kStreamTile);
+    wgmma_fence();
+    mma_fragments_by_columns<kHeadDim, kStreamRows / 16, kStreamRows>(dv, probs, d_out_address);
+    mma_fragments_by_columns<kHeadDim, kStreamRows / 16, kStreamRows>(dk, d_scores, query_address);
+  };
+
+  // Each tile issues its s^T and dp^T and then the previous tile's gradient products,
+  // which with kOverlap run while the warpgroup turns this tile's scores into
+  // probabilities and score gradients (see the forward, flash_attention_forward.cu:
+  // both products on every path, zero operands where there is nothing to add). Tile
+  // i's copies start when tile i - kStages's products are done in every warp,
+  // kStages - 2 tiles ahead.
+  fence_accumulators(dk);  // set before any product is issued
+  fence_accumulators(dv);
+#pragma unroll
+  for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) probs[kk][r] = d_scores[kk][r] = 0u;
+  }
+  // The thread that stores its warp's rows of the images, and the staging buffer of a tile.
+  const bool stores_images = kStoreScores && lane == 0;
+  auto staging_of = [&](int block) {
+    const int buffer = (block - first_query_block) % Config::kStagingBuffers;
+    return shared + Config::kStaging + (buffer * 2 + warpgroup) * kScoreTileBytes;
+  };
+  stages.wait_block();
   for (int block = first_query_block; block < query_blocks; ++block) {
-    wait_copies<kStages - 2>();  // this block's copies have landed; later blocks' may be in flight
-    __syncthreads();
-    if (block + kStages - 1 < query_blocks) load_query_block(block + kStages - 1);
-    commit_copies();
-    const int stage = (block - first_query_block) % kStages;
-
-    if (warp_active) {
-      if (block == first_query_block) {
+    const int block_first = block * kStreamRows;
+    // This tile's staging buffer is free once the copy that last used it has read it;
+    // the warp's own rows are all it stages.
+    if (stores_images) wait_images_read<Config::kStagingBuffers - 1>();
+    if (copier && block + kStages - 2 < query_blocks) load_query_block(block + kStages - 2);
+    __syncwarp();
+    stages.wait_full(tile_of(block));
+    issue_scores(block);
+    wgmma_commit();
+    if constexpr (Config::kOverlap) {
+      issue_gradients(block > first_query_block ? block - 1 : block);  // adds nothing on the first tile
+      wgmma_commit();
+      wgmma_wait<1>();  // this tile's scores; the previous tile's gradients may still run
+    } else {
+      wgmma_wait<0>();
+    }
+    fence_accumulators(s);
+    fence_accumulators(dp);
+    // p^T and ds^T of this tile in place of s^T and dp^T; only the diagonal tile (queries
+    // before some of the warp's keys) and the last (queries past seq) compare positions.
+    // A warpgroup whose keys all come after the tile's queries (the second one on the
+    // block's first tile, or one past seq) gets zeros from the comparisons, so every
+    // warpgroup takes the same path on every tile.
+    auto to_gradients = [&](auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
+      const float* stage_statistics = statistics + (tile_of(block) % kStages) * kStatisticsRow * kStreamRows;
 #pragma unroll
-        for (int kk = 0; kk < kSlices; ++kk) {
-          load_matrices(k_frags[kk], key_address + tile_offset<kHeadDim>(0, 16 * kk));
-          if constexpr (Config::kValuesInRegisters) {
-            load_matrices(v_frags[kk], value_address + tile_offset<kHeadDim>(0, 16 * kk));
-          }
-        }
-      }
-      const std::uint32_t query_address = shared_address(query_tiles) + stage * kStreamTileBytes;
-      const std::uint32_t d_out_address = shared_address(d_out_tiles) + stage * kStreamTileBytes;
-      const float* stage_statistics = statistics + stage * 2 * kStreamRows;
-      // One 16-query step. An edge step may have queries before the warp's keys or
-      // past seq; interior steps skip those checks, so that a block of them is
-      // straight-line code the compiler can interleave.
-      auto step = [&](int chunk, auto edge) {
-        constexpr bool kEdge = decltype(edge)::value;
-        const int chunk_first = block * kStreamRows + 16 * chunk;
-        if constexpr (kEdge) {
-          // Queries all before the warp's keys see none of them; queries past seq do not exist.
-          if (chunk_first + 15 < warp_first || chunk_first >= seq) return;
-        }
-        float s[2][4] = {};
-        float dp[2][4] = {};
-#pragma unroll
-        for (int kk = 0; kk < kSlices; ++kk) {
-          std::uint32_t b[4];
-          load_matrices(b, query_address + b_lane + tile_offset<kHeadDim>(16 * chunk, 16 * kk));
-          mma_pair(s[0], s[1], k_frags[kk], b);
-          load_matrices(b, d_out_address + b_lane + tile_offset<kHeadDim>(16 * chunk, 16 * kk));
-          if constexpr (Config::kValuesInRegisters) {
-            mma_pair(dp[0], dp[1], v_frags[kk], b);
-          } else {
-            std::uint32_t v[4];
-            load_matrices(v, value_address + tile_offset<kHeadDim>(0, 16 * kk));
-            mma_pair(dp[0], dp[1], v, b);
-          }
-        }
-        const bool needs_mask = kEdge && (chunk_first < warp_first + 15 || chunk_first + 15 >= seq);
-        // Queries {chunk_first + 8 t + 2 pair + j} x this thread's two keys, element
-        // e = 2 h + j of n8 tile t, from two draws shared with the neighbouring lane
-        // (attention_dropout_layout.h).
-        float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
-        if constexpr (kDropout) mask.column_factors(chunk_first / 16, warp_first / 16, group, pair, factors);
+      for (int chunk = 0; chunk < kQueryTiles / 2; ++chunk) {
+        // Queries {block_first + 16 chunk + 8 t + 2 pair + j} x this thread's two keys,
+        // element e = 2 h + j of n8 tile 2 chunk + t, from two draws shared with the
+        // neighbouring lane (attention_dropout_layout.h).
+        [[maybe_unused]] std::uint32_t tile_words[2][2] = {};
+        if constexpr (kDropout) mask.column_words(block_first / 16 + chunk, warp_first / 16, group, pair, tile_words);
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
-          // (D, lse log2 e) of queries 2 pair and 2 pair + 1 of this n8 tile.
-          const float4 stats = *reinterpret_cast<const float4*>(stage_statistics + 2 * (16 * chunk + 8 * t + 2 * pair));
-          const float d_values[2] = {stats.x, stats.z};
-          const float lse_log2[2] = {stats.y, stats.w};
+          const int tile = 2 * chunk + t;
+          // (D, lse log2 e, D (1 - p)) of queries 2 pair and 2 pair + 1 of this n8 tile.
+          const float* row = stage_statistics + kStatisticsRow * (8 * tile + 2 * pair);
+          const float4 first_stats = *reinterpret_cast<const float4*>(row);
+          const float4 second_stats = *reinterpret_cast<const float4*>(row + kStatisticsRow);
+          const float d_values[2] = {kDropout ? first_stats.z : first_stats.x,
+                                     kDropout ? second_stats.z : second_stats.x};
+          const float lse_log2[2] = {first_stats.y, second_stats.y};
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int query = chunk_first + 8 * t + 2 * pair + (e & 1);
-            const int key = keys[e >> 1];
-            float p = fast_exp2(fmaf(s[t][e], scale_log2, -lse_log2[e & 1]));
-            if (needs_mask && (query < key || query >= seq)) p = 0.0f;
-            const float factor = factors[t][e];
-            s[t][e] = p * factor;
-            dp[t][e] = p * (dp[t][e] * factor - d_values[e & 1]);
+            float p = fast_exp2(fmaf(s[tile][e], scale_log2, -lse_log2[e & 1]));
+            if constexpr (kMasked) {
+              const int query = block_first + 8 * tile + 2 * pair + (e & 1);
+              if (query < keys[e >> 1] || query >= seq) p = 0.0f;
+            }
+            if constexpr (kDropout) {
+              const float kept = mask.kept(tile_words[t][e & 1], static_cast<unsigned>(e >> 1)) ? p : 0.0f;
+              dp[tile][e] = fmaf(kept, dp[tile][e], -p * d_values[e & 1]);
+              s[tile][e] = kept;
+            } else {
+              s[tile][e] = p;
+              dp[tile][e] = p * (dp[tile][e] - d_values[e & 1]);
+            }
           }
         }
-        std::uint32_t probs[4];
-        std::uint32_t d_scores[4];
-        a_from_c(probs, s[0], s[1]);
-        a_from_c(d_scores, dp[0], dp[1]);
+      }
+    };
+    with_masking(block_first < warp_first + kWarpRows - 1 || block_first + kStreamRows > seq, to_gradients);
+    if constexpr (Config::kOverlap) {
+      wgmma_wait<0>();  // the previous tile's gradients: their operands and its stage are free
+      if (block > first_query_block) stages.release(tile_of(block - 1), lane);
+    }
 #pragma unroll
-        for (int dd = 0; dd < kSlices; ++dd) {
-          std::uint32_t b[4];
-          load_matrices_transposed(b, d_out_address + a_lane + tile_offset<kHeadDim>(16 * chunk, 16 * dd));
-          mma_pair(dv[2 * dd], dv[2 * dd + 1], probs, b);
-          load_matrices_transposed(b, query_address + a_lane + tile_offset<kHeadDim>(16 * chunk, 16 * dd));
-          mma_pair(dk[2 * dd], dk[2 * dd + 1], d_scores, b);
+    for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
+      a_from_c(probs[kk], s[2 * kk], s[2 * kk + 1]);
+      a_from_c(d_scores[kk], dp[2 * kk], dp[2 * kk + 1]);
+    }
+    if constexpr (kStoreScores) {
+      // This warpgroup's ds^T tile for the query pass (flash_attention_stored_scores.cuh):
+      // register a[r] of k16 step kk holds keys row (r odd: + 8), queries 16 kk + 8 (r / 2)
+      // + 2 pair + {0, 1}: matrix r of one stmatrix, whose rows (16 bytes of a swizzled
+      // row each) lanes 8 r .. 8 r + 7 name. Each warp's 16 rows are 2 KB of the image in a
+      // row, so a warp stages them in the tile's staging buffer, publishes them to the
+      // async proxy and copies them out by itself, with no barrier across the warpgroup.
+      const int key_tile = first_key / kStreamRows + warpgroup;
+      if (block >= key_tile) {
+        unsigned char* staging = staging_of(block);
+        const int lane_row = (warp % 4) * kWarpRows + ((lane >> 3) & 1) * 8 + (lane & 7);
+        const std::uint32_t staging_address = shared_address(staging);
+#pragma unroll
+        for (int kk = 0; kk < kQueryTiles / 2; ++kk) {
+          store_matrices(d_scores[kk], staging_address + swizzled_chunk_offset<kStreamRows, kStreamRows>(
+                                                             lane_row, 2 * kk + (lane >> 4)));
         }
-      };
-      const int block_first = block * kStreamRows;
-      if (block_first >= warp_first + kWarpRows - 1 && block_first + kStreamRows <= seq) {
-#pragma unroll
-        for (int chunk = 0; chunk < kChunks; ++chunk) step(chunk, std::false_type{});
-      } else {
-#pragma unroll
-        for (int chunk = 0; chunk < kChunks; ++chunk) step(chunk, std::true_type{});
+        fence_async_shared();
+        __syncwarp();
+        if (stores_images) {
+          constexpr std::uint32_t kWarpImageBytes = kWarpRows * Panels<kStreamRows>::kRowBytes;
+          const std::uint32_t warp_offset = static_cast<std::uint32_t>(warp % 4) * kWarpImageBytes;
+          store_image_async<kWarpImageBytes>(reinterpret_cast<unsigned char*>(operands.d_scores) +
+                                                 score_tile_offset(static_cast<int>(blockIdx.x), seq, key_tile, block) +
+                                                 warp_offset,
+                                             staging_address + warp_offset, evict_first_policy());
+          commit_image_stores();
+        }
       }
     }
+    if constexpr (!Config::kOverlap) {
+      issue_gradients(block);
+      wgmma_commit();
+      wgmma_wait<0>();
+      stages.release(tile_of(block), lane);
+    }
   }
-  wait_copies<0>();
-  if (!warp_active) return;
+  if constexpr (Config::kOverlap) {
+    issue_gradients(query_blocks - 1);
+    wgmma_commit();
+  }
+  wgmma_wait<0>();
+  fence_accumulators(dv);
+  fence_accumulators(dk);
+  if (stores_images) wait_images_stored();
+  if (!group_active) return;
 
-  // The warp's own key and value rows stage its results (no other warp reads them).
+  // The warp's own key and value rows are read only by its warpgroup's products, all
+  // done: they stage its results.
   std::uint16_t* dk_base = operands.d_qkv + sample_token * token_stride + channels + head * kHeadDim;
-  store_warp_rows<kHeadDim>(dk, scale, scale, key_tile + warp * kWarpRows * kPitch<kHeadDim>, dk_base, token_stride,
-                            warp_first, seq);
-  store_warp_rows<kHeadDim>(dv, 1.0f, 1.0f, value_tile + warp * kWarpRows * kPitch<kHeadDim>, dk_base + channels,
-                            token_stride, warp_first, seq);
+  const float kept_scale = kDropout ? mask.keep_scale() : 1.0f;
+  store_warp_rows_swizzled<kHeadDim, kBlockRows>(dk, scale * kept_scale, scale * kept_scale, key_tile, warp * kWarpRows,
+                                                 dk_base, token_stride, warp_first, seq);
+  store_warp_rows_swizzled<kHeadDim, kBlockRows>(dv, kept_scale, kept_scale, value_tile, warp * kWarpRows,
+                                                 dk_base + channels, token_stride, warp_first, seq);
 }
 
 }  // namespace
 
-cudaError_t launch_backward_key_pass(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
-                                     cudaStream_t stream) {
-  return with_mma_sync_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
+cudaError_t launch_backward_key_pass(const BackwardMaps& maps, const BackwardOperands& operands, const Problem& problem,
+                                     const Dropout& dropout, cudaStream_t stream) {
+  return with_supported_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-    return launch_over_row_blocks(flash_backward_key_kernel<kHeadDim, kDropout>, KeyPassConfig<kHeadDim>::kBytes,
-                                  problem, stream, operands, problem, dropout, scale, kLog2E * scale);
+    if constexpr (stores_scores(kHeadDim)) {
+      if (operands.d_scores != nullptr) {
+        return launch_over_row_blocks(flash_backward_key_kernel<kHeadDim, kDropout, true>,
+                                      KeyPassConfig<kHeadDim>::bytes(true), problem, stream, maps, operands, problem,
+                                      dropout, scale, kLog2E * scale);
+      }
+    }
+    return launch_over_row_blocks(flash_backward_key_kernel<kHeadDim, kDropout, false>,
+                                  KeyPassConfig<kHeadDim>::bytes(false), problem, stream, maps, operands, problem,
+                                  dropout, scale, kLog2E * scale);
   });
 }
 

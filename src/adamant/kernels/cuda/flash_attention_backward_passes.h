@@ -9,8 +9,8 @@
 //  3. query pass: dq, one block per 128 queries, written over the statistics of its own
 //     rows after reading them; with BackwardOperands::d_scores, from the score gradients
 //     the key pass stored instead of recomputing them.
-// Each pass has a wgmma kernel for head sizes 64 and 128 (*_wgmma.cu) and an mma.sync
-// one for 80 and 96.
+// Each pass is a kernel on Hopper's warpgroup tensor cores (wgmma.cuh) for every head
+// size; the stored-scores query pass is for head sizes 64 and 128.
 // No output element is summed by more than one thread, in a fixed order, so runs
 // agree bit for bit.
 #include <cuda.h>
@@ -41,14 +41,13 @@ cudaError_t launch_backward_key_pass(const BackwardOperands& operands, const Pro
                                      cudaStream_t stream);
 cudaError_t launch_backward_query_pass(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
                                        cudaStream_t stream);
-cudaError_t launch_backward_key_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
-                                           const Problem& problem, const Dropout& dropout, cudaStream_t stream);
-cudaError_t launch_backward_query_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
-                                             const Problem& problem, const Dropout& dropout, cudaStream_t stream);
+cudaError_t launch_backward_key_pass(const BackwardMaps& maps, const BackwardOperands& operands, const Problem& problem,
+                                     const Dropout& dropout, cudaStream_t stream);
+cudaError_t launch_backward_query_pass(const BackwardMaps& maps, const BackwardOperands& operands,
+                                       const Problem& problem, const Dropout& dropout, cudaStream_t stream);
 // The query pass from the score gradients the key pass stored (operands.d_scores), which
 // with dropout are the gradients over 1/(1-p).
-cudaError_t launch_backward_stored_query_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
-                                                    const Problem& problem, const Dropout& dropout,
-                                                    cudaStream_t stream);
+cudaError_t launch_backward_stored_query_pass(const BackwardMaps& maps, const BackwardOperands& operands,
+                                              const Problem& problem, const Dropout& dropout, cudaStream_t stream);
 
 }  // namespace adamant::kernels::cuda::flash_attention_launchers

@@ -1,8 +1,7 @@
 #pragma once
-// What every flash attention kernel block knows about itself, for both kernel families
-// (mma.sync and wgmma): its (sample, head), this thread's place in the block, where the
-// head's rows lie in qkv and in the [token, head, head_dim] arrays, and the per-row
-// statistics the backward passes share. Only for *.cu files.
+// What every flash attention kernel block knows about itself: its (sample, head), this thread's place in the block,
+// where the head's rows lie in qkv and in the [token, head, head_dim] arrays, and the per-row statistics the backward
+// passes share. Only for *.cu files.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -67,19 +66,6 @@ struct BlockPlace {
 // (the most key tiles under the causal mask) first: the forward and the query pass.
 __device__ __forceinline__ int first_row_longest_first() {
   return static_cast<int>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
-}
-
-// Starts the 8-byte copies of the statistics of queries [first, first + kStreamRows)
-// into `tile` (threads 0 .. kStreamRows - 1 one each); past seq they become zero.
-template <int kHeadDim>
-__device__ __forceinline__ void load_statistics_async(float* tile, const BlockPlace<kHeadDim>& place,
-                                                      std::uint16_t* d_qkv, int first) {
-  const int i = static_cast<int>(threadIdx.x);
-  if (i < kStreamRows) {
-    const int query = first + i;
-    const bool valid = query < place.seq;
-    copy_async_8(tile + 2 * i, place.statistics(d_qkv, valid ? query : 0), valid);
-  }
 }
 
 // The statistics of this thread's two rows (group and group + 8 of the warp starting

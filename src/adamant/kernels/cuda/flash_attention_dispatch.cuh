@@ -13,9 +13,10 @@
 
 namespace adamant::kernels::cuda::flash_detail {
 
-// The kernel family of a head size: Hopper's warpgroup products (wgmma.cuh) for 64
-// and 128, whose rows fill whole 128-byte swizzled panels; mma.sync for 80 and 96.
-constexpr bool uses_wgmma(int head_dim) { return head_dim == 64 || head_dim == 128; }
+// Whether the key pass can leave its score gradients for the query pass
+// (flash_attention_stored_scores.cuh): that query pass makes dq^T in m64 row blocks of
+// head dimensions, whole 64-column panels of the key tiles (head sizes 64 and 128).
+constexpr bool stores_scores(int head_dim) { return head_dim % 64 == 0; }
 
 // Calls launch(std::integral_constant<int, head_dim>, std::bool_constant<dropout>) for
 // one of the head sizes in `kHeadDims`; cudaErrorInvalidValue for any other.
@@ -31,12 +32,12 @@ cudaError_t with_head_dim_and_dropout(int head_dim, bool dropout, Launch&& launc
   return status;
 }
 template <typename Launch>
-cudaError_t with_mma_sync_head_dim_and_dropout(int head_dim, bool dropout, Launch&& launch) {
-  return with_head_dim_and_dropout<80, 96>(head_dim, dropout, launch);
+cudaError_t with_supported_head_dim_and_dropout(int head_dim, bool dropout, Launch&& launch) {
+  return with_head_dim_and_dropout<64, 80, 96, 128>(head_dim, dropout, launch);
 }
 template <typename Launch>
-cudaError_t with_wgmma_head_dim_and_dropout(int head_dim, bool dropout, Launch&& launch) {
-  return with_head_dim_and_dropout<64, 128>(head_dim, dropout, launch);
+cudaError_t with_stored_scores_head_dim(int head_dim, Launch&& launch) {
+  return with_head_dim_and_dropout<64, 128>(head_dim, false, launch);
 }
 
 // `shared` rounded up to a multiple of kAlignment (the kernel asks for kAlignment bytes more).

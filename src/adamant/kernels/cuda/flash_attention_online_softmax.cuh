@@ -1,8 +1,7 @@
 #pragma once
-// The forward kernels' causal mask and online softmax over the scores one thread holds
+// The forward kernel's causal mask and online softmax over the scores one thread holds
 // of its warp's 16 query rows (rows `group` and `group + 8`, as mma.sync m16n8 C tiles:
-// flash_attention_tiles.cuh), shared by the mma.sync and the wgmma forward. Only for
-// *.cu files.
+// flash_attention_tiles.cuh). Only for *.cu files.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -30,20 +29,12 @@ __device__ __forceinline__ void mask_future_keys(float (&scores)[kKeyTiles][4], 
 // thread's share of the denominator (summed over the four lanes of a row at the end).
 class OnlineSoftmax {
  public:
-  // Turns one tile of raw scores into probabilities relative to the running maximum,
-  // rescaling the output accumulators (and the denominator) when the maximum moves.
-  // Every row must see at least one unmasked key of the tile, so that its maximum is
-  // finite; the kernels only visit tiles that start at or before their rows.
-  template <int kKeyTiles, int kOutTiles>
-  __device__ __forceinline__ void add_tile(float (&scores)[kKeyTiles][4], float (&out)[kOutTiles][4],
-                                           float scale_log2) {
-    if (exponentiate(scores, scale_log2)) rescale_output(out);
-  }
-
-  // add_tile in two steps, for a kernel whose output accumulators are still being
-  // written by a product when the scores arrive: the probabilities and the
-  // denominator, then (when this returns true, the same in every lane of the warp)
-  // rescale_output once the accumulators are free.
+  // Turns one tile of raw scores into probabilities relative to the running maximum
+  // and adds them to the denominator. Returns true (the same in every lane of the warp)
+  // when the maximum moved: then rescale_output must scale the output accumulators, once
+  // the product writing them is done. Every row must see at least one unmasked key of the
+  // tile, so that its maximum is finite; the kernel only visits tiles that start at or
+  // before its rows.
   template <int kKeyTiles>
   __device__ __forceinline__ bool exponentiate(float (&scores)[kKeyTiles][4], float scale_log2) {
     // Trees keep the dependent chains short.

@@ -1,7 +1,7 @@
 #pragma once
 // The tile pipeline of the wgmma flash attention kernels (forward, key pass, query pass):
 // tensor-memory copies (tensor_copy.cuh) issued by one thread of the block into
-// 128-byte-swizzled tiles (wgmma.cuh), and the shared-memory barriers between that thread
+// swizzled tiles (wgmma.cuh), and the shared-memory barriers between that thread
 // and the warps. A kernel's block tiles (its own 128 rows of queries or keys) land once
 // on `block`; the streamed tiles rotate through kStages stages, tile i of a block's run
 // in stage i % kStages, each stage with a `full` barrier (the copier's arrival and the
@@ -66,12 +66,14 @@ struct StageBarriers {
 inline cudaError_t encode_qkv_map(CUtensorMap& map, const std::uint16_t* qkv,
                                   const flash_attention_launchers::Problem& problem) {
   const std::int64_t row = 3 * static_cast<std::int64_t>(problem.heads) * problem.head_dim;
-  return detail::encode_token_rows_map(map, qkv, row, row, problem.seq, problem.batch, kStreamRows);
+  return detail::encode_token_rows_map(map, qkv, row, row, problem.seq, problem.batch, kStreamRows,
+                                       swizzle_panel_columns(problem.head_dim));
 }
 inline cudaError_t encode_head_rows_map(CUtensorMap& map, const std::uint16_t* rows,
                                         const flash_attention_launchers::Problem& problem) {
   const std::int64_t row = static_cast<std::int64_t>(problem.heads) * problem.head_dim;
-  return detail::encode_token_rows_map(map, rows, row, row, problem.seq, problem.batch, kStreamRows);
+  return detail::encode_token_rows_map(map, rows, row, row, problem.seq, problem.batch, kStreamRows,
+                                       swizzle_panel_columns(problem.head_dim));
 }
 
 // Starts the copy of rows [first_row, first_row + kRows) of one head's kHeadDim columns
@@ -81,12 +83,13 @@ template <int kHeadDim, int kRows>
 __device__ __forceinline__ void copy_rows_async(unsigned char* tile, const CUtensorMap* map, int column, int first_row,
                                                 int sample, std::uint64_t* barrier) {
   static_assert(kRows % kStreamRows == 0, "whole boxes of rows");
+  using P = Panels<kHeadDim>;
 #pragma unroll
-  for (int panel = 0; panel < kHeadDim / kPanelColumns; ++panel) {
+  for (int panel = 0; panel < P::kCount; ++panel) {
 #pragma unroll
     for (int part = 0; part < kRows / kStreamRows; ++part) {
-      detail::copy_box_async(tile + panel * panel_bytes<kRows>() + part * panel_bytes<kStreamRows>(), map,
-                             column + panel * kPanelColumns, first_row + part * kStreamRows, sample, barrier);
+      detail::copy_box_async(tile + panel * P::template bytes<kRows>() + part * P::template bytes<kStreamRows>(), map,
+                             column + panel * P::kColumns, first_row + part * kStreamRows, sample, barrier);
     }
   }
 }

@@ -18,8 +18,8 @@
 
 namespace adamant::kernels::cuda::flash_detail {
 
-constexpr std::size_t kScoreTileBytes = swizzled_tile_bytes<kPanelColumns, kStreamRows>();
-static_assert(kStreamRows == kPanelColumns && kStreamRows == kFlashScoreTileRows,
+constexpr std::size_t kScoreTileBytes = swizzled_tile_bytes<kStreamRows, kStreamRows>();
+static_assert(Panels<kStreamRows>::kCount == 1 && kStreamRows == kFlashScoreTileRows,
               "a score tile is one panel of keys x queries, as kernels/flash_attention.h sizes them");
 
 __host__ __device__ constexpr std::int64_t score_tiles_per_head(int seq) {
@@ -33,6 +33,14 @@ __device__ __forceinline__ std::int64_t score_tile_offset(int slot, int seq, int
   const std::int64_t tile = static_cast<std::int64_t>(slot) * score_tiles_per_head(seq) +
                             static_cast<std::int64_t>(query_tile) * (query_tile + 1) / 2 + key_tile;
   return tile * static_cast<std::int64_t>(kScoreTileBytes);
+}
+
+// The inverse of ldmatrix: lanes 8 i .. 8 i + 7 give the row addresses of matrix i,
+// whose elements (row group, columns 2 pair + {0, 1}) are r[i] of lane 4 group + pair.
+__device__ __forceinline__ void store_matrices(const std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
 }
 
 // Bulk copies of images to global memory. A thread's copies form groups it commits; it

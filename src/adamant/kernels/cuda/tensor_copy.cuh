@@ -1,7 +1,7 @@
 #pragma once
 // Hopper's tensor-memory copies (TMA: cp.async.bulk.tensor, sm_90) and the shared-memory
 // barriers (mbarrier) that count their bytes. One thread issues a whole tile's copy,
-// which lands in the 128-byte-swizzled layout the warpgroup products read (wgmma.cuh),
+// which lands in the swizzled layout the warpgroup products read (wgmma.cuh),
 // rows past the tensor's end as zeros; the other threads spend no instructions on it and
 // wait on the tile's barrier instead of meeting at __syncthreads. Only for *.cu files.
 //
@@ -52,12 +52,17 @@ inline cudaError_t encode_rows_map(CUtensorMap& map, CUtensorMapDataType type, s
   return result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// bf16 rows (row_stride a multiple of 8), boxes of box_rows rows x one 64-column panel
-// swizzled by 128 bytes, as the warpgroup products read them.
+// bf16 rows (row_stride a multiple of 8), boxes of box_rows rows x one panel of
+// panel_columns (64, 32 or 16) swizzled by its width in bytes, as the warpgroup products
+// read them.
 inline cudaError_t encode_token_rows_map(CUtensorMap& map, const std::uint16_t* base, std::int64_t row_elements,
-                                         std::int64_t row_stride, int seq, int batch, int box_rows) {
-  return encode_rows_map(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, row_elements, row_stride, seq, batch, 64,
-                         box_rows, CU_TENSOR_MAP_SWIZZLE_128B);
+                                         std::int64_t row_stride, int seq, int batch, int box_rows, int panel_columns) {
+  if (panel_columns != 64 && panel_columns != 32 && panel_columns != 16) return cudaErrorInvalidValue;
+  const CUtensorMapSwizzle swizzle = panel_columns == 64   ? CU_TENSOR_MAP_SWIZZLE_128B
+                                     : panel_columns == 32 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                           : CU_TENSOR_MAP_SWIZZLE_32B;
+  return encode_rows_map(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, row_elements, row_stride, seq, batch,
+                         panel_columns, box_rows, swizzle);
 }
 
 // fp32 rows (row_stride a multiple of 4), boxes of box_rows rows x box_columns (a

@@ -3,13 +3,17 @@
 // attention kernels: bf16 operands, fp32 accumulators, operands read straight from
 // shared memory through matrix descriptors. Only for *.cu files.
 //
-// Swizzled tiles. A tile of kRows rows x kCols bf16 columns (kCols a multiple of 64) is
-// kCols / 64 panels one after the other, each kRows rows of 128 bytes; within a panel the
-// 16-byte chunk c of row r sits at r * 128 + (c ^ (r % 8)) * 16: the hardware's 128-byte
-// swizzle, which spreads the eight rows of a core matrix over all 32 banks and wants
-// every panel on a 1024-byte boundary. The same tile serves as a K-major operand
-// (rows are M or N, columns are k: a k16 step is 32 bytes into a panel) and as an
-// MN-major one (rows are k, columns are N: a k16 step is 16 rows).
+// Swizzled tiles. A tile of kRows rows x kCols bf16 columns is panels one after the
+// other, each kRows rows of one of Hopper's swizzle widths: 128 bytes (64 columns) where
+// kCols is a multiple of 64 (head sizes 64 and 128, and the 64-key score tiles), else 64
+// bytes (32 columns: head size 96) or 32 bytes (16 columns: head size 80), the widest that
+// divides the row, as one swizzle mode serves a whole operand. Within a panel of W-byte
+// rows the 16-byte chunk c of row r sits at r W + (c ^ ((r W / 128) mod (W / 16))) 16: the
+// hardware's swizzle, which spreads the eight rows of a core matrix over all 32 banks and
+// repeats every 8 rows, so every panel starts on an 8 W-byte boundary (the tiles sit on
+// 1024-byte ones). The same tile serves as a K-major operand (rows are M or N, columns are
+// k: a k16 step is 32 bytes into a panel) and as an MN-major one (rows are k, columns are
+// N: a k16 step is 16 rows).
 //
 // Accumulators. In each warp w of the warpgroup, the fp32 D of an m64nN product holds
 // rows 16 w .. 16 w + 15 exactly as N / 8 mma.sync m16n8 C tiles do
@@ -31,63 +35,75 @@
 
 namespace adamant::kernels::cuda::flash_detail {
 
-constexpr int kPanelColumns = 64;  // bf16 of one 128-byte swizzled row
-constexpr std::uint32_t kPanelRowBytes = 128;
-constexpr std::uint32_t kCoreGroupBytes = 8 * kPanelRowBytes;  // eight rows: one swizzle pattern
+// Columns of one panel of a tile kCols wide; the host encodes its tensor maps with it too.
+constexpr int swizzle_panel_columns(int columns) { return columns % 64 == 0 ? 64 : columns % 32 == 0 ? 32 : 16; }
 constexpr std::size_t kSwizzleAlignment = 1024;
 
-template <int kRows>
-constexpr std::uint32_t panel_bytes() {
-  return static_cast<std::uint32_t>(kRows) * kPanelRowBytes;
-}
+template <int kCols>
+struct Panels {
+  static_assert(kCols % 16 == 0, "swizzled tiles are whole 32-byte rows");
+  static constexpr int kColumns = swizzle_panel_columns(kCols);
+  static constexpr int kCount = kCols / kColumns;
+  static constexpr std::uint32_t kRowBytes = 2 * kColumns;  // the swizzle's width
+  static constexpr int kChunks = static_cast<int>(kRowBytes / 16);
+  static constexpr int kStepsPerPanel = static_cast<int>(kRowBytes / 32);  // k16 steps of a K-major row
+  static constexpr std::uint32_t kCoreGroupBytes = 8 * kRowBytes;          // eight rows: one swizzle pattern
+  // The descriptors' layout type: 1 for 128-byte swizzling, 2 for 64, 3 for 32.
+  static constexpr std::uint32_t kLayoutType = kRowBytes == 128 ? 1u : kRowBytes == 64 ? 2u : 3u;
+  template <int kRows>
+  static constexpr std::uint32_t bytes() {  // one panel
+    static_assert(kRows % 8 == 0, "swizzled tiles are whole core groups");
+    return static_cast<std::uint32_t>(kRows) * kRowBytes;
+  }
+};
+
 template <int kCols, int kRows>
 constexpr std::size_t swizzled_tile_bytes() {
-  static_assert(kCols % kPanelColumns == 0 && kRows % 8 == 0, "swizzled tiles are whole panels of whole core groups");
-  return static_cast<std::size_t>(kCols / kPanelColumns) * panel_bytes<kRows>();
+  return static_cast<std::size_t>(Panels<kCols>::kCount) * Panels<kCols>::template bytes<kRows>();
 }
 
 // Byte offset of 16-byte chunk `chunk` (columns 8 chunk .. 8 chunk + 7) of row `row`.
-template <int kRows>
-__device__ __forceinline__ std::uint32_t swizzled_chunk_offset(int row, int chunk) {
-  return static_cast<std::uint32_t>(chunk / 8) * panel_bytes<kRows>() +
-         static_cast<std::uint32_t>(row) * kPanelRowBytes + static_cast<std::uint32_t>(((chunk % 8) ^ (row % 8)) * 16);
-}
-
-// load_rows_async (flash_attention_tiles.cuh) into a swizzled tile.
 template <int kCols, int kRows>
-__device__ __forceinline__ void load_swizzled_tile_async(unsigned char* tile, const std::uint16_t* base,
-                                                         std::int64_t row_stride, int first_row, int seq) {
-  load_rows_async<kCols, kRows>(tile, base, row_stride, first_row, seq,
-                                [](int r, int c) { return swizzled_chunk_offset<kRows>(r, c); });
+__device__ __forceinline__ std::uint32_t swizzled_chunk_offset(int row, int chunk) {
+  using P = Panels<kCols>;
+  const int pattern = (row * static_cast<int>(P::kRowBytes) / 128) % P::kChunks;
+  return static_cast<std::uint32_t>(chunk / P::kChunks) * P::template bytes<kRows>() +
+         static_cast<std::uint32_t>(row) * P::kRowBytes +
+         static_cast<std::uint32_t>(((chunk % P::kChunks) ^ pattern) * 16);
 }
 
-// A matrix descriptor with 128-byte swizzling: the operand's start (`offset` bytes into
-// the tile at shared address `tile`), the byte distance between its 64-column panels
-// (used by MN-major operands wider than one panel) and between its 8-row core groups.
-// The start field counts 16-byte units and shared addresses stay below 2^18 bytes, so
-// the offset is added after the shift: every operand of a tile then shares `tile >> 4`
-// and costs one add, not a shift, mask and pack of its own.
+// A matrix descriptor of a tile kCols wide: the operand's start (`offset` bytes into
+// the tile at shared address `tile`), the byte distance between its panels (used by
+// MN-major operands wider than one panel) and between its 8-row core groups, and the
+// swizzle. The start field counts 16-byte units and shared addresses stay below 2^18
+// bytes, so the offset is added after the shift: every operand of a tile then shares
+// `tile >> 4` and costs one add, not a shift, mask and pack of its own.
+template <int kCols>
 __device__ __forceinline__ std::uint64_t swizzled_descriptor(std::uint32_t tile, std::uint32_t offset,
                                                              std::uint32_t panel_stride) {
-  constexpr std::uint32_t kHigh = (kCoreGroupBytes >> 4) | (1u << 30);  // core-group stride, 128-byte swizzle
+  using P = Panels<kCols>;
+  constexpr std::uint32_t kHigh = (P::kCoreGroupBytes >> 4) | (P::kLayoutType << 30);
   const std::uint32_t low = ((tile & 0x3ffffu) >> 4) + (offset >> 4) + ((panel_stride >> 4) << 16);
   return (static_cast<std::uint64_t>(kHigh) << 32) | low;
 }
 // K-major operand: rows [first_row, first_row + 64) (A) or the whole N (B) of a swizzled
-// tile of kRows rows, k columns [16 k16, 16 k16 + 16).
-template <int kRows>
+// tile kCols wide and kRows high, k columns [16 k16, 16 k16 + 16).
+template <int kCols, int kRows>
 __device__ __forceinline__ std::uint64_t k_major(std::uint32_t tile, int first_row, int k16) {
-  return swizzled_descriptor(tile,
-                             static_cast<std::uint32_t>(k16 / 4) * panel_bytes<kRows>() +
-                                 static_cast<std::uint32_t>(first_row) * kPanelRowBytes +
-                                 static_cast<std::uint32_t>(k16 % 4) * 32u,
-                             16u);
+  using P = Panels<kCols>;
+  return swizzled_descriptor<kCols>(tile,
+                                    static_cast<std::uint32_t>(k16 / P::kStepsPerPanel) * P::template bytes<kRows>() +
+                                        static_cast<std::uint32_t>(first_row) * P::kRowBytes +
+                                        static_cast<std::uint32_t>(k16 % P::kStepsPerPanel) * 32u,
+                                    16u);
 }
-// MN-major B operand: k rows [16 k16, 16 k16 + 16) of a swizzled tile of kRows rows, all
-// its columns as N.
-template <int kRows>
+// MN-major B operand: k rows [16 k16, 16 k16 + 16) of a swizzled tile kCols wide and
+// kRows high, all its columns as N.
+template <int kCols, int kRows>
 __device__ __forceinline__ std::uint64_t mn_major(std::uint32_t tile, int k16) {
-  return swizzled_descriptor(tile, static_cast<std::uint32_t>(16 * k16) * kPanelRowBytes, panel_bytes<kRows>());
+  using P = Panels<kCols>;
+  return swizzled_descriptor<kCols>(tile, static_cast<std::uint32_t>(16 * k16) * P::kRowBytes,
+                                    P::template bytes<kRows>());
 }
 
 // store_warp_rows_staged (flash_attention_tiles.cuh) through rows [tile_row, tile_row + 16)
@@ -98,8 +114,9 @@ __device__ __forceinline__ void store_warp_rows_swizzled(const float (&acc)[kHea
                                                          std::uint16_t* dst, std::int64_t row_stride, int first_row,
                                                          int seq) {
   store_warp_rows_staged<kHeadDim>(
-      acc, scale_row0, scale_row1, tile, [=](int r, int c) { return swizzled_chunk_offset<kRows>(tile_row + r, c); },
-      dst, row_stride, first_row, seq);
+      acc, scale_row0, scale_row1, tile,
+      [=](int r, int c) { return swizzled_chunk_offset<kHeadDim, kRows>(tile_row + r, c); }, dst, row_stride, first_row,
+      seq);
 }
 
 // The 64 rows of a block (queries or keys) a warpgroup owns: the warps 4 w .. 4 w + 3 of
@@ -172,15 +189,16 @@ __device__ __forceinline__ void mma_shared_mn(float (&d)[8][4], std::uint64_t a,
   mma_shared<1>(d, a, b);
 }
 
-// d = a b^T, m64n64 over k = 16 kSteps: rows [a_first_row, a_first_row + 64) of swizzled
-// tile a (kRowsA rows) times the kStreamRows (64) rows of swizzled tile b, both K-major.
-template <int kSteps, int kRowsA>
+// d = a b^T, m64n64 over k = kCols: rows [a_first_row, a_first_row + 64) of swizzled
+// tile a (kRowsA rows) times the kStreamRows (64) rows of swizzled tile b, both K-major
+// and kCols wide.
+template <int kCols, int kRowsA>
 __device__ __forceinline__ void mma_rows_by_rows(float (&d)[8][4], std::uint32_t a_tile, int a_first_row,
                                                  std::uint32_t b_tile) {
-  mma_shared_a_first(d, k_major<kRowsA>(a_tile, a_first_row, 0), k_major<kStreamRows>(b_tile, 0, 0));
+  mma_shared_a_first(d, k_major<kCols, kRowsA>(a_tile, a_first_row, 0), k_major<kCols, kStreamRows>(b_tile, 0, 0));
 #pragma unroll
-  for (int kk = 1; kk < kSteps; ++kk)
-    mma_shared_a(d, k_major<kRowsA>(a_tile, a_first_row, kk), k_major<kStreamRows>(b_tile, 0, kk));
+  for (int kk = 1; kk < kCols / 16; ++kk)
+    mma_shared_a(d, k_major<kCols, kRowsA>(a_tile, a_first_row, kk), k_major<kCols, kStreamRows>(b_tile, 0, kk));
 }
 
 template <int kN>
@@ -200,6 +218,44 @@ __device__ __forceinline__ void mma_register_a<64>(float (&d)[8][4], const std::
         "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
         "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
         "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+// d += a . b, m64n80k16: a (64 x 16) in registers, b (16 x 80) MN-major in shared memory.
+template <>
+__device__ __forceinline__ void mma_register_a<80>(float (&d)[10][4], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}, "
+      "{%40, %41, %42, %43}, %44, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+        "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
+// d += a . b, m64n96k16: a (64 x 16) in registers, b (16 x 96) MN-major in shared memory.
+template <>
+__device__ __forceinline__ void mma_register_a<96>(float (&d)[12][4], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "
+      "%46, %47}, "
+      "{%48, %49, %50, %51}, %52, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+        "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]),
+        "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
 }
 
@@ -232,7 +288,7 @@ template <int kN, int kSteps, int kRows>
 __device__ __forceinline__ void mma_fragments_by_columns(float (&d)[kN / 8][4], const std::uint32_t (&a)[kSteps][4],
                                                          std::uint32_t b_tile) {
 #pragma unroll
-  for (int kk = 0; kk < kSteps; ++kk) mma_register_a<kN>(d, a[kk], mn_major<kRows>(b_tile, kk));
+  for (int kk = 0; kk < kSteps; ++kk) mma_register_a<kN>(d, a[kk], mn_major<kN, kRows>(b_tile, kk));
 }
 
 }  // namespace adamant::kernels::cuda::flash_detail

@@ -6,7 +6,7 @@
 // flash_attention_stages.cuh), and a warpgroup makes
 //   dq^T += k^T ds^T   (both MN-major in shared memory, d / 64 products of m64n64)
 // in place of the scores, their softmax, dropout and gradients the recomputing query
-// pass makes (flash_attention_backward_queries_wgmma.cu). dq is scaled by 1/sqrt(d) (and
+// pass makes (flash_attention_backward_queries.cu). dq is scaled by 1/sqrt(d) (and
 // with dropout by the 1/(1-p) the key pass leaves out of the stored gradients) and
 // transposed on its store.
 #include <cuda_runtime.h>
@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kThreads)
                                        Problem problem, float scale) {
   using Config = StoredQueryPassConfig<kHeadDim>;
   constexpr int kStages = Config::kStages;
-  constexpr int kHalves = kHeadDim / kPanelColumns;  // m64 halves of dq^T's d rows
+  constexpr int kHalves = kHeadDim / kGroupRows;  // m64 halves of dq^T's d rows
   extern __shared__ unsigned char shared_raw[];
   __shared__ StageBarriers<kStages> stages;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
@@ -105,8 +105,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int h = 0; h < kHalves; ++h) {
 #pragma unroll
         for (int kk = 0; kk < kStreamRows / 16; ++kk) {
-          mma_shared_mn(dq_t[h], mn_major<kStreamRows>(key_address + h * panel_bytes<kStreamRows>(), kk),
-                        mn_major<kStreamRows>(score_address, kk));
+          mma_shared_mn(
+              dq_t[h],
+              mn_major<kHeadDim, kStreamRows>(key_address + h * Panels<kHeadDim>::template bytes<kStreamRows>(), kk),
+              mn_major<kStreamRows, kStreamRows>(score_address, kk));
         }
       }
       wgmma_commit();
@@ -128,7 +130,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int query = first_own_query + 8 * t + 2 * pair + (e & 1);
-        const int d = h * kPanelColumns + (warp % 4) * kWarpRows + group + (e >> 1) * 8;
+        const int d = h * kGroupRows + (warp % 4) * kWarpRows + group + (e >> 1) * 8;
         if (query < seq) {
           dq_base[static_cast<std::int64_t>(query) * token_stride + d] =
               static_cast<std::uint16_t>(pack_bf16(dq_t[h][t][e] * scale, 0.0f) & 0xffffu);
@@ -140,10 +142,9 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-cudaError_t launch_backward_stored_query_pass_wgmma(const BackwardMaps& maps, const BackwardOperands& operands,
-                                                    const Problem& problem, const Dropout& dropout,
-                                                    cudaStream_t stream) {
-  return with_wgmma_head_dim_and_dropout(problem.head_dim, false, [&](auto head, auto) {
+cudaError_t launch_backward_stored_query_pass(const BackwardMaps& maps, const BackwardOperands& operands,
+                                              const Problem& problem, const Dropout& dropout, cudaStream_t stream) {
+  return with_stored_scores_head_dim(problem.head_dim, [&](auto head, auto) {
     constexpr int kHeadDim = decltype(head)::value;
     const float scale = (dropout.enabled ? dropout.keep_scale : 1.0f) / std::sqrt(static_cast<float>(kHeadDim));
     return launch_over_row_blocks(flash_backward_stored_query_kernel<kHeadDim>, StoredQueryPassConfig<kHeadDim>::kBytes,
