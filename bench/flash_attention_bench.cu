@@ -4,7 +4,7 @@
 // the kernels/ API calls (kernels/cuda/flash_attention_launchers.h) with CUDA
 // events: 3 warm-up runs, then the median of --reps runs. FLOPs counted as for
 // causal attention: forward 2 B H L^2 d (half of the dense 4 B H L^2 d), backward
-// 2.5 times that. At head sizes 64 and 128 the backward is timed a second time with the
+// 2.5 times that. The backward is timed a second time with the
 // score scratch (kernels/flash_attention_scores.h): the query pass reading the score
 // gradients the key pass stored, and with --score-slots N a third time with a scratch for
 // only N (sample, head) slots, which runs the two passes a group of slots at a time.
@@ -49,7 +49,7 @@ struct Shape {
 struct Result {
   Shape shape;
   double forward_ms, backward_ms, forward_tflops, backward_tflops;
-  double backward_stored_ms;   // with the score scratch (head sizes 64 and 128; else 0)
+  double backward_stored_ms;   // with the score scratch
   double backward_grouped_ms;  // with a scratch for --score-slots slots (else 0)
   int score_slots;
 };
@@ -83,7 +83,7 @@ Result measure(const Shape& shape, float dropout_probability, int reps, int scor
   r.backward_ms = median_ms(reps, [&] {
     check(launchers::flash_attention_backward(backward, problem, dropout, nullptr), "flash_attention_backward");
   });
-  if (shape.head_dim == 64 || shape.head_dim == 128) {
+  {  // the score scratch lives for these timings only
     DeviceArray scores(adamant::kernels::flash_attention_scores_bytes(shape.batch, shape.heads, shape.seq));
     launchers::BackwardOperands stored = backward;
     stored.d_scores = scores.as<std::uint16_t>();

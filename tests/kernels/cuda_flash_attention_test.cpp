@@ -6,7 +6,7 @@
 // or just past one of their 64-row streamed tiles, batch 1 to 3, with and without
 // attention dropout (whose mask must be the CPU's exactly). Each head size lays its tiles
 // out in its own swizzle width (kernels/cuda/wgmma.cuh: 128 bytes at 64 and 128, 64 at 96,
-// 32 at 80), and only 64 and 128 take the score scratch.
+// 32 at 80).
 //
 // Tolerances follow from bf16 rounding (at most 2^-8 of a value): the GPU rounds each tensor-core operand it makes
 // (unnormalised probabilities times the dropout factor, score gradients) and each
@@ -233,19 +233,9 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
   stream.synchronize();
   testing::expect_bitwise_equal(third_gpu.download(), first_run, "d_qkv with the sample offset in memory");
 
-  // With a score scratch (head sizes 64 and 128), the query pass reads the score gradients
-  // the key pass stored: dk and dv are the same bits, dq within the same bound, and runs
-  // repeat bit for bit. The other head sizes decline the scratch and recompute.
+  // With a score scratch, the query pass reads the score gradients the key pass stored: dk
+  // and dv are the same bits, dq within the same bound, and runs repeat bit for bit.
   MirroredArray<std::uint16_t> scores(flash_attention_scores_bytes(shape_) / 2, DType::bf16);
-  if (shape_.head_dim != 64 && shape_.head_dim != 128) {
-    auto declined_gpu = poisoned_bf16(qkv_.size());
-    flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
-                             logsumexp_gpu.device_view(), declined_gpu.device_view(), shape_, dropout_, stream,
-                             scores.device_view());
-    stream.synchronize();
-    testing::expect_bitwise_equal(declined_gpu.download(), first_run, "d_qkv with a scratch the head size declines");
-    return;
-  }
   auto stored_gpu = poisoned_bf16(qkv_.size());
   flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
                            logsumexp_gpu.device_view(), stored_gpu.device_view(), shape_, dropout_, stream,

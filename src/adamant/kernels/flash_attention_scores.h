@@ -1,6 +1,6 @@
 #pragma once
 // The score-gradient scratch the GPU's flash attention backward can take
-// (kernels/flash_attention.h): at head sizes 64 and 128 the key pass stores every tile of
+// (kernels/flash_attention.h): the key pass stores every tile of
 // score gradients on or below the diagonal (bf16, kFlashScoreTileRows squared a tile, per
 // sample and head) and the query pass reads them instead of recomputing the scores, their
 // softmax and dropout. Plain C++ without the library's headers, so that the CUDA sources

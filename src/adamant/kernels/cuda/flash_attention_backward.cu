@@ -135,14 +135,10 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
   BackwardMaps maps;
   status = encode_backward_maps(maps, operands, problem);
   if (status != cudaSuccess) return status;
-  // A score scratch is a choice the kernels may decline: at head sizes without the
-  // stored-scores query pass the two passes recompute.
-  if (operands.d_scores == nullptr || !stores_scores(problem.head_dim)) {
-    BackwardOperands recomputing = operands;
-    recomputing.d_scores = nullptr;
-    status = launch_backward_key_pass(maps, recomputing, problem, dropout, stream);
+  if (operands.d_scores == nullptr) {
+    status = launch_backward_key_pass(maps, operands, problem, dropout, stream);
     if (status != cudaSuccess) return status;
-    return launch_backward_query_pass(maps, recomputing, problem, dropout, stream);
+    return launch_backward_query_pass(maps, operands, problem, dropout, stream);
   }
   // A scratch that holds fewer slots than there are takes them in groups of as even a
   // size as the scratch allows, so that every group's launches end with the same tail.

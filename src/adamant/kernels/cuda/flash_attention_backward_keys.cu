@@ -54,7 +54,7 @@ struct KeyPassConfig {
   // With stored scores, each warpgroup stages its ds^T images here: two buffers where
   // there is room, so that a tile's image waits for the copy of the tile before last.
   static constexpr std::size_t kStaging = kStatistics + kStages * kStatisticsTile;
-  static constexpr int kStagingBuffers = kHeadDim == 64 ? 2 : 1;
+  static constexpr int kStagingBuffers = kHeadDim < 128 ? 2 : 1;
   static constexpr std::size_t bytes(bool store_scores) {
     return kStaging + (store_scores ? kStagingBuffers * 2 * kScoreTileBytes : 0) + kSwizzleAlignment;
   }
@@ -311,12 +311,10 @@ cudaError_t launch_backward_key_pass(const BackwardMaps& maps, const BackwardOpe
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-    if constexpr (stores_scores(kHeadDim)) {
-      if (operands.d_scores != nullptr) {
-        return launch_over_row_blocks(flash_backward_key_kernel<kHeadDim, kDropout, true>,
-                                      KeyPassConfig<kHeadDim>::bytes(true), problem, stream, maps, operands, problem,
-                                      dropout, scale, kLog2E * scale);
-      }
+    if (operands.d_scores != nullptr) {
+      return launch_over_row_blocks(flash_backward_key_kernel<kHeadDim, kDropout, true>,
+                                    KeyPassConfig<kHeadDim>::bytes(true), problem, stream, maps, operands, problem,
+                                    dropout, scale, kLog2E * scale);
     }
     return launch_over_row_blocks(flash_backward_key_kernel<kHeadDim, kDropout, false>,
                                   KeyPassConfig<kHeadDim>::bytes(false), problem, stream, maps, operands, problem,

@@ -10,7 +10,7 @@
 //     rows after reading them; with BackwardOperands::d_scores, from the score gradients
 //     the key pass stored instead of recomputing them.
 // Each pass is a kernel on Hopper's warpgroup tensor cores (wgmma.cuh) for every head
-// size; the stored-scores query pass is for head sizes 64 and 128.
+// size.
 // No output element is summed by more than one thread, in a fixed order, so runs
 // agree bit for bit.
 #include <cuda.h>

@@ -1,14 +1,14 @@
 // Query pass of the flash attention backward from stored score gradients
-// (flash_attention_stored_scores.cuh), for head sizes 64 and 128: one block of two
-// warpgroups per (sample, head, 128 queries), each warpgroup owning one 64-query tile.
-// Per key tile up to the diagonal, the key tile and the warpgroups' ds^T tiles stream
-// through shared memory (tensor-memory and bulk copies on stage barriers,
-// flash_attention_stages.cuh), and a warpgroup makes
-//   dq^T += k^T ds^T   (both MN-major in shared memory, d / 64 products of m64n64)
+// (flash_attention_stored_scores.cuh), for every head size: one block of two warpgroups
+// per (sample, head, 128 queries), each warpgroup owning one 64-query tile. Per key tile
+// up to the diagonal, the key tile and the warpgroups' ds^T tiles stream through shared
+// memory (tensor-memory and bulk copies on stage barriers, flash_attention_stages.cuh),
+// and a warpgroup makes
+//   dq += ds k   (m64 queries x n head size: ds^T and k both MN-major in shared memory)
 // in place of the scores, their softmax, dropout and gradients the recomputing query
-// pass makes (flash_attention_backward_queries.cu). dq is scaled by 1/sqrt(d) (and
-// with dropout by the 1/(1-p) the key pass leaves out of the stored gradients) and
-// transposed on its store.
+// pass makes (flash_attention_backward_queries.cu). dq is scaled by 1/sqrt(d) (and with
+// dropout by the 1/(1-p) the key pass leaves out of the stored gradients) and each warp
+// stores its 16 rows in whole 16-byte chunks through its own staging rows.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -33,7 +33,10 @@ struct StoredQueryPassConfig {
   static constexpr int kStages = 3;  // tile i in use, tiles i + 1 and i + 2 landing
   static constexpr std::size_t kKeyTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
   static constexpr std::size_t kStageBytes = kKeyTile + 2 * kScoreTileBytes;  // keys, then each warpgroup's ds^T
-  static constexpr std::size_t kBytes = kStages * kStageBytes + kSwizzleAlignment;
+  // Each warp's 16 rows of dq on their way out, apart from the stages (the other
+  // warpgroup may still be reading them).
+  static constexpr std::size_t kStaging = kStages * kStageBytes;
+  static constexpr std::size_t kBytes = kStaging + swizzled_tile_bytes<kHeadDim, kBlockRows>() + kSwizzleAlignment;
 };
 
 template <int kHeadDim>
@@ -42,7 +45,7 @@ __global__ void __launch_bounds__(kThreads)
                                        Problem problem, float scale) {
   using Config = StoredQueryPassConfig<kHeadDim>;
   constexpr int kStages = Config::kStages;
-  constexpr int kHalves = kHeadDim / kGroupRows;  // m64 halves of dq^T's d rows
+  constexpr int kOutTiles = kHeadDim / 8;
   extern __shared__ unsigned char shared_raw[];
   __shared__ StageBarriers<kStages> stages;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
@@ -83,14 +86,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int ahead = 0; ahead < kStages - 1 && ahead < key_tiles; ++ahead) load(ahead);
   }
 
-  float dq_t[kHalves][8][4];
+  float dq[kOutTiles][4];
 #pragma unroll
-  for (int h = 0; h < kHalves; ++h) {
-#pragma unroll
-    for (int t = 0; t < 8; ++t) dq_t[h][t][0] = dq_t[h][t][1] = dq_t[h][t][2] = dq_t[h][t][3] = 0.0f;
-  }
-#pragma unroll
-  for (int h = 0; h < kHalves; ++h) fence_accumulators(dq_t[h]);  // set before any product is issued
+  for (int n = 0; n < kOutTiles; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+  fence_accumulators(dq);  // set before any product is issued
   for (int key_tile = 0; key_tile < key_tiles; ++key_tile) {
     // Tile key_tile + kStages - 1 goes where tile key_tile - 1 was, once every warp is done with it.
     if (copier && key_tile + kStages - 1 < key_tiles) load(key_tile + kStages - 1);
@@ -102,49 +101,29 @@ __global__ void __launch_bounds__(kThreads)
       const std::uint32_t score_address = shared_address(stage + Config::kKeyTile + warpgroup * kScoreTileBytes);
       wgmma_fence();
 #pragma unroll
-      for (int h = 0; h < kHalves; ++h) {
-#pragma unroll
-        for (int kk = 0; kk < kStreamRows / 16; ++kk) {
-          mma_shared_mn(
-              dq_t[h],
-              mn_major<kHeadDim, kStreamRows>(key_address + h * Panels<kHeadDim>::template bytes<kStreamRows>(), kk),
-              mn_major<kStreamRows, kStreamRows>(score_address, kk));
-        }
+      for (int kk = 0; kk < kStreamRows / 16; ++kk) {
+        mma_shared_mn<kHeadDim>(dq, mn_major<kStreamRows, kStreamRows>(score_address, kk),
+                                mn_major<kHeadDim, kStreamRows>(key_address, kk));
       }
       wgmma_commit();
       wgmma_wait<0>();
-#pragma unroll
-      for (int h = 0; h < kHalves; ++h) fence_accumulators(dq_t[h]);
+      fence_accumulators(dq);
     }
     stages.release(key_tile, lane);  // this warp is done with the stage
   }
   if (!group_active) return;
 
-  // dq^T row d = 64 h + 16 (warp % 4) + group (+ 8), columns queries 8 t + 2 pair + {0, 1}.
-  std::uint16_t* dq_base = operands.d_qkv + sample_token * token_stride + head * kHeadDim;
-  const int first_own_query = own_tile * kStreamRows;
-#pragma unroll
-  for (int h = 0; h < kHalves; ++h) {
-#pragma unroll
-    for (int t = 0; t < 8; ++t) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int query = first_own_query + 8 * t + 2 * pair + (e & 1);
-        const int d = h * kGroupRows + (warp % 4) * kWarpRows + group + (e >> 1) * 8;
-        if (query < seq) {
-          dq_base[static_cast<std::int64_t>(query) * token_stride + d] =
-              static_cast<std::uint16_t>(pack_bf16(dq_t[h][t][e] * scale, 0.0f) & 0xffffu);
-        }
-      }
-    }
-  }
+  // Warp w holds dq of queries own_tile * 64 + 16 (w % 4) .. + 15, as the other passes' accumulators.
+  store_warp_rows_swizzled<kHeadDim, kBlockRows>(dq, scale, scale, shared + Config::kStaging, warp * kWarpRows,
+                                                 operands.d_qkv + sample_token * token_stride + head * kHeadDim,
+                                                 token_stride, own_tile * kStreamRows + (warp % 4) * kWarpRows, seq);
 }
 
 }  // namespace
 
 cudaError_t launch_backward_stored_query_pass(const BackwardMaps& maps, const BackwardOperands& operands,
                                               const Problem& problem, const Dropout& dropout, cudaStream_t stream) {
-  return with_stored_scores_head_dim(problem.head_dim, [&](auto head, auto) {
+  return with_supported_head_dim_and_dropout(problem.head_dim, false, [&](auto head, auto) {
     constexpr int kHeadDim = decltype(head)::value;
     const float scale = (dropout.enabled ? dropout.keep_scale : 1.0f) / std::sqrt(static_cast<float>(kHeadDim));
     return launch_over_row_blocks(flash_backward_stored_query_kernel<kHeadDim>, StoredQueryPassConfig<kHeadDim>::kBytes,

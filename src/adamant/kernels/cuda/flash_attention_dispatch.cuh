@@ -13,11 +13,6 @@
 
 namespace adamant::kernels::cuda::flash_detail {
 
-// Whether the key pass can leave its score gradients for the query pass
-// (flash_attention_stored_scores.cuh): that query pass makes dq^T in m64 row blocks of
-// head dimensions, whole 64-column panels of the key tiles (head sizes 64 and 128).
-constexpr bool stores_scores(int head_dim) { return head_dim % 64 == 0; }
-
 // Calls launch(std::integral_constant<int, head_dim>, std::bool_constant<dropout>) for
 // one of the head sizes in `kHeadDims`; cudaErrorInvalidValue for any other.
 template <int... kHeadDims, typename Launch>
@@ -35,10 +30,7 @@ template <typename Launch>
 cudaError_t with_supported_head_dim_and_dropout(int head_dim, bool dropout, Launch&& launch) {
   return with_head_dim_and_dropout<64, 80, 96, 128>(head_dim, dropout, launch);
 }
-template <typename Launch>
-cudaError_t with_stored_scores_head_dim(int head_dim, Launch&& launch) {
-  return with_head_dim_and_dropout<64, 128>(head_dim, false, launch);
-}
+
 
 // `shared` rounded up to a multiple of kAlignment (the kernel asks for kAlignment bytes more).
 template <std::size_t kAlignment>

@@ -60,9 +60,8 @@ struct BackwardOperands {
   std::uint16_t* d_qkv;  // overwritten; its query part is scratch until dq is written
   // Null, or room for the score gradients of score_slots (sample, head) slots
   // (kernels::flash_attention_scores_bytes of one slot each): the key pass then leaves each
-  // tile's score gradients there and the query pass reads them instead of recomputing them
-  // (head sizes 64 and 128). With fewer slots than batch * heads the two passes run a group
-  // of slots at a time.
+  // tile's score gradients there and the query pass reads them instead of recomputing them.
+  // With fewer slots than batch * heads the two passes run a group of slots at a time.
   std::uint16_t* d_scores = nullptr;
   int score_slots = 0;
 };

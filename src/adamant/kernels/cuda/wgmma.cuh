@@ -185,8 +185,49 @@ __device__ __forceinline__ void mma_shared(float (&d)[8][4], std::uint64_t a, st
 __device__ __forceinline__ void mma_shared_a(float (&d)[8][4], std::uint64_t a, std::uint64_t b) {
   mma_shared<0>(d, a, b);
 }
-__device__ __forceinline__ void mma_shared_mn(float (&d)[8][4], std::uint64_t a, std::uint64_t b) {
+// d += a . b, m64nNk16 for N a head size, both operands MN-major in shared memory: a's 16 k
+// rows hold its 64 M as columns, b's its N.
+template <int kN>
+__device__ void mma_shared_mn(float (&d)[kN / 8][4], std::uint64_t a, std::uint64_t b);
+template <>
+__device__ __forceinline__ void mma_shared_mn<64>(float (&d)[8][4], std::uint64_t a, std::uint64_t b) {
   mma_shared<1>(d, a, b);
+}
+template <>
+__device__ __forceinline__ void mma_shared_mn<80>(float (&d)[10][4], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}, "
+      "%40, %41, 1, 1, 1, 1, 1;\n"
+      : ADAMANT_WGMMA_EIGHT_TILES(ADAMANT_WGMMA_TILE_INOUT, d, 0), ADAMANT_WGMMA_TILE_INOUT(d, 8),
+        ADAMANT_WGMMA_TILE_INOUT(d, 9)
+      : "l"(a), "l"(b));
+}
+template <>
+__device__ __forceinline__ void mma_shared_mn<96>(float (&d)[12][4], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
+      "%42, %43, %44, %45, %46, %47}, "
+      "%48, %49, 1, 1, 1, 1, 1;\n"
+      : ADAMANT_WGMMA_EIGHT_TILES(ADAMANT_WGMMA_TILE_INOUT, d, 0), ADAMANT_WGMMA_TILE_INOUT(d, 8),
+        ADAMANT_WGMMA_TILE_INOUT(d, 9), ADAMANT_WGMMA_TILE_INOUT(d, 10), ADAMANT_WGMMA_TILE_INOUT(d, 11)
+      : "l"(a), "l"(b));
+}
+template <>
+__device__ __forceinline__ void mma_shared_mn<128>(float (&d)[16][4], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
+      "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+      "%62, %63}, "
+      "%64, %65, 1, 1, 1, 1, 1;\n"
+      : ADAMANT_WGMMA_EIGHT_TILES(ADAMANT_WGMMA_TILE_INOUT, d, 0),
+        ADAMANT_WGMMA_EIGHT_TILES(ADAMANT_WGMMA_TILE_INOUT, d, 8)
+      : "l"(a), "l"(b));
 }
 
 // d = a b^T, m64n64 over k = kCols: rows [a_first_row, a_first_row + 64) of swizzled
