@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "adamant/core/error.h"
+#include "adamant/kernels/matmul_algorithms.h"
 #include "adamant/train/train_config.h"
 
 namespace adamant::train {
@@ -308,6 +312,33 @@ TEST(ConfigNemo, EveryShippedConfigLoads) {
     ++loaded;
   }
   EXPECT_GE(loaded, 2);
+}
+
+// The GEMM tables the shipped configs name (trainer.matmul_algorithms, a path from the
+// repository's root) parse, are written as `adamant tune-matmul` writes them (so that
+// recording more choices into one changes only those lines), and hold choices for the
+// GPUs they were recorded on.
+TEST(ConfigNemo, ShippedMatmulTablesParseAndCoverTheirGpus) {
+  const std::filesystem::path root = std::filesystem::path(ADAMANT_CONFIGS_DIR).parent_path();
+  std::set<std::filesystem::path> tables;
+  for (const auto& entry : std::filesystem::directory_iterator(ADAMANT_CONFIGS_DIR)) {
+    if (entry.path().extension() != ".yaml") continue;
+    const TrainConfig config = load_train_config(entry.path(), {});
+    if (!config.trainer.matmul_algorithms.empty()) tables.insert(root / config.trainer.matmul_algorithms);
+  }
+  ASSERT_FALSE(tables.empty());
+  for (const std::filesystem::path& path : tables) {
+    SCOPED_TRACE(path.string());
+    kernels::MatmulAlgorithmTable table;
+    ASSERT_NO_THROW(table = kernels::MatmulAlgorithmTable::read(path));
+    std::ifstream file(path, std::ios::binary);
+    std::ostringstream text;
+    text << file.rdbuf();
+    EXPECT_EQ(table.to_text(), text.str());
+    std::set<std::string> gpus;
+    for (const kernels::MatmulAlgorithmRecord& record : table.records()) gpus.insert(record.target.gpu);
+    EXPECT_THAT(gpus, testing::IsSupersetOf({"NVIDIA_H200/sm_90/132", "NVIDIA_H100_80GB_HBM3/sm_90/132"}));
+  }
 }
 
 TEST(ConfigNemo, Gpt3SizesMatchTheDesign) {
