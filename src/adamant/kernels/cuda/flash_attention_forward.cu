@@ -34,8 +34,8 @@ using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own hel
 
 template <int kHeadDim>
 struct ForwardConfig {
-  // Head size 64 fits two blocks a multiprocessor (registers and shared memory); 128
-  // holds twice the output accumulators and takes one.
+  // Head size 64 fits two blocks a multiprocessor (registers and shared memory); 80, 96
+  // and 128 hold more output accumulators and take one.
   static constexpr int kMinBlocks = kHeadDim == 64 ? 2 : 1;
   static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
