@@ -98,7 +98,7 @@ optim::SplitRemap split_remap(const model::GptConfig& config, const ParamList& p
 bool is_complete_checkpoint(const std::filesystem::path& folder) {
   const std::string name = folder.filename().string();
   std::error_code ec;
-  return name.rfind("step_", 0) == 0 && name.find('.') == std::string::npos &&
+  return name.starts_with(kCheckpointFolderPrefix) && name.find('.') == std::string::npos &&
          std::filesystem::is_directory(folder, ec) && std::filesystem::exists(folder / kModelFile, ec);
 }
 
@@ -202,7 +202,7 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
                                             const optim::Optimizer& optimizer, const std::string& config_yaml,
                                             comm::ProcessGrid& grid) const {
   comm::Communicator& world = grid.world();
-  const std::string name = fmt::format("step_{:08}", position.step);
+  const std::string name = fmt::format("{}{:08}", kCheckpointFolderPrefix, position.step);
   const auto final_dir = dir_ / name;
   const auto partial_dir = dir_ / (name + ".partial");
   const int tp = model.tp_size(), pp = grid.pp_size();

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "adamant/comm/communicator.h"
@@ -29,6 +30,9 @@ struct TrainingPosition {
   std::int64_t step = 0;              // optimizer steps done
   std::int64_t consumed_samples = 0;  // global samples consumed by those steps
 };
+
+// A checkpoint folder's name: this prefix, then the step (zero-padded to 8 digits when written).
+inline constexpr std::string_view kCheckpointFolderPrefix = "step_";
 
 // A fresh random run identity (16 hex digits).
 std::string new_run_id();

@@ -49,8 +49,9 @@ std::optional<std::filesystem::path> agreed_latest_checkpoint(const CheckpointSt
   // The folder's name orders checkpoints by step; -1: none. Max of (step, -step) gives both extremes.
   std::int64_t step = -1;
   if (latest) {
-    const std::string name = latest->filename().string();  // step_<digits>: is_complete_checkpoint saw "step_"
-    const std::optional<std::int64_t> number = number_from_text<std::int64_t>(std::string_view(name).substr(5));
+    const std::string name = latest->filename().string();  // is_complete_checkpoint saw the prefix
+    const std::optional<std::int64_t> number =
+        number_from_text<std::int64_t>(std::string_view(name).substr(kCheckpointFolderPrefix.size()));
     ADAMANT_CHECK(number && *number >= 0,
                   "checkpoint folder {} is not named step_<step> as Adamant writes them; rename it (e.g. "
                   "step_00000100) or move it out of {}",
