@@ -19,9 +19,6 @@ namespace {
 
 namespace launchers = flash_attention_launchers;
 
-// The head sizes whose backward can read stored score gradients (the wgmma kernels').
-bool reads_stored_scores(std::int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
-
 launchers::Problem problem_of(const AttentionShape& shape) {
   return {static_cast<int>(shape.batch), static_cast<int>(shape.seq), static_cast<int>(shape.heads),
           static_cast<int>(shape.head_dim)};
@@ -69,7 +66,7 @@ void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tens
   constexpr const char* kOp = "flash_attention_backward";
   const CudaLaunchGuard guard(qkv.device, kOp);
   const bool stores_scores =
-      d_scores.data != nullptr && reads_stored_scores(shape.head_dim) && shape.batch > 0 && shape.seq > 0;
+      d_scores.data != nullptr && flash_attention_takes_scores(shape.head_dim) && shape.batch > 0 && shape.seq > 0;
   launchers::BackwardOperands operands{bits_of(d_out), bits_of(qkv), bits_of(out),
                                        static_cast<const float*>(logsumexp.data), mutable_bits_of(d_qkv)};
   if (stores_scores) {
