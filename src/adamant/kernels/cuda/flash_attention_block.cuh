@@ -1,7 +1,8 @@
 #pragma once
-// What every flash attention kernel block knows about itself: its (sample, head), this thread's place in the block,
-// where the head's rows lie in qkv and in the [token, head, head_dim] arrays, and the per-row statistics the backward
-// passes share. Only for *.cu files.
+// What every flash attention kernel block knows about itself: its (sample, head), this
+// thread's place in the block, where the head's rows lie in qkv and in the [token, head,
+// head_dim] arrays, and the per-row statistics the backward passes share. Only for *.cu
+// files.
 #include <cuda_runtime.h>
 
 #include <cstdint>

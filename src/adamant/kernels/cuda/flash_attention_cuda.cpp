@@ -19,6 +19,9 @@ namespace {
 
 namespace launchers = flash_attention_launchers;
 
+static_assert(launchers::kSupportedHeadDims == kCudaFlashHeadDims,
+              "the kernels instantiate the head sizes kernels/flash_attention.h accepts");
+
 launchers::Problem problem_of(const AttentionShape& shape) {
   return {static_cast<int>(shape.batch), static_cast<int>(shape.seq), static_cast<int>(shape.heads),
           static_cast<int>(shape.head_dim)};

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
@@ -26,11 +27,15 @@ cudaError_t with_head_dim_and_dropout(int head_dim, bool dropout, Launch&& launc
   (try_one(std::integral_constant<int, kHeadDims>{}) || ...);
   return status;
 }
+// with_head_dim_and_dropout over flash_attention_launchers::kSupportedHeadDims.
 template <typename Launch>
 cudaError_t with_supported_head_dim_and_dropout(int head_dim, bool dropout, Launch&& launch) {
-  return with_head_dim_and_dropout<64, 80, 96, 128>(head_dim, dropout, launch);
+  using flash_attention_launchers::kSupportedHeadDims;
+  return [&]<std::size_t... kIndex>(std::index_sequence<kIndex...>) {
+    return with_head_dim_and_dropout<static_cast<int>(kSupportedHeadDims[kIndex])...>(head_dim, dropout, launch);
+  }
+  (std::make_index_sequence<kSupportedHeadDims.size()>{});
 }
-
 
 // `shared` rounded up to a multiple of kAlignment (the kernel asks for kAlignment bytes more).
 template <std::size_t kAlignment>

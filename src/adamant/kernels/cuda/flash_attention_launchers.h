@@ -5,7 +5,6 @@
 // (kernels/flash_attention.cpp) has checked; each returns the launch status.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -35,13 +34,11 @@ struct Dropout {
   const std::uint64_t* sample_offset;  // null, or device memory: samples to add to every sample index
 };
 
-// head_dim must be one of these (kernels/flash_attention.h's kCudaFlashHeadDims): 64, 128,
-// 80 (GPT-3 2.7B: 2560 / 32 heads) and 96; the tiles take any multiple of 16
-// (flash_detail::supported_tiles).
+// head_dim must be one of these (kernels/flash_attention.h's kCudaFlashHeadDims, which
+// flash_attention_cuda.cpp checks against this list): 64, 128, 80 (GPT-3 2.7B: 2560 / 32
+// heads) and 96; each is a kernel instantiation (flash_attention_dispatch.cuh), and the
+// tiles take any multiple of 16 (wgmma.cuh's Panels).
 inline constexpr std::array<std::int64_t, 4> kSupportedHeadDims{64, 80, 96, 128};
-constexpr bool supported_head_dim(std::int64_t head_dim) {
-  return std::find(kSupportedHeadDims.begin(), kSupportedHeadDims.end(), head_dim) != kSupportedHeadDims.end();
-}
 
 // 16-bit arrays hold bf16 bit patterns and must be 16-byte aligned; logsumexp is
 // fp32 [batch, heads, seq] (natural log of each row's softmax denominator of the
