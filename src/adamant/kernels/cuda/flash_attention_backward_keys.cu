@@ -8,8 +8,8 @@
 //   s^T = k q^T and dp^T = v d_out^T   (k, v, q and d_out all read from shared memory),
 //   p^T = exp2(s^T scale log2(e) - logsumexp log2(e)), ds^T = p^T (dp^T f - D),
 //   dv += (p^T f) d_out, dk += ds^T q  (p^T and ds^T as register operands),
-// with f the dropout factor, drawn as the mma.sync key pass does
-// (flash_attention_backward_keys.cu): the accumulators sit in each warp as its do.
+// with f the dropout factor from the draws of kernels/attention_dropout_layout.h
+// (attention_philox.cuh), two neighbouring lanes sharing two draws.
 // dk is scaled by 1/sqrt(d) once at the end. With dropout, f = m / (1 - p) for the mask m,
 // and the products take m p^T and ds^T (1 - p) = (m p^T) dp^T - p^T D (1 - p) (the row
 // statistics carry D (1 - p)): the 1/(1-p) multiplies dk and dv once at the end, and the

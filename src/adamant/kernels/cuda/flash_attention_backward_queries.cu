@@ -7,8 +7,8 @@
 //   s = q k^T and dp = d_out v^T   (q, d_out, k and v all read from shared memory),
 //   p = exp2(s scale log2(e) - logsumexp log2(e)), ds = p (dp f - D),
 //   dq += ds k                      (ds as a register operand),
-// with f the dropout factor, drawn as the mma.sync query pass does
-// (flash_attention_backward_queries.cu): the accumulators sit in each warp as its do.
+// with f the dropout factor from the draws of kernels/attention_dropout_layout.h
+// (attention_philox.cuh), each thread holding whole draws.
 // dq is scaled by 1/sqrt(d) once at the end.
 #include <cuda_runtime.h>
 

@@ -97,8 +97,8 @@ __device__ __forceinline__ std::uint64_t k_major(std::uint32_t tile, int first_r
                                         static_cast<std::uint32_t>(k16 % P::kStepsPerPanel) * 32u,
                                     16u);
 }
-// MN-major B operand: k rows [16 k16, 16 k16 + 16) of a swizzled tile kCols wide and
-// kRows high, all its columns as N.
+// MN-major operand: k rows [16 k16, 16 k16 + 16) of a swizzled tile kCols wide and kRows
+// high, all its columns as N (a B operand) or as M (an A operand, 64 columns).
 template <int kCols, int kRows>
 __device__ __forceinline__ std::uint64_t mn_major(std::uint32_t tile, int k16) {
   using P = Panels<kCols>;
