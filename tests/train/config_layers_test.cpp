@@ -5,11 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "adamant/core/error.h"
+#include "adamant/core/file_read.h"
 #include "adamant/train/config_schema.h"
 #include "adamant/train/train_config.h"
 
@@ -46,11 +45,7 @@ TEST(ConfigLayers, EveryKeyReadsBackWhatItWrites) {
 }
 
 TEST(ConfigLayers, DocsListEveryKeyWithItsDefault) {
-  std::ifstream in(std::string(ADAMANT_DOCS_DIR) + "/config.md");
-  ASSERT_TRUE(in) << "docs/config.md";
-  std::ostringstream text;
-  text << in.rdbuf();
-  const std::string docs = text.str();
+  const std::string docs = read_text_file(std::string(ADAMANT_DOCS_DIR) + "/config.md", "docs/config.md");
   const std::string begin = "<!-- config-keys:begin -->\n", end = "<!-- config-keys:end -->";
   const std::size_t from = docs.find(begin), to = docs.find(end);
   ASSERT_NE(from, std::string::npos) << "docs/config.md lacks " << begin;

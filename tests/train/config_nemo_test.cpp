@@ -4,13 +4,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "adamant/core/error.h"
+#include "adamant/core/file_read.h"
 #include "adamant/kernels/matmul_algorithms.h"
 #include "adamant/train/train_config.h"
 
@@ -331,10 +330,7 @@ TEST(ConfigNemo, ShippedMatmulTablesParseAndCoverTheirGpus) {
     SCOPED_TRACE(path.string());
     kernels::MatmulAlgorithmTable table;
     ASSERT_NO_THROW(table = kernels::MatmulAlgorithmTable::read(path));
-    std::ifstream file(path, std::ios::binary);
-    std::ostringstream text;
-    text << file.rdbuf();
-    EXPECT_EQ(table.to_text(), text.str());
+    EXPECT_EQ(table.to_text(), read_text_file(path, "the GEMM table"));
     std::set<std::string> gpus;
     for (const kernels::MatmulAlgorithmRecord& record : table.records()) gpus.insert(record.target.gpu);
     EXPECT_THAT(gpus, testing::IsSupersetOf({"NVIDIA_H200/sm_90/132", "NVIDIA_H100_80GB_HBM3/sm_90/132"}));
