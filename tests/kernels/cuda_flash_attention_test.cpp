@@ -234,9 +234,8 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
   testing::expect_bitwise_equal(third_gpu.download(), first_run, "d_qkv with the sample offset in memory");
 
   // With a score scratch, the query pass reads the score gradients the key pass stored: dk
-  // and dv are the same bits, dq within the same bound, and runs repeat bit for bit. At head
-  // sizes 80 and 96 the backward declines the scratch (kernels::flash_attention_takes_scores)
-  // and recomputes, so the same checks hold there too.
+  // and dv are the same bits, dq within the same bound, and runs repeat bit for bit, at every
+  // head size.
   MirroredArray<std::uint16_t> scores(flash_attention_scores_bytes(shape_) / 2, DType::bf16);
   auto stored_gpu = poisoned_bf16(qkv_.size());
   flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),

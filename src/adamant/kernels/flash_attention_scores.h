@@ -11,13 +11,6 @@ namespace adamant::kernels {
 
 inline constexpr std::int64_t kFlashScoreTileRows = 64;
 
-// Whether flash_attention_backward takes a given scratch at this head size (64 and 128);
-// at the others it recomputes, so a caller that sizes memory holds none for them. The
-// CUDA passes have a stored-scores form for every head size, which flash_attention_bench
-// times at all four, but the library hands a scratch on only where the GPU tests check
-// that form against the CPU reference (tests/kernels/cuda_flash_attention_test.cpp).
-constexpr bool flash_attention_takes_scores(std::int64_t head_dim) { return head_dim == 64 || head_dim == 128; }
-
 // Bytes of the scratch for `batch` samples of `heads` heads and `seq` tokens.
 constexpr std::size_t flash_attention_scores_bytes(std::int64_t batch, std::int64_t heads, std::int64_t seq) {
   const std::int64_t tiles = (seq + kFlashScoreTileRows - 1) / kFlashScoreTileRows;

@@ -68,8 +68,7 @@ void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tens
                               const Stream& stream, const Tensor& d_scores) {
   constexpr const char* kOp = "flash_attention_backward";
   const CudaLaunchGuard guard(qkv.device, kOp);
-  const bool stores_scores =
-      d_scores.data != nullptr && flash_attention_takes_scores(shape.head_dim) && shape.batch > 0 && shape.seq > 0;
+  const bool stores_scores = d_scores.data != nullptr && shape.batch > 0 && shape.seq > 0;
   launchers::BackwardOperands operands{bits_of(d_out), bits_of(qkv), bits_of(out),
                                        static_cast<const float*>(logsumexp.data), mutable_bits_of(d_qkv)};
   if (stores_scores) {
