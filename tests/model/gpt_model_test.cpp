@@ -402,7 +402,7 @@ TEST(ModelMemory, Bf16ClassifierLogitsOnAGpu) {
   EXPECT_EQ(bf16_layout.logits_chunk.numel, f32_layout.logits_chunk.numel);
   EXPECT_EQ(bf16_layout.classifier_chunk_rows, f32_layout.classifier_chunk_rows);
   EXPECT_EQ(bf16_layout.logits_chunk.numel, bf16_layout.classifier_chunk_rows * 50304);
-  // The chunk (2,656 rows: 2^27 logits) is the largest scratch region: half of its bytes go.
+  // The chunk (10,672 rows: 2^29 logits) is the largest scratch region: half of its bytes go.
   EXPECT_EQ(f32_layout.scratch_bytes - bf16_layout.scratch_bytes, bf16_layout.logits_chunk.numel * 2);
 
   config.seq_length = config.max_position_embeddings = 1;  // one token: a chunk of one row
@@ -475,10 +475,12 @@ TEST(ModelMemory, AttentionScoreScratchWithAttentionDropoutOnAGpu) {
   EXPECT_EQ(attention_score_scratch_taken(long_sequence, 2, gpu, 4 * kAttentionScoresShare * slot), 4 * slot);
   EXPECT_EQ(attention_score_scratch_taken(long_sequence, 2, gpu, 4 * kAttentionScoresShare * slot - 1), 0u);
 
-  // One layer at sequence 8192 and micro-batch 1: an eighth of its activations holds fewer
-  // slots than fill the GPU, so none are taken.
+  // One layer at sequence 8192 and micro-batch 1, with a vocabulary small enough that the
+  // logits do not outweigh the layer: a sixth of its activations holds fewer slots than fill
+  // the GPU, so none are taken.
   GptConfig short_model = long_sequence;
   short_model.num_layers = 1;
+  short_model.vocab_size = 8192;
   const ModelMemory short_memory = model_memory(short_model, DType::bf16, 1, gpu, 0, pipeline_stage(short_model, 0), 1);
   ASSERT_LT(short_memory.activations / kAttentionScoresShare / slot, 4u);
   EXPECT_EQ(short_memory.attention_scores, 0u);
