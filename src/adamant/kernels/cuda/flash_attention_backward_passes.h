@@ -37,10 +37,6 @@ struct BackwardMaps {
 };
 cudaError_t encode_backward_maps(BackwardMaps& maps, const BackwardOperands& operands, const Problem& problem);
 
-cudaError_t launch_backward_key_pass(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
-                                     cudaStream_t stream);
-cudaError_t launch_backward_query_pass(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
-                                       cudaStream_t stream);
 cudaError_t launch_backward_key_pass(const BackwardMaps& maps, const BackwardOperands& operands, const Problem& problem,
                                      const Dropout& dropout, cudaStream_t stream);
 cudaError_t launch_backward_query_pass(const BackwardMaps& maps, const BackwardOperands& operands,
