@@ -204,7 +204,7 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
   comm::Communicator& world = grid.world();
   const std::string name = fmt::format("{}{:08}", kCheckpointFolderPrefix, position.step);
   const auto final_dir = dir_ / name;
-  const auto partial_dir = dir_ / (name + ".partial");
+  const auto partial_dir = dir_ / (name + std::string(kCheckpointPartialSuffix));
   const int tp = model.tp_size(), pp = grid.pp_size();
   const CheckpointRoles roles = checkpoint_roles(grid, node_local_);
   if (roles.prepares_folder) {

@@ -33,6 +33,8 @@ struct TrainingPosition {
 
 // A checkpoint folder's name: this prefix, then the step (zero-padded to 8 digits when written).
 inline constexpr std::string_view kCheckpointFolderPrefix = "step_";
+// A checkpoint being written lies in its folder's name plus this suffix until it is complete.
+inline constexpr std::string_view kCheckpointPartialSuffix = ".partial";
 
 // A fresh random run identity (16 hex digits).
 std::string new_run_id();

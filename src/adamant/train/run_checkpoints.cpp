@@ -23,9 +23,7 @@ void broadcast_text(comm::Communicator& world, std::string& text) {
 
 bool is_leftover(const std::filesystem::path& entry) {
   const std::string name = entry.filename().string();
-  const auto partial = name.rfind(".partial");
-  if (name.starts_with(kCheckpointFolderPrefix) && partial != std::string::npos && partial + 8 == name.size())
-    return true;
+  if (name.starts_with(kCheckpointFolderPrefix) && name.ends_with(kCheckpointPartialSuffix)) return true;
   const auto tmp = name.rfind(".tmp.");
   return tmp != std::string::npos && tmp + 5 < name.size() &&
          std::all_of(name.begin() + static_cast<std::ptrdiff_t>(tmp + 5), name.end(),
