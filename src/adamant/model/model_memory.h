@@ -67,8 +67,9 @@ struct ModelMemory {
 
 // The score scratch of the GPU flash attention backward (kernels/flash_attention_scores.h) for
 // all of a micro-batch's (sample, head) slots with attention dropout, where reading the stored
-// score gradients beats recomputing them and drawing the mask again in the query pass (7-27%
-// of the attention backward on Hopper, by head size and shape); none without dropout, where
+// score gradients beats recomputing them and drawing the mask again in the query pass (1-21%
+// of the attention backward on an H100, least at GPT-3 126M's shape and most at head size 128
+// and sequence 8192: BENCHMARKS.md); none without dropout, where
 // recomputing is as fast or faster (up to 3%) and the memory is better kept.
 std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_batch_size, Device device);
 // What the model takes of it: the scratch grows with the square of the sequence, so only as
