@@ -1,7 +1,7 @@
 // Query pass of the flash attention backward (flash_attention_backward_passes.h) on
-// Hopper's warpgroup tensor cores (wgmma.cuh), for every head size: one block of
-// two warpgroups per (sample, head, 128 queries), the longest rows first, each
-// warpgroup owning 64 queries and their dq accumulators. Key and value tiles of 64
+// Hopper's warpgroup tensor cores (wgmma.cuh), for every head size: one block of two or
+// three warpgroups (QueryPassConfig) per (sample, head, 128 or 192 queries), the longest
+// rows first, each warpgroup owning 64 queries and their dq accumulators. Key and value tiles of 64
 // rows stream through shared memory (tensor-memory copies of swizzled tiles,
 // flash_attention_stages.cuh) up to the diagonal; per tile a warpgroup makes
 //   s = q k^T and dp = d_out v^T   (q, d_out, k and v all read from shared memory),
@@ -29,28 +29,37 @@ namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
 
-template <int kHeadDim>
+// Without dropout, three warpgroups a block (192 queries) at head sizes 64 to 96: each key
+// and value tile is read for half as many queries again, and the tensor cores have a third
+// warpgroup's products while the others compute. With dropout, and at head size 128 (where
+// 384 threads leave too few registers and ptxas serialises the products), two (128).
+template <int kHeadDim, bool kDropout>
 struct QueryPassConfig {
+  static constexpr int kGroups = !kDropout && kHeadDim != 128 ? 3 : 2;
+  static constexpr int kRows = kGroups * kGroupRows;  // the block's queries
+  static constexpr int kBlockWarps = kRows / kWarpRows;
   static constexpr int kMinBlocks = 1;
   static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
-  static constexpr std::size_t kQueries = 0;  // 128 rows, then the dq staging
-  static constexpr std::size_t kDOut = kQueries + swizzled_tile_bytes<kHeadDim, kBlockRows>();
-  static constexpr std::size_t kKeys = kDOut + swizzled_tile_bytes<kHeadDim, kBlockRows>();
+  static constexpr std::size_t kQueries = 0;  // the block's rows, then the dq staging
+  static constexpr std::size_t kDOut = kQueries + swizzled_tile_bytes<kHeadDim, kRows>();
+  static constexpr std::size_t kKeys = kDOut + swizzled_tile_bytes<kHeadDim, kRows>();
   static constexpr std::size_t kValues = kKeys + kStages * kStreamTile;
   static constexpr std::size_t kBytes = kValues + kStages * kStreamTile + kSwizzleAlignment;
 };
 
 template <int kHeadDim, bool kDropout>
-__global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim>::kMinBlocks)
+__global__ void __launch_bounds__(QueryPassConfig<kHeadDim, kDropout>::kBlockWarps* kWarpSize,
+                                  QueryPassConfig<kHeadDim, kDropout>::kMinBlocks)
     flash_backward_query_kernel(const __grid_constant__ BackwardMaps maps, BackwardOperands operands, Problem problem,
                                 Dropout dropout, float scale, float scale_log2) {
-  using Config = QueryPassConfig<kHeadDim>;
+  using Config = QueryPassConfig<kHeadDim, kDropout>;
+  constexpr int kRows = Config::kRows;
   constexpr int kStages = Config::kStages;
   constexpr int kOutTiles = kHeadDim / 8;
   constexpr int kKeyTiles = kStreamRows / 8;  // n8 tiles of a 64-key step
   extern __shared__ unsigned char shared_raw[];
-  __shared__ StageBarriers<kStages> stages;
+  __shared__ StageBarriers<kStages, Config::kBlockWarps> stages;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
   unsigned char* query_tile = shared + Config::kQueries;
   unsigned char* d_out_tile = shared + Config::kDOut;
@@ -59,10 +68,10 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim>::kMinBlock
 
   const BlockPlace<kHeadDim> place(problem);
   const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
-  const int first_query = first_row_longest_first();
+  const int first_query = first_row_longest_first<kRows>();
   const auto [warpgroup, group_first, group_last, group_active] = WarpgroupRows(warp, first_query, seq);
   const int warp_first = first_query + warp * kWarpRows;
-  const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
+  const int key_blocks = (min(first_query + kRows, seq) - 1) / kStreamRows + 1;
 
   // Thread 0 issues every copy (flash_attention_stages.cuh): the query and d_out tiles
   // once, then the key and value tiles through the stages.
@@ -79,9 +88,9 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim>::kMinBlock
   __syncthreads();
   if (copier) {
     std::uint64_t* landed =
-        stages.reserve_block(static_cast<std::uint32_t>(2 * swizzled_tile_bytes<kHeadDim, kBlockRows>()));
-    copy_rows_async<kHeadDim, kBlockRows>(query_tile, &maps.qkv, q_column, first_query, sample, landed);
-    copy_rows_async<kHeadDim, kBlockRows>(d_out_tile, &maps.d_out, q_column, first_query, sample, landed);
+        stages.reserve_block(static_cast<std::uint32_t>(2 * swizzled_tile_bytes<kHeadDim, kRows>()));
+    copy_rows_async<kHeadDim, kRows>(query_tile, &maps.qkv, q_column, first_query, sample, landed);
+    copy_rows_async<kHeadDim, kRows>(d_out_tile, &maps.d_out, q_column, first_query, sample, landed);
     for (int ahead = 0; ahead < kStages - 2 && ahead < key_blocks; ++ahead) load_keys(ahead);
   }
 
@@ -106,8 +115,8 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim>::kMinBlock
     const std::uint32_t key_address = shared_address(key_tiles + stage);
     const std::uint32_t value_address = shared_address(value_tiles + stage);
     wgmma_fence();
-    mma_rows_by_rows<kHeadDim, kBlockRows>(s, query_address, warpgroup * kGroupRows, key_address);
-    mma_rows_by_rows<kHeadDim, kBlockRows>(dp, d_out_address, warpgroup * kGroupRows, value_address);
+    mma_rows_by_rows<kHeadDim, kRows>(s, query_address, warpgroup * kGroupRows, key_address);
+    mma_rows_by_rows<kHeadDim, kRows>(dp, d_out_address, warpgroup * kGroupRows, value_address);
   };
   std::uint32_t d_scores[kKeyTiles / 2][4];
   // dq += ds k of one tile.
@@ -179,9 +188,9 @@ __global__ void __launch_bounds__(kThreads, QueryPassConfig<kHeadDim>::kMinBlock
   if (!group_active) return;
 
   // The warp's own query rows are read only by its warpgroup's products, all done: they stage dq.
-  store_warp_rows_swizzled<kHeadDim, kBlockRows>(dq, scale, scale, query_tile, warp * kWarpRows,
-                                                 operands.d_qkv + sample_token * token_stride + head * kHeadDim,
-                                                 token_stride, warp_first, seq);
+  store_warp_rows_swizzled<kHeadDim, kRows>(dq, scale, scale, query_tile, warp * kWarpRows,
+                                            operands.d_qkv + sample_token * token_stride + head * kHeadDim,
+                                            token_stride, warp_first, seq);
 }
 
 }  // namespace
@@ -192,8 +201,10 @@ cudaError_t launch_backward_query_pass(const BackwardMaps& maps, const BackwardO
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-    return launch_over_row_blocks(flash_backward_query_kernel<kHeadDim, kDropout>, QueryPassConfig<kHeadDim>::kBytes,
-                                  problem, stream, maps, operands, problem, dropout, scale, kLog2E * scale);
+    using Config = QueryPassConfig<kHeadDim, kDropout>;
+    return launch_over_row_blocks<Config::kRows>(flash_backward_query_kernel<kHeadDim, kDropout>, Config::kBytes,
+                                                 problem, stream, maps, operands, problem, dropout, scale,
+                                                 kLog2E * scale);
   });
 }
 

@@ -63,10 +63,12 @@ struct BlockPlace {
   std::int64_t channels, token_stride, sample_token;
 };
 
-// The first row of a block whose grid's y runs over row blocks with the longest rows
-// (the most key tiles under the causal mask) first: the forward and the query pass.
+// The first row of a block of kRows rows whose grid's y runs over row blocks with the
+// longest rows (the most key tiles under the causal mask) first: the forward and the query
+// pass.
+template <int kRows = kBlockRows>
 __device__ __forceinline__ int first_row_longest_first() {
-  return static_cast<int>(gridDim.y - 1 - blockIdx.y) * kBlockRows;
+  return static_cast<int>(gridDim.y - 1 - blockIdx.y) * kRows;
 }
 
 // The statistics of this thread's two rows (group and group + 8 of the warp starting

@@ -1,6 +1,7 @@
 // Causal flash attention forward (kernels/flash_attention.h) on Hopper's warpgroup tensor
-// cores (wgmma.cuh), for head sizes 64, 80, 96 and 128: one block of two warpgroups per
-// (sample, head, 128 queries), each warpgroup owning 64 query rows. Per 64-key tile
+// cores (wgmma.cuh), for head sizes 64, 80, 96 and 128: one block of two or three
+// warpgroups (ForwardConfig) per (sample, head, 128 or 192 queries), each warpgroup owning
+// 64 query rows. Per 64-key tile
 // streamed through shared memory (tensor-memory copies of swizzled tiles,
 // flash_attention_stages.cuh), a warpgroup makes s = q k^T with both operands read from
 // shared memory, runs the online softmax (flash_attention_online_softmax.cuh: base-2
@@ -32,29 +33,40 @@ namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
 
-template <int kHeadDim>
+// The block's shape per head size and dropout, as measured on an H100 (BENCHMARKS.md):
+// - head size 64: two warpgroups (128 queries), two blocks a multiprocessor;
+// - 96 without dropout: the same, with three stages so that two blocks fit in shared memory;
+// - 128, and 80 or 96 with dropout: three warpgroups (192 queries, 12 warps), one block,
+//   which read each key and value tile for half as many queries again and give the tensor
+//   cores a third warpgroup's products while the others exponentiate;
+// - 80 without dropout: two warpgroups, one block (both others measured slower).
+template <int kHeadDim, bool kDropout>
 struct ForwardConfig {
-  // Head size 64 fits two blocks a multiprocessor (registers and shared memory); 80, 96
-  // and 128 hold more output accumulators and take one.
-  static constexpr int kMinBlocks = kHeadDim == 64 ? 2 : 1;
-  static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
+  static constexpr int kGroups = kHeadDim == 128 || (kDropout && kHeadDim != 64) ? 3 : 2;
+  static constexpr int kRows = kGroups * kGroupRows;     // the block's queries
+  static constexpr int kBlockWarps = kRows / kWarpRows;  // 8 or 12
+  static constexpr int kMinBlocks = kHeadDim == 64 || (kHeadDim == 96 && !kDropout) ? 2 : 1;
+  // At least 3: tiles i and i - 1 in use, copies ahead.
+  static constexpr int kStages = kHeadDim == 96 && kMinBlocks == 2 ? 3 : 4;
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
-  static constexpr std::size_t kQuery = 0;  // 128 rows, then the output staging
-  static constexpr std::size_t kKeys = kQuery + swizzled_tile_bytes<kHeadDim, kBlockRows>();
+  static constexpr std::size_t kQuery = 0;  // the block's rows, then the output staging
+  static constexpr std::size_t kKeys = kQuery + swizzled_tile_bytes<kHeadDim, kRows>();
   static constexpr std::size_t kValues = kKeys + kStages * kStreamTile;
   static constexpr std::size_t kBytes = kValues + kStages * kStreamTile + kSwizzleAlignment;  // + alignment slack
 };
 
 template <int kHeadDim, bool kDropout>
-__global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim>::kMinBlocks)
+__global__ void __launch_bounds__(ForwardConfig<kHeadDim, kDropout>::kBlockWarps* kWarpSize,
+                                  ForwardConfig<kHeadDim, kDropout>::kMinBlocks)
     flash_forward_kernel(const __grid_constant__ CUtensorMap qkv_map, ForwardOperands operands, Problem problem,
                          Dropout dropout, float scale_log2) {
-  using Config = ForwardConfig<kHeadDim>;
+  using Config = ForwardConfig<kHeadDim, kDropout>;
+  constexpr int kRows = Config::kRows;
   constexpr int kStages = Config::kStages;
   constexpr int kKeyTiles = kStreamRows / 8;  // n8 tiles of a score row block
   constexpr int kOutTiles = kHeadDim / 8;     // n8 tiles of the output
   extern __shared__ unsigned char shared_raw[];
-  __shared__ StageBarriers<kStages> stages;
+  __shared__ StageBarriers<kStages, Config::kBlockWarps> stages;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
   unsigned char* query_tile = shared + Config::kQuery;
   unsigned char* key_tiles = shared + Config::kKeys;
@@ -62,10 +74,10 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim>::kMinBlocks)
 
   const BlockPlace<kHeadDim> place(problem);
   const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
-  const int first_query = first_row_longest_first();
+  const int first_query = first_row_longest_first<kRows>();
   const auto [warpgroup, group_first, group_last, group_active] = WarpgroupRows(warp, first_query, seq);
   const int warp_first = first_query + warp * kWarpRows;
-  const int key_blocks = (min(first_query + kBlockRows, seq) - 1) / kStreamRows + 1;
+  const int key_blocks = (min(first_query + kRows, seq) - 1) / kStreamRows + 1;
 
   // Thread 0 issues every copy (flash_attention_stages.cuh): the query tile once, then
   // the key and value tiles through the stages.
@@ -82,9 +94,9 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim>::kMinBlocks)
   if (copier) stages.init();
   __syncthreads();
   if (copier) {
-    copy_rows_async<kHeadDim, kBlockRows>(
+    copy_rows_async<kHeadDim, kRows>(
         query_tile, &qkv_map, q_column, first_query, sample,
-        stages.reserve_block(static_cast<std::uint32_t>(swizzled_tile_bytes<kHeadDim, kBlockRows>())));
+        stages.reserve_block(static_cast<std::uint32_t>(swizzled_tile_bytes<kHeadDim, kRows>())));
     for (int ahead = 0; ahead < kStages - 2 && ahead < key_blocks; ++ahead) load_keys(ahead);
   }
 
@@ -104,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim>::kMinBlocks)
     const std::uint32_t key_address =
         shared_address(key_tiles + static_cast<std::size_t>(block % kStages) * Config::kStreamTile);
     wgmma_fence();
-    mma_rows_by_rows<kHeadDim, kBlockRows>(scores, query_address, warpgroup * kGroupRows, key_address);
+    mma_rows_by_rows<kHeadDim, kRows>(scores, query_address, warpgroup * kGroupRows, key_address);
   };
   std::uint32_t probs[kKeyTiles / 2][4];
   auto issue_output = [&](int block) {
@@ -165,9 +177,8 @@ __global__ void __launch_bounds__(kThreads, ForwardConfig<kHeadDim>::kMinBlocks)
   // The warp's own query rows are read only by its warpgroup's products, all done: they stage the output.
   const float row_sums[2] = {softmax.total(0), softmax.total(1)};
   const float kept_scale = kDropout ? mask.keep_scale() : 1.0f;  // the kept probabilities' 1/(1-p)
-  store_warp_rows_swizzled<kHeadDim, kBlockRows>(out, kept_scale / row_sums[0], kept_scale / row_sums[1], query_tile,
-                                                 warp * kWarpRows, place.rows_of(operands.out), channels, warp_first,
-                                                 seq);
+  store_warp_rows_swizzled<kHeadDim, kRows>(out, kept_scale / row_sums[0], kept_scale / row_sums[1], query_tile,
+                                            warp * kWarpRows, place.rows_of(operands.out), channels, warp_first, seq);
   softmax.write_logsumexp(operands.logsumexp + (static_cast<std::int64_t>(sample) * problem.heads + head) * seq, rows,
                           row_sums, seq, pair, scale_log2);
 }
@@ -185,8 +196,9 @@ cudaError_t flash_attention_forward(const ForwardOperands& operands, const Probl
     CUtensorMap qkv_map;
     const cudaError_t encoded = encode_qkv_map(qkv_map, operands.qkv, problem);
     if (encoded != cudaSuccess) return encoded;
-    return launch_over_row_blocks(flash_forward_kernel<kHeadDim, kDropout>, ForwardConfig<kHeadDim>::kBytes, problem,
-                                  stream, qkv_map, operands, problem, dropout, scale_log2);
+    using Config = ForwardConfig<kHeadDim, kDropout>;
+    return launch_over_row_blocks<Config::kRows>(flash_forward_kernel<kHeadDim, kDropout>, Config::kBytes, problem,
+                                                 stream, qkv_map, operands, problem, dropout, scale_log2);
   });
 }
 

@@ -20,7 +20,9 @@
 
 namespace adamant::kernels::cuda::flash_detail {
 
-template <int kStages>
+// kArrivals: the warps that release each stage, all of the block's (kWarps for two
+// warpgroups, more for a block of three).
+template <int kStages, int kArrivals = kWarps>
 struct StageBarriers {
   std::uint64_t full[kStages];
   std::uint64_t empty[kStages];
@@ -31,7 +33,7 @@ struct StageBarriers {
 #pragma unroll
     for (int stage = 0; stage < kStages; ++stage) {
       detail::barrier_init(&full[stage], 1);
-      detail::barrier_init(&empty[stage], kWarps);
+      detail::barrier_init(&empty[stage], kArrivals);
     }
     detail::barrier_init(&block, 1);
     detail::barrier_init_fence();
