@@ -26,8 +26,9 @@ __device__ __forceinline__ void with_masking(bool masked, F&& f) {
   }
 }
 
-// The grid is (the launch's (sample, head) slots, row blocks of kBlockRows): blockIdx.x is
-// the slot's place among them (Problem::first_slot).
+// The grid is (the launch's (sample, head) slots, row blocks of the kernel's rows: kBlockRows,
+// or 192 for a block of three warpgroups): blockIdx.x is the slot's place among them
+// (Problem::first_slot).
 template <int kHeadDim>
 struct BlockPlace {
   __device__ explicit BlockPlace(const flash_attention_launchers::Problem& problem)

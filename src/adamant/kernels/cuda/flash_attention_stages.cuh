@@ -2,7 +2,7 @@
 // The tile pipeline of the wgmma flash attention kernels (forward, key pass, query pass):
 // tensor-memory copies (tensor_copy.cuh) issued by one thread of the block into
 // swizzled tiles (wgmma.cuh), and the shared-memory barriers between that thread
-// and the warps. A kernel's block tiles (its own 128 rows of queries or keys) land once
+// and the warps. A kernel's block tiles (its own 128 or 192 rows of queries or keys) land once
 // on `block`; the streamed tiles rotate through kStages stages, tile i of a block's run
 // in stage i % kStages, each stage with a `full` barrier (the copier's arrival and the
 // tiles' bytes) and an `empty` one (one arrival a warp once its products on the stage are
