@@ -49,7 +49,7 @@ struct QueryPassConfig {
 };
 
 template <int kHeadDim, bool kDropout>
-__global__ void __launch_bounds__(QueryPassConfig<kHeadDim, kDropout>::kBlockWarps* kWarpSize,
+__global__ void __launch_bounds__(block_threads<QueryPassConfig<kHeadDim, kDropout>::kRows>(),
                                   QueryPassConfig<kHeadDim, kDropout>::kMinBlocks)
     flash_backward_query_kernel(const __grid_constant__ BackwardMaps maps, BackwardOperands operands, Problem problem,
                                 Dropout dropout, float scale, float scale_log2) {

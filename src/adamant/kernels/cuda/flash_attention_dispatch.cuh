@@ -54,7 +54,7 @@ cudaError_t launch_over_row_blocks(Kernel kernel, std::size_t shared_bytes,
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned>(problem.slots()), static_cast<unsigned>((problem.seq + kRows - 1) / kRows));
-  kernel<<<grid, kRows / kWarpRows * kWarpSize, shared_bytes, stream>>>(args...);
+  kernel<<<grid, block_threads<kRows>(), shared_bytes, stream>>>(args...);
   return cudaGetLastError();
 }
 

@@ -56,7 +56,7 @@ struct ForwardConfig {
 };
 
 template <int kHeadDim, bool kDropout>
-__global__ void __launch_bounds__(ForwardConfig<kHeadDim, kDropout>::kBlockWarps* kWarpSize,
+__global__ void __launch_bounds__(block_threads<ForwardConfig<kHeadDim, kDropout>::kRows>(),
                                   ForwardConfig<kHeadDim, kDropout>::kMinBlocks)
     flash_forward_kernel(const __grid_constant__ CUtensorMap qkv_map, ForwardOperands operands, Problem problem,
                          Dropout dropout, float scale_log2) {

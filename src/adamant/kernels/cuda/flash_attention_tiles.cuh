@@ -26,11 +26,18 @@ using detail::pack_bf16;
 
 constexpr int kWarpSize = 32;
 constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * kWarpSize;
 constexpr int kWarpRows = 16;                   // rows of the block's own tile a warp owns
 constexpr int kBlockRows = kWarps * kWarpRows;  // queries (or keys) a block of two warpgroups owns
-constexpr int kStreamRows = 64;                 // keys (or queries) streamed through shared memory per step
-constexpr int kChunk = 8;                       // bf16 per 16-byte access
+
+// Threads of a block that owns kRows rows, a warp per kWarpRows of them: what a kernel's
+// launch bounds promise and what launch_over_row_blocks launches.
+template <int kRows>
+constexpr int block_threads() {
+  return kRows / kWarpRows * kWarpSize;
+}
+constexpr int kThreads = block_threads<kBlockRows>();
+constexpr int kStreamRows = 64;  // keys (or queries) streamed through shared memory per step
+constexpr int kChunk = 8;        // bf16 per 16-byte access
 constexpr float kLog2E = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
