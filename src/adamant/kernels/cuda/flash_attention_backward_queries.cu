@@ -37,7 +37,6 @@ template <int kHeadDim, bool kDropout>
 struct QueryPassConfig {
   static constexpr int kGroups = !kDropout && kHeadDim != 128 ? 3 : 2;
   static constexpr int kRows = kGroups * kGroupRows;  // the block's queries
-  static constexpr int kBlockWarps = kRows / kWarpRows;
   static constexpr int kMinBlocks = 1;
   static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
@@ -59,7 +58,7 @@ __global__ void __launch_bounds__(block_threads<QueryPassConfig<kHeadDim, kDropo
   constexpr int kOutTiles = kHeadDim / 8;
   constexpr int kKeyTiles = kStreamRows / 8;  // n8 tiles of a 64-key step
   extern __shared__ unsigned char shared_raw[];
-  __shared__ StageBarriers<kStages, Config::kBlockWarps> stages;
+  __shared__ StageBarriers<kStages, block_warps<kRows>()> stages;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
   unsigned char* query_tile = shared + Config::kQueries;
   unsigned char* d_out_tile = shared + Config::kDOut;

@@ -43,8 +43,7 @@ using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own hel
 template <int kHeadDim, bool kDropout>
 struct ForwardConfig {
   static constexpr int kGroups = kHeadDim == 128 || (kDropout && kHeadDim != 64) ? 3 : 2;
-  static constexpr int kRows = kGroups * kGroupRows;     // the block's queries
-  static constexpr int kBlockWarps = kRows / kWarpRows;  // 8 or 12
+  static constexpr int kRows = kGroups * kGroupRows;  // the block's queries
   static constexpr int kMinBlocks = kHeadDim == 64 || (kHeadDim == 96 && !kDropout) ? 2 : 1;
   // At least 3: tiles i and i - 1 in use, copies ahead.
   static constexpr int kStages = kHeadDim == 96 && kMinBlocks == 2 ? 3 : 4;
@@ -66,7 +65,7 @@ __global__ void __launch_bounds__(block_threads<ForwardConfig<kHeadDim, kDropout
   constexpr int kKeyTiles = kStreamRows / 8;  // n8 tiles of a score row block
   constexpr int kOutTiles = kHeadDim / 8;     // n8 tiles of the output
   extern __shared__ unsigned char shared_raw[];
-  __shared__ StageBarriers<kStages, Config::kBlockWarps> stages;
+  __shared__ StageBarriers<kStages, block_warps<kRows>()> stages;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
   unsigned char* query_tile = shared + Config::kQuery;
   unsigned char* key_tiles = shared + Config::kKeys;

@@ -29,11 +29,16 @@ constexpr int kWarps = 8;
 constexpr int kWarpRows = 16;                   // rows of the block's own tile a warp owns
 constexpr int kBlockRows = kWarps * kWarpRows;  // queries (or keys) a block of two warpgroups owns
 
-// Threads of a block that owns kRows rows, a warp per kWarpRows of them: what a kernel's
-// launch bounds promise and what launch_over_row_blocks launches.
+// Warps of a block that owns kRows rows, a warp per kWarpRows of them (the arrivals that
+// release a stage, flash_attention_stages.cuh), and their threads: what a kernel's launch
+// bounds promise and what launch_over_row_blocks launches.
+template <int kRows>
+constexpr int block_warps() {
+  return kRows / kWarpRows;
+}
 template <int kRows>
 constexpr int block_threads() {
-  return kRows / kWarpRows * kWarpSize;
+  return block_warps<kRows>() * kWarpSize;
 }
 constexpr int kThreads = block_threads<kBlockRows>();
 constexpr int kStreamRows = 64;  // keys (or queries) streamed through shared memory per step
