@@ -199,8 +199,9 @@ std::optional<std::filesystem::path> CheckpointStore::latest() const {
 }
 
 std::filesystem::path CheckpointStore::save(const TrainingPosition& position, model::GptModel& model,
-                                            const optim::Optimizer& optimizer, const std::string& config_yaml,
+                                            optim::Optimizer& optimizer, const std::string& config_yaml,
                                             comm::ProcessGrid& grid) const {
+  optimizer.wait_for_params();
   comm::Communicator& world = grid.world();
   const std::string name = fmt::format("{}{:08}", kCheckpointFolderPrefix, position.step);
   const auto final_dir = dir_ / name;
@@ -222,7 +223,7 @@ std::filesystem::path CheckpointStore::save(const TrainingPosition& position, mo
   // sends its whole parameters on to world rank 0.
   if (roles.gathers_model) {
     const ParamList& params = model.params();
-    // optimizer.save() ended with a barrier on its communicator, so no parameter all-gather is pending.
+    // No parameter all-gather is pending: waited for above, before the optimizer's files.
     std::vector<std::uint8_t> staging;
     const Tensor weights = host_weights(model, staging);
     const std::size_t element = dtype_size(weights.dtype);

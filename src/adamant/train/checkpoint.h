@@ -60,9 +60,10 @@ class CheckpointStore {
   std::optional<std::filesystem::path> latest() const;
 
   // Collective over the grid's world (every rank calls it). `config_yaml` is stored for generate/inspection.
-  std::filesystem::path save(const TrainingPosition& position, model::GptModel& model,
-                             const optim::Optimizer& optimizer, const std::string& config_yaml,
-                             comm::ProcessGrid& grid) const;
+  // Waits for the optimizer's parameter all-gathers first (overlap_param_sync leaves them running after a
+  // step): the model file takes every weight, other ranks' shards too, from this rank's buffer.
+  std::filesystem::path save(const TrainingPosition& position, model::GptModel& model, optim::Optimizer& optimizer,
+                             const std::string& config_yaml, comm::ProcessGrid& grid) const;
 
  private:
   std::filesystem::path dir_;

@@ -150,6 +150,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   auto validate = [&](std::int64_t step) {
     data::DataLoader* loader = setup.valid_loader();
     if (loader == nullptr) return;
+    // The forwards read every weight: with overlap_param_sync the last step's all-gathers may
+    // still be writing them.
+    optimizer.wait_for_params();
     loader->reset(0);
     double sum = 0, count = 0;
     while (loader->has_next()) {
