@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -266,6 +268,47 @@ TEST(GptModel, GradReadyOncePerParameterInLayoutOrderWithFinalValues) {
     for (std::size_t p = 0; p < params.size(); ++p) {
       EXPECT_TRUE(std::equal(seen[p].begin(), seen[p].end(), final_grads.begin() + params[p].offset))
           << params[p].name << " changed after its ready call";
+    }
+  }
+}
+
+// A forward that reports the weights it needs (the first forward of a step under the optimizer's
+// overlap_param_sync) reports each parameter once, in order of first use (the layout's order
+// reversed), before any kernel reads it: weights that only arrive when reported (NaN until then,
+// as a bucket whose all-gather was not waited for yet) give the loss and gradients of weights that
+// were in place from the start. With dropout, in a training pass and a validation pass.
+TEST(GptModel, ForwardReportsEachWeightOnceBeforeItsFirstUse) {
+  GptConfig config = tiny_config();
+  config.hidden_dropout = 0.1f;
+  config.attention_dropout = 0.2f;
+  for (const bool recorded : {false, true}) {  // model.enable_cuda_graph: the CPU runs each pass directly
+    config.cuda_graph = recorded;
+    GptModel model(config, DType::f32, 2, Device::cpu(), 31);
+    const ParamList& params = model.params();
+    const auto batch = random_batch(config, 2, 32);
+    const std::vector<float> weights = copy_of<float>(model.weights());
+    for (const bool training : {true, false}) {
+      SCOPED_TRACE(std::string(recorded ? "recorded, " : "direct, ") + (training ? "training" : "validation"));
+      auto run = [&](const WeightNeededFn& on_weight_needed) {
+        model.zero_grads();
+        model.forward_pass(0, 0, batch.view(5), training, on_weight_needed);
+        if (!training) return std::pair{model.evaluate_loss(0, 0, batch.view(5)), std::vector<float>{}};
+        model.backward_pass(0, 0, batch.view(5), 1.0f);
+        return std::pair{model.take_loss_sum(), copy_of<float>(model.grads())};
+      };
+      const auto expected = run({});
+      const std::span<float> live = model.weights().span<float>();
+      std::fill(live.begin(), live.end(), std::numeric_limits<float>::quiet_NaN());
+      std::vector<std::size_t> order;
+      const auto arriving = run([&](std::size_t p) {
+        order.push_back(p);
+        const auto from = weights.begin() + static_cast<std::ptrdiff_t>(params[p].offset);
+        std::copy(from, from + static_cast<std::ptrdiff_t>(params[p].numel), live.begin() + params[p].offset);
+      });
+      EXPECT_EQ(arriving.first, expected.first);
+      EXPECT_EQ(arriving.second, expected.second);
+      ASSERT_EQ(order.size(), params.size());
+      for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], params.size() - 1 - i) << i;
     }
   }
 }

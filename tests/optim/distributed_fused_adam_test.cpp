@@ -127,6 +127,56 @@ INSTANTIATE_TEST_SUITE_P(Overlaps, MatchesFusedAdam,
                                   (info.param.deferred ? "Deferred" : "");
                          });
 
+// overlap_param_sync over several ranks: the next forward waits for each bucket's all-gather right
+// before it reads the bucket's first weight (wait_for_param), and the all-gathers of the buckets it
+// has not reached yet go on. With the deferred communicator those have not run at all: the other
+// ranks' shards of every other bucket still hold the weights from before the step.
+TEST(DistributedFusedAdam, WaitingForOneParameterWaitsForItsBucketsOnly) {
+  comm::MpiCommunicator mpi;
+  const int dp = mpi.size();
+  if (dp < 2) GTEST_SKIP() << "one rank gathers nothing: there is nothing to wait for";
+  DeferredCommunicator deferred(mpi);
+  const ParamList params = synthetic_params();
+  OptimizerOptions options = test_options("distributed_fused_adam");
+  options.overlap_param_sync = true;
+  Trained overlapped(options, params, &deferred);
+  options.overlap_param_sync = false;
+  Trained reference(options, params, &mpi);
+  ASSERT_TRUE(overlapped.optimizer->overlaps_param_sync());
+  ASSERT_FALSE(reference.optimizer->overlaps_param_sync());
+  const std::vector<float> before = overlapped.model->weights_f32();
+  for (Trained* t : {&overlapped, &reference}) {  // one step of one micro-batch a rank, as run_steps takes it
+    t->model->zero_grads();
+    t->model->accumulate_micro_batch(world_rank(), 1.0f, t->optimizer.get());
+    t->optimizer->step(1e-2, 1.0 / dp);
+  }
+  const std::vector<float> updated = reference.model->weights_f32();  // waited for at the end of its step
+
+  const BucketPlan& plan = dynamic_cast<const DistributedFusedAdam&>(*overlapped.optimizer).plan();
+  const std::size_t param = 0;  // the final layernorm's weight: in the first bucket, the forward's last
+  const std::size_t first = plan.first_bucket(param), last = plan.last_bucket(param);
+  ASSERT_LT(last + 1, plan.buckets().size()) << "the test model spans more buckets than the parameter's";
+  overlapped.optimizer->wait_for_param(param);
+  const std::vector<float> now = overlapped.model->weights_f32();
+  std::size_t stale_elements = 0;
+  for (std::size_t b = 0; b < plan.buckets().size(); ++b) {
+    const Bucket& bucket = plan.buckets()[b];
+    const bool waited = b >= first && b <= last;
+    for (std::size_t i = bucket.offset; i < bucket.offset + bucket.numel; ++i) {
+      const bool own_shard = (i - bucket.offset) / bucket.shard_numel == static_cast<std::size_t>(mpi.rank());
+      if (waited || own_shard) {
+        ASSERT_EQ(now[i], updated[i]) << "bucket " << b << ", element " << i << ": updated and gathered";
+      } else {
+        ASSERT_EQ(now[i], before[i]) << "bucket " << b << ", element " << i << ": its all-gather was waited for";
+        stale_elements += before[i] != updated[i] ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_GT(stale_elements, 0u) << "the step changed no weight of another rank's shard outside the waited buckets";
+  overlapped.optimizer->wait_for_params();
+  expect_bitwise_equal(overlapped.model->weights_f32(), updated, "every bucket waited for");
+}
+
 TEST(DistributedFusedAdam, FusedAdamWithAllReduceMatchesOneRank) {
   comm::MpiCommunicator world;
   const int dp = world.size();

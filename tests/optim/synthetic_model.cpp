@@ -130,9 +130,11 @@ void SyntheticModel::zero_grads() {
     std::memset(grads_.ptr<float>() + spec.offset, 0, spec.numel * sizeof(float));
 }
 
-void SyntheticModel::accumulate_micro_batch(std::int64_t sample, float loss_scale, Optimizer* notify) {
+void SyntheticModel::accumulate_micro_batch(std::int64_t sample, float loss_scale, Optimizer* notify,
+                                            Optimizer* weights_from) {
   auto* grads = static_cast<float*>(grads_.data);
   for (std::size_t p = 0; p < params_.size(); ++p) {
+    if (weights_from != nullptr) weights_from->wait_for_param(p);
     const ParamSpec& spec = params_[p];
     for (std::size_t i = spec.offset; i < spec.offset + spec.numel; ++i) {
       grads[i] += sample_gradient(weight(i), sample, i) * loss_scale;
@@ -147,13 +149,16 @@ std::vector<StepResult> run_steps(Optimizer& optimizer, SyntheticModel& model, i
   const int mb = config.micro_batches_per_rank;
   const std::int64_t global_batch = static_cast<std::int64_t>(mb) * dp;
   for (std::int64_t step = config.first_step; step < config.first_step + config.steps; ++step) {
-    optimizer.wait_for_params();  // before the first forward
+    // Before the first forward: every weight, or each one before its first read (the trainer's choice).
+    const bool per_param = optimizer.overlaps_param_sync();
+    if (!per_param) optimizer.wait_for_params();
     model.zero_grads();
     for (int m = 0; m < mb; ++m) {
       const bool last = m == mb - 1;
       if (last && config.before_last_micro_batch) config.before_last_micro_batch(step, model);
       const std::int64_t sample = step * global_batch + static_cast<std::int64_t>(rank) * mb + m;
-      model.accumulate_micro_batch(sample, static_cast<float>(optimizer.loss_scale()), last ? &optimizer : nullptr);
+      model.accumulate_micro_batch(sample, static_cast<float>(optimizer.loss_scale()), last ? &optimizer : nullptr,
+                                   per_param && m == 0 ? &optimizer : nullptr);
     }
     results.push_back(optimizer.step(learning_rate(config.schedule, step), 1.0 / static_cast<double>(global_batch)));
   }

@@ -49,8 +49,11 @@ class SyntheticModel {
   // trainer's model drops the last step's (the optimizer leaves them).
   void zero_grads();
   // grads += loss_scale * g(weights, sample), parameter by parameter in ParamList order; after each parameter,
-  // notify->on_grad_ready(p) when notify is given (the last micro-batch of a step).
-  void accumulate_micro_batch(std::int64_t sample, float loss_scale, Optimizer* notify);
+  // notify->on_grad_ready(p) when notify is given (the last micro-batch of a step). With weights_from, its
+  // wait_for_param(p) comes before the weights of p are read (the first micro-batch of a step whose
+  // optimizer overlaps its parameter sync, as the model's first forward reports its weights).
+  void accumulate_micro_batch(std::int64_t sample, float loss_scale, Optimizer* notify,
+                              Optimizer* weights_from = nullptr);
 
  private:
   ParamList params_;

@@ -122,6 +122,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   device_targets_ = Buffer(memory.targets, device_);
   pass_samples_ = Buffer(memory.pass_samples, device_);
   grads_finished_.resize(chunks_.size());
+  weights_needed_.resize(chunks_.size());
   grads_discarded_.assign(chunks_.size(), 1);
   host_statistics_ = Buffer(memory.host_statistics, Device::cpu());
   loss_reads_ = LossReadback(static_cast<std::size_t>(micro_batch_size_) * config_.seq_length, grad_dtype_, device_);
@@ -404,13 +405,34 @@ GptModel::Pass GptModel::begin_pass(int chunk, int slot, const MicroBatch& batch
           slot};
 }
 
-void GptModel::forward_pass(int chunk, int slot, const MicroBatch& batch, bool training) {
+void GptModel::forward_pass(int chunk, int slot, const MicroBatch& batch, bool training,
+                            const WeightNeededFn& on_weight_needed) {
   const Pass pass = begin_pass(chunk, slot, batch, training, "forward_pass");
   if (pass.chunk->layers.has_embedding) {
     stage_ids(batch.tokens, device_tokens_, static_cast<std::size_t>(slot) * micro_batch_size_ * config_.seq_length);
   }
+  if (!working_weights_.empty() && on_weight_needed) {
+    // The working copy is cast from every weight at once, before the forward reads any.
+    for (std::size_t param = 0; param < params_.size(); ++param) on_weight_needed(param);
+  }
   refresh_working_weights();
-  run_pass(pass, PassKind::forward, 0.0f, [&](const StepGraph::Pause&) { forward(pass); });
+  if (!on_weight_needed || !working_weights_.empty()) {
+    run_pass(pass, PassKind::forward, 0.0f, [&](const StepGraph::Pause&) { forward(pass, {}); });
+    return;
+  }
+  // Each needed weight is a pause of the pass, as a finished gradient is of the backward: a
+  // replay reports it between its graphs, in the order of the run that issued the kernels.
+  std::vector<std::size_t>& needed = weights_needed_[static_cast<std::size_t>(chunk_index(pass))];
+  run_pass(
+      pass, PassKind::forward, 0.0f,
+      [&](const StepGraph::Pause& pause) {
+        needed.clear();
+        forward(pass, [&](std::size_t param) {
+          needed.push_back(param);
+          pause();
+        });
+      },
+      [&](int k) { on_weight_needed(needed[static_cast<std::size_t>(k)]); });
 }
 
 void GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,
@@ -523,7 +545,7 @@ void GptModel::next_token_logits(std::span<const std::int32_t> tokens, std::span
   refresh_working_weights();
   saved_base_ = 0;
   const Pass pass{1, count, stage_ids(tokens, device_tokens_), false, &chunks_[0], 0};
-  forward(pass);
+  forward(pass, {});
   const std::size_t hidden = static_cast<std::size_t>(config_.hidden_size);
   const Tensor last = act(layout_.final_ln, count * hidden).slice((count - 1) * hidden, hidden);
   // One row in the statistic dtype (fp32 on a GPU) over the logits chunk's bytes, planned to hold it.

@@ -84,6 +84,9 @@ struct MicroBatch {
 };
 
 using GradReadyFn = std::function<void(std::size_t param_index)>;
+// Called by a forward right before the first kernel that reads parameter param_index's weights,
+// on the host, in stream order: what it enqueues on the model's stream comes before that kernel.
+using WeightNeededFn = std::function<void(std::size_t param_index)>;
 
 class GptModel {
  public:
@@ -167,8 +170,12 @@ class GptModel {
   // activations in slot 0..passes_in_flight-1 from forward_pass until its backward_pass. A chunk
   // without the embedding reads its input from pass_input(slot), which the caller fills first
   // (the previous stage's pass_output); one without the head leaves its output in pass_output(slot).
-  // training: dropout on (backward_pass follows); off for evaluate_loss.
-  void forward_pass(int chunk, int slot, const MicroBatch& batch, bool training);
+  // training: dropout on (backward_pass follows); off for evaluate_loss. on_weight_needed, when set,
+  // is called once per parameter the chunk's forward reads, right before its first use, in the
+  // order of use (the flat layout's order reversed; with recorded passes too, between the graphs of
+  // the forward): the weights may arrive during the forward (the optimizer's overlap_param_sync).
+  void forward_pass(int chunk, int slot, const MicroBatch& batch, bool training,
+                    const WeightNeededFn& on_weight_needed = {});
   // The chunk's backward: a head chunk first runs the classifier on the micro-batch's targets and
   // queues the copy of its losses to the host (take_loss_sum reads them); another chunk needs
   // d(output) in output_grad() first. Gradients are added into grads() as forward_backward does; a
@@ -276,7 +283,8 @@ class GptModel {
   void tp_all_gather(const Tensor& mine, Tensor all);
   // The row-parallel layers' bias, added once: by tensor-parallel rank 0, before the sum.
   Tensor row_parallel_bias(std::size_t param);
-  void forward(const Pass& pass);
+  // needed(param) comes before the first kernel reading that parameter (when set).
+  void forward(const Pass& pass, const WeightNeededFn& needed);
   void backward(const Pass& pass, const GradReadyFn& on_grad_ready);
   void classifier(const Pass& pass, const Tensor& targets, double grad_scale, bool with_grad);
   // Queues the copy of the classifier's per-token losses of `pass` to the host (loss_reads_).
@@ -340,6 +348,9 @@ class GptModel {
   // Per chunk: the parameters its backward finishes, in order: what the pauses of its recorded
   // backward report.
   std::vector<std::vector<std::size_t>> grads_finished_;
+  // Per chunk: the parameters its forward reads, in order of first use: what the pauses of its
+  // recorded forward report.
+  std::vector<std::vector<std::size_t>> weights_needed_;
   std::vector<std::uint8_t> grads_discarded_;  // per chunk: its next backward writes its gradients
   Buffer host_statistics_;                     // one row of logits copied back to the host (grad_dtype_)
   LossReadback loss_reads_;                    // the head's per-token losses, copied back after each pass

@@ -9,6 +9,8 @@
 // row-parallel (partial sums over the group, reduced by reduce_rows). The residual stream x, h
 // and the layernorms hold local_rows() rows: all of them, or 1/tp with sequence parallelism, where
 // layernorm_rows gathers the rows that the next GEMM needs and reduce_rows scatters the sums.
+#include <initializer_list>
+
 #include "adamant/kernels/cross_entropy.h"
 #include "adamant/kernels/embedding.h"
 #include "adamant/kernels/flash_attention.h"
@@ -142,7 +144,7 @@ Tensor GptModel::embed(const Pass& pass) {
   return x;
 }
 
-void GptModel::forward(const Pass& pass) {
+void GptModel::forward(const Pass& pass, const WeightNeededFn& needed) {
   const std::int64_t B = pass.batch, L = pass.seq, C = config_.hidden_size, F = config_.local_ffn();
   const std::int64_t H = config_.local_heads(), D = config_.head_dim(), W = H * D;  // W: this rank's attention width
   const std::size_t N = static_cast<std::size_t>(B * L), rows = local_rows(pass);
@@ -151,15 +153,25 @@ void GptModel::forward(const Pass& pass) {
 
   const ModelChunk& chunk = pass.chunk->layers;
   const GptParamIndex& index = pass.chunk->index;
+  // The weights each kernel below reads, reported before it is issued: in order of first use.
+  auto need = [&needed](std::initializer_list<std::size_t> params) {
+    if (!needed) return;
+    for (const std::size_t param : params) needed(param);
+  };
+  if (chunk.has_embedding) need({index.word_embedding, index.position_embedding});
   // A chunk without the embedding starts from the previous stage's output, received into its place.
   Tensor x = chunk.has_embedding ? embed(pass) : act(layout_.embedded, RC);
   Tensor branch_sums = act(layout_.branch, NC);
   auto ln1_of = [&](int i) {
     const LayerActivations& a = layout_.layers[i];
+    need({index.layers[i].ln1_weight, index.layers[i].ln1_bias});
     return NormAt{index.layers[i].ln1_weight, index.layers[i].ln1_bias, &a.ln1, &a.ln1_mean, &a.ln1_rstd};
   };
-  const NormAt final_norm{index.final_ln_weight, index.final_ln_bias, &layout_.final_ln, &layout_.final_ln_mean,
-                          &layout_.final_ln_rstd};
+  auto final_norm = [&] {
+    need({index.final_ln_weight, index.final_ln_bias});
+    return NormAt{index.final_ln_weight, index.final_ln_bias, &layout_.final_ln, &layout_.final_ln_mean,
+                  &layout_.final_ln_rstd};
+  };
   // The chunk's first layernorm reads its input; every later one is made with the residual
   // add before it.
   Tensor ln1 = chunk.num_layers > 0 ? layernorm_rows(pass, x, ln1_of(0)) : Tensor{};
@@ -168,6 +180,7 @@ void GptModel::forward(const Pass& pass) {
     const LayerActivations& a = layout_.layers[i];
     const LayerParamIndex& w = index.layers[i];
     Tensor qkv = act(a.qkv, 3 * NW);
+    need({w.qkv_weight, w.qkv_bias});
     kernels::linear_forward(ln1, weight(w.qkv_weight), weight(w.qkv_bias), qkv, {B * L, C, 3 * W}, workspace_,
                             *stream_);
     Tensor attention = act(a.attention, NW);
@@ -175,15 +188,18 @@ void GptModel::forward(const Pass& pass) {
         dropout_at(pass, config_.attention_dropout, attention_site(l, tp_rank_));
     kernels::flash_attention_forward(qkv, attention, act(a.logsumexp, static_cast<std::size_t>(B * H * L)),
                                      {B, L, H, D}, attention_dropout, *stream_);
+    need({w.proj_weight, w.proj_bias});
     kernels::linear_forward(attention, weight(w.proj_weight), row_parallel_bias(w.proj_bias), branch_sums,
                             {B * L, W, C}, workspace_, *stream_);
     Tensor residual_attention = act(a.residual_attention, RC);
+    need({w.ln2_weight, w.ln2_bias});
     const Tensor ln2 =
         residual_layernorm_rows(pass, x, reduce_rows(pass, branch_sums), attention_residual_site(l), residual_attention,
                                 {w.ln2_weight, w.ln2_bias, &a.ln2, &a.ln2_mean, &a.ln2_rstd});
 
     Tensor fc = act(a.fc, NF);
     Tensor fc_gelu = act(a.fc_gelu, NF);
+    need({w.fc_weight, w.fc_bias});
     if (config_.fuses_bias_gelu()) {
       kernels::linear_gelu_forward(ln2, weight(w.fc_weight), weight(w.fc_bias), fc, fc_gelu, {B * L, C, F},
                                    config_.gelu(), workspace_, *stream_);
@@ -191,6 +207,7 @@ void GptModel::forward(const Pass& pass) {
       kernels::linear_forward(ln2, weight(w.fc_weight), weight(w.fc_bias), fc, {B * L, C, F}, workspace_, *stream_);
       kernels::gelu_forward(fc, fc_gelu, NF, config_.gelu(), *stream_);
     }
+    need({w.fc_proj_weight, w.fc_proj_bias});
     kernels::linear_forward(fc_gelu, weight(w.fc_proj_weight), row_parallel_bias(w.fc_proj_bias), branch_sums,
                             {B * L, F, C}, workspace_, *stream_);
     Tensor branch = reduce_rows(pass, branch_sums);
@@ -198,14 +215,14 @@ void GptModel::forward(const Pass& pass) {
     if (i + 1 < chunk.num_layers) {
       ln1 = residual_layernorm_rows(pass, residual_attention, branch, mlp_residual_site(l), x, ln1_of(i + 1));
     } else if (chunk.has_head) {
-      residual_layernorm_rows(pass, residual_attention, branch, mlp_residual_site(l), x, final_norm);
+      residual_layernorm_rows(pass, residual_attention, branch, mlp_residual_site(l), x, final_norm());
     } else {  // the stage's output, which the next stage normalises
       kernels::dropout(branch, branch, static_cast<std::int64_t>(RC), L * C,
                        dropout_at(pass, config_.hidden_dropout, mlp_residual_site(l), first_element), *stream_);
       kernels::residual_add(residual_attention, branch, x, static_cast<std::int64_t>(RC), *stream_);
     }
   }
-  if (chunk.has_head && chunk.num_layers == 0) layernorm_rows(pass, x, final_norm);
+  if (chunk.has_head && chunk.num_layers == 0) layernorm_rows(pass, x, final_norm());
 }
 
 void GptModel::classifier(const Pass& pass, const Tensor& targets, double grad_scale, bool with_grad) {

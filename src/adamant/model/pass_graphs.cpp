@@ -5,7 +5,7 @@
 namespace adamant::model {
 
 namespace {
-constexpr int kKinds = 5;  // forward; adding and writing backwards, each without and with pauses
+constexpr int kKinds = 6;  // forward, adding and writing backward, each without and with pauses
 }  // namespace
 
 PassGraphs::PassGraphs(const Stream& stream, int chunks, int slots)
@@ -18,7 +18,8 @@ PassGraphs::Entry& PassGraphs::entry(int chunk, int slot, PassKind kind, bool pa
   ADAMANT_CHECK(chunk >= 0 && chunk < chunks_ && slot >= 0 && slot < slots_,
                 "PassGraphs: pass of chunk {} in slot {}; the model holds {} chunk(s) and {} slot(s)", chunk, slot,
                 chunks_, slots_);
-  const int at = kind == PassKind::forward ? 0 : (kind == PassKind::backward_writing ? 3 : 1) + (pausing ? 1 : 0);
+  const int first = kind == PassKind::forward ? 0 : (kind == PassKind::backward_adding ? 2 : 4);
+  const int at = first + (pausing ? 1 : 0);
   const int index = (chunk * slots_ + slot) * kKinds + at;
   return entries_[static_cast<std::size_t>(index)];
 }

@@ -17,7 +17,9 @@
 // A backward that reports its finished gradients (to start their buckets' reduce-scatters
 // during the backward) pauses after each (StepGraph's pauses): it is recorded as one graph per
 // stretch between reports, and kept apart from the same pass without reports (the earlier
-// micro-batches of a step), so that neither is recorded again for the other.
+// micro-batches of a step), so that neither is recorded again for the other. A forward that
+// reports the weights it needs (to wait for each bucket's all-gather right before its first
+// use, the step's first micro-batch) pauses before each alike and is kept apart the same way.
 #include <functional>
 #include <memory>
 #include <vector>
@@ -65,7 +67,7 @@ class PassGraphs {
   const Stream* stream_ = nullptr;
   int chunks_ = 0;
   int slots_ = 0;
-  std::vector<Entry> entries_;  // [chunk][slot][forward, then each backward kind without and with pauses]
+  std::vector<Entry> entries_;  // [chunk][slot][forward, then each backward kind; each without and with pauses]
 };
 
 }  // namespace adamant::model

@@ -42,7 +42,8 @@ StepResult BucketedAdam::step(double lr, double grad_scale) {
   if (scale.finite) {
     ++step_count_;
     const kernels::AdamArgs args = adam_args_for_step(options_, lr, step_count_, scale.adam_grad_scale);
-    for (std::size_t r = 0; r < grads_.ranges().size(); ++r) {
+    // The layout is in reverse order of use: the last range's weights are the next forward's first.
+    for (std::size_t r = grads_.ranges().size(); r-- > 0;) {
       state_.update(args, r, grads_.segments(r), grads_.synced_grad(r), stream_);
       publish_params(r);  // overlaps with the next ranges' Adam
     }

@@ -8,9 +8,10 @@
 //                         of each bucket, then all-gather the bucket's updated weights
 //
 // A step: finish the gradient sync, grad norm and step factor (BucketedGrads); Adam on
-// each range, after which the variant publishes the range's weights (publish_params);
-// wait for them unless overlap_param_sync; reset the readiness (the model writes the next
-// step's gradients over these: no pass zeroes them).
+// each range, in the order the next forward uses their weights (the last range, which holds
+// the tied word embedding, first), after which the variant publishes the range's weights
+// (publish_params); wait for them unless overlap_param_sync; reset the readiness (the model
+// writes the next step's gradients over these: no pass zeroes them).
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -31,7 +32,10 @@ class BucketedAdam : public Optimizer, protected GradSync {
   double loss_scale() const override { return grads_.loss_scale(); }
   void on_grad_ready(std::size_t index) override;
   bool overlaps_grad_sync() const override { return grads_.overlaps_sync(); }
-  void wait_for_params() override {}  // nothing is published asynchronously unless the variant says so
+  // Nothing is published asynchronously unless the variant says so.
+  void wait_for_params() override {}
+  bool overlaps_param_sync() const override { return false; }
+  void wait_for_param(std::size_t index) override { (void)index; }
   StepResult step(double lr, double grad_scale) override;
   double take_exposed_comm_ms() override { return grads_.comm_waits().take_done_ms(); }
   std::size_t state_bytes() const override { return state_.bytes(); }

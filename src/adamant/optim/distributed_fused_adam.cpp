@@ -30,6 +30,18 @@ void DistributedFusedAdam::publish_params(std::size_t bucket_index) {
       data_parallel().all_gather_async(gathered.slice(rank_offset(bucket), bucket.shard_numel), gathered);
 }
 
+bool DistributedFusedAdam::overlaps_param_sync() const {
+  return options().overlap_param_sync && data_parallel().size() > 1;
+}
+
+void DistributedFusedAdam::wait_for_param(std::size_t index) {
+  for (std::size_t b = plan().first_bucket(index); b <= plan().last_bucket(index) && b < param_sync_.size(); ++b) {
+    comm::CommHandle& handle = param_sync_[b];
+    if (!handle.pending()) continue;
+    comm_waits().time(compute_stream(), [&] { handle.wait(compute_stream()); });
+  }
+}
+
 void DistributedFusedAdam::wait_for_params() {
   const auto pending = [](const comm::CommHandle& handle) { return handle.pending(); };
   if (std::none_of(param_sync_.begin(), param_sync_.end(), pending)) return;

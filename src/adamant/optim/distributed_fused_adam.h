@@ -7,11 +7,14 @@
 // model's fp32 grad buffer, or in a bf16 staging copy, as soon as the bucket's
 // last gradient is final (overlap_grad_sync); the global grad norm is the
 // all-reduce of the shards' squared norms; averaging, the fp16 unscale and
-// clipping are one factor inside the Adam kernel; after each bucket's Adam the
-// all-gather of its updated shard into the model weights (in place) is issued and
-// waited for in wait_for_params() (overlap_param_sync) or at the end of step().
-// Every parameter, the tied word embedding included, is waited for before the
-// next forward, so no forward ever reads a stale weight.
+// clipping are one factor inside the Adam kernel; after each bucket's Adam (the
+// buckets in the order the next forward uses them) the all-gather of its updated
+// shard into the model weights (in place) is issued. With overlap_param_sync over
+// several ranks the next step's first forward waits for each bucket right before
+// its first weight is read (wait_for_param), so the all-gathers of the later layers
+// go on beside the forward; otherwise all are waited for at the end of step().
+// Every parameter, the tied word embedding included, is waited for before a
+// forward reads it, so no forward ever reads a stale weight.
 //
 // The buckets, their readiness, the norm, the step factor, Adam and checkpoints are
 // BucketedAdam's (bucketed_adam.h); this class adds the reduce-scatter and the
@@ -28,6 +31,9 @@ class DistributedFusedAdam final : public BucketedAdam {
                        const Stream& compute_stream, GradNormScope norm_scope = {});
 
   void wait_for_params() override;
+  // overlap_param_sync over more than one rank (one rank gathers nothing).
+  bool overlaps_param_sync() const override;
+  void wait_for_param(std::size_t index) override;
 
  private:
   comm::CommHandle start_bucket_sync(Tensor bucket_grads, const Bucket& bucket) override;

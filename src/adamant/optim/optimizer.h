@@ -83,8 +83,17 @@ class Optimizer {
   // several data-parallel ranks, optimizer.overlap_grad_sync). When not, reporting is optional: step()
   // does whatever was not started.
   virtual bool overlaps_grad_sync() const = 0;
-  // Before the first forward of a step: waits for the previous step's parameter all-gathers.
+  // The compute stream waits for every parameter all-gather of the previous step: before a forward
+  // that does not report the weights it needs, a validation or a checkpoint.
   virtual void wait_for_params() = 0;
+  // Whether the next step's first forward should report each weight before its first use
+  // (model::WeightNeededFn) and call wait_for_param for it instead of wait_for_params before it
+  // (overlap_param_sync with all-gathers to wait for): the all-gathers of the weights used later
+  // then go on beside the forward.
+  virtual bool overlaps_param_sync() const = 0;
+  // The compute stream waits for the all-gathers of the buckets that hold parameter `index` (right
+  // before the forward's first kernel reading it); the others go on.
+  virtual void wait_for_param(std::size_t index) = 0;
   // After the last micro-batch's backward: finishes the gradient sync, global grad norm, clipping and unscaling
   // folded into one scale, Adam, parameter sync. model_grads is not cleared (the sync may leave summed values in
   // it): the model's next step writes its gradients over it (GptModel::discard_grads) instead of adding them to

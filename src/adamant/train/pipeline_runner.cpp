@@ -34,14 +34,15 @@ int PipelineRunner::take_slot() {
   return slot;
 }
 
-void PipelineRunner::forward(const model::MicroBatch& batch, int chunk, int slot, bool training) {
+void PipelineRunner::forward(const model::MicroBatch& batch, int chunk, int slot, bool training,
+                             const model::WeightNeededFn& on_weight_needed) {
   const Stream& stream = model_.stream();
   comm::CommHandle& send = slot_sends_[static_cast<std::size_t>(slot)];
   send.wait(stream);  // the slot's last send (a gradient) has left before its input is overwritten
   if (!first_virtual(chunk)) {
     comms_.activations->recv_async(model_.pass_input(slot, batch.batch_size), previous_stage()).wait(stream);
   }
-  model_.forward_pass(chunk, slot, batch, training);
+  model_.forward_pass(chunk, slot, batch, training, on_weight_needed);
   if (!last_virtual(chunk)) {
     comms_.activations->order_after(stream);
     send = comms_.activations->send_async(model_.pass_output(slot, batch.batch_size), next_stage());
@@ -49,7 +50,8 @@ void PipelineRunner::forward(const model::MicroBatch& batch, int chunk, int slot
 }
 
 void PipelineRunner::train_step(std::span<const model::MicroBatch> batches, float loss_scale,
-                                const model::GradReadyFn& on_grad_ready) {
+                                const model::GradReadyFn& on_grad_ready,
+                                const model::WeightNeededFn& on_weight_needed) {
   ADAMANT_CHECK(static_cast<int>(batches.size()) == layout_.micro_batches,
                 "PipelineRunner: {} micro-batches for a schedule of {}", batches.size(), layout_.micro_batches);
   const Stream& stream = model_.stream();
@@ -58,13 +60,18 @@ void PipelineRunner::train_step(std::span<const model::MicroBatch> batches, floa
   const model::GradReadyFn hook = !on_grad_ready ? model::GradReadyFn{} : [&](std::size_t param) {
     if (param != tied_embedding_) on_grad_ready(param);
   };
+  bool weights_pending = static_cast<bool>(on_weight_needed);
   for (const PipelineStep& step : schedule_) {
     const model::MicroBatch& batch = batches[static_cast<std::size_t>(step.micro_batch)];
     int& slot = slot_of_pass_[static_cast<std::size_t>(step.micro_batch * layout_.virtual_stages + step.chunk)];
     if (step.pass == PipelinePass::forward) {
       slot = take_slot();
-      forward(batch, step.chunk, slot, true);
+      forward(batch, step.chunk, slot, true, step.micro_batch == 0 ? on_weight_needed : model::WeightNeededFn{});
       continue;
+    }
+    if (weights_pending) {  // every weight is in place before the first backward reads any
+      for (std::size_t param = 0; param < model_.params().size(); ++param) on_weight_needed(param);
+      weights_pending = false;
     }
     comm::CommHandle& send = slot_sends_[static_cast<std::size_t>(slot)];
     if (!last_virtual(step.chunk)) {

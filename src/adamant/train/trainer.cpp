@@ -132,6 +132,11 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   const model::GradReadyFn on_grad_ready = !optimizer.overlaps_grad_sync()
                                                ? model::GradReadyFn{}
                                                : [&optimizer](std::size_t index) { optimizer.on_grad_ready(index); };
+  // With overlap_param_sync over several ranks the first forward of a step waits for each bucket's
+  // all-gather right before it reads the bucket's first weight; otherwise for all of them before it starts.
+  const model::WeightNeededFn on_weight_needed =
+      !optimizer.overlaps_param_sync() ? model::WeightNeededFn{}
+                                       : [&optimizer](std::size_t index) { optimizer.wait_for_param(index); };
   const RunCadence cadence(config);
 
   TrainSummary summary;
@@ -176,8 +181,9 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
                   position.step);
     const auto step_start = Clock::now();
     const double lr = optim::learning_rate(schedule, position.step);
-    optimizer.wait_for_params();
-    pipeline.train_step(step_batches.next(train_loader), static_cast<float>(optimizer.loss_scale()), on_grad_ready);
+    if (!on_weight_needed) optimizer.wait_for_params();
+    pipeline.train_step(step_batches.next(train_loader), static_cast<float>(optimizer.loss_scale()), on_grad_ready,
+                        on_weight_needed);
     const optim::StepResult result = optimizer.step(lr, grad_scale);
     // Read once the optimizer's work is issued: the GPU goes from the backward into it directly.
     const double loss = mean_loss(grid, pipeline.take_loss_sum(), micro_batches);
