@@ -419,6 +419,51 @@ TEST(GpuGptModel, RecordedBackwardReportsEachGradientInStreamOrder) {
   EXPECT_GE(model.recorded_passes(), 2);  // steps 2 and 3 replayed both passes
 }
 
+// The first forward of a step under overlap_param_sync reports each weight right before the first
+// kernel that reads it, and the trainer's stream waits there for the weight's all-gather. Here each
+// report copies the weight on the model's stream into weights that were NaN until then, as the
+// all-gather does: the losses must be the bits of a model whose weights were in place from the
+// start, and the gradients too (but for the order of the embedding gradient's fp32 atomics), in the
+// direct run, the recording and the replays alike, the weights reported in order of first use.
+TEST(GpuGptModel, RecordedForwardReportsEachWeightBeforeItsFirstUse) {
+  ADAMANT_REQUIRE_GPU();
+  const GptConfig config = gpu_config_with_dropout();
+  GptConfig recording = config;
+  recording.cuda_graph = true;
+  GptModel in_place(config, DType::bf16, 2, gpu(), 9);
+  GptModel arriving(recording, DType::bf16, 2, gpu(), 9);  // the same seed: the same weights
+  const ParamList& params = arriving.params();
+  const Tensor live = arriving.weights();
+  Buffer saved(live.bytes(), gpu()), not_a_number(live.bytes(), gpu());
+  comm::copy_bytes_on_stream(saved.data(), live.data, live.bytes(), arriving.stream());
+  const std::vector<std::uint16_t> nan_bits(live.numel(), 0x7fc0);  // bf16 NaN
+  copy_bytes(not_a_number.data(), gpu(), nan_bits.data(), Device::cpu(), live.bytes());
+  const auto batch = random_batch(config, 2, 81);
+  for (int step = 0; step < 4; ++step) {  // direct, recorded, replayed twice
+    SCOPED_TRACE("step " + std::to_string(step));
+    const MicroBatch micro_batch = batch.view(2 * static_cast<std::uint64_t>(step));
+    const PassResult expected = run_passes(in_place, {micro_batch}, 1.0f);
+    testing::poison_and_discard_grads(arriving);
+    comm::copy_bytes_on_stream(live.data, not_a_number.data(), live.bytes(), arriving.stream());
+    std::vector<std::size_t> order;
+    arriving.forward_pass(0, 0, micro_batch, true, [&](std::size_t p) {
+      order.push_back(p);
+      const std::size_t offset = params[p].offset * sizeof(std::uint16_t);
+      comm::copy_bytes_on_stream(static_cast<char*>(live.data) + offset,
+                                 static_cast<const char*>(saved.data()) + offset,
+                                 params[p].numel * sizeof(std::uint16_t), arriving.stream());
+    });
+    arriving.backward_pass(0, 0, micro_batch, 1.0f);
+    EXPECT_EQ(arriving.take_loss_sum(), expected.losses.at(0));
+    expect_gradients_close(params, download<float>(arriving, arriving.grads()), expected.grads, config.hidden_size,
+                           1e-5, "weights arriving as reported", KeyBias::compare);
+    ASSERT_EQ(order.size(), params.size());
+    for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], params.size() - 1 - i) << i;
+  }
+  EXPECT_GE(arriving.recorded_passes(), 2);                                // the forward with reports and the backward
+  EXPECT_GT(arriving.recorded_graphs(), arriving.recorded_passes() + 10);  // the forward in stretches between reports
+}
+
 TEST(GpuGptModel, DropoutMasksMatchTheCpuModel) {
   ADAMANT_REQUIRE_GPU();
   const GptConfig config = gpu_config_with_dropout();

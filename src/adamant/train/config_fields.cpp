@@ -408,7 +408,8 @@ std::vector<FieldSpec> make_fields() {
       "model.optim.overlap_grad_sync", "reduce-scatter each bucket as soon as backward finishes it",
       [](auto& c) -> auto& { return c.optim.overlap_grad_sync; }));
   f.push_back(field(
-      "model.optim.overlap_param_sync", "wait for the weight all-gathers just before the next forward",
+      "model.optim.overlap_param_sync",
+      "wait for each bucket's weight all-gather in the next forward, right before its first weight is read",
       [](auto& c) -> auto& { return c.optim.overlap_param_sync; }));
   f.push_back(grad_sync_dtype_field());
   f.push_back(field(
