@@ -104,6 +104,12 @@ GptConfig gpu_config_with_dropout() {
   return config;
 }
 
+// The same model with its training passes recorded (model.enable_cuda_graph).
+GptConfig recorded(GptConfig config) {
+  config.cuda_graph = true;
+  return config;
+}
+
 struct PassResult {
   std::vector<double> losses;
   std::vector<float> grads;
@@ -320,10 +326,8 @@ TEST(GpuGptModel, SelectiveRecomputationChangesNoBit) {
 TEST(GpuGptModel, RecordedPassesChangeNoBit) {
   ADAMANT_REQUIRE_GPU();
   const GptConfig config = gpu_config_with_dropout();
-  GptConfig recording = config;
-  recording.cuda_graph = true;
   GptModel direct(config, DType::bf16, 2, gpu(), 9);
-  GptModel recorded(recording, DType::bf16, 2, gpu(), 9);
+  GptModel recorded_model(recorded(config), DType::bf16, 2, gpu(), 9);
   const auto batch = random_batch(config, 2, 61), other = random_batch(config, 2, 62);
   struct Step {
     std::vector<MicroBatch> micro_batches;
@@ -349,17 +353,17 @@ TEST(GpuGptModel, RecordedPassesChangeNoBit) {
     SCOPED_TRACE("step " + std::to_string(i));
     const Step& step = steps[i];
     const PassResult expected = run_passes(direct, step.micro_batches, step.loss_scale);
-    const PassResult actual = run_passes(recorded, step.micro_batches, step.loss_scale);
+    const PassResult actual = run_passes(recorded_model, step.micro_batches, step.loss_scale);
     EXPECT_EQ(actual.losses, expected.losses);
     EXPECT_EQ(actual.ready_order, expected.ready_order);
     expect_gradients_close(direct.params(), actual.grads, expected.grads, config.hidden_size, 1e-5, "recorded passes",
                            KeyBias::compare);
-    EXPECT_EQ(recorded.recorded_passes(), step.recorded_after);
+    EXPECT_EQ(recorded_model.recorded_passes(), step.recorded_after);
     EXPECT_NE(actual.grads, previous) << "a replay left the last step's gradients";
     previous = actual.grads;
   }
   // The backward that reports its gradients is recorded in stretches between the reports.
-  EXPECT_GT(recorded.recorded_graphs(), recorded.recorded_passes() + 10);
+  EXPECT_GT(recorded_model.recorded_graphs(), recorded_model.recorded_passes() + 10);
 }
 
 // What the trainer's gradient sync does when a bucket is complete (comm::CommStream::order_after):
@@ -428,10 +432,8 @@ TEST(GpuGptModel, RecordedBackwardReportsEachGradientInStreamOrder) {
 TEST(GpuGptModel, RecordedForwardReportsEachWeightBeforeItsFirstUse) {
   ADAMANT_REQUIRE_GPU();
   const GptConfig config = gpu_config_with_dropout();
-  GptConfig recording = config;
-  recording.cuda_graph = true;
   GptModel in_place(config, DType::bf16, 2, gpu(), 9);
-  GptModel arriving(recording, DType::bf16, 2, gpu(), 9);  // the same seed: the same weights
+  GptModel arriving(recorded(config), DType::bf16, 2, gpu(), 9);  // the same seed: the same weights
   const ParamList& params = arriving.params();
   const Tensor live = arriving.weights();
   Buffer saved(live.bytes(), gpu()), not_a_number(live.bytes(), gpu());
