@@ -91,6 +91,20 @@ TEST(PipelineTraining, EveryLayoutTrainsAsTheWholeModelOnOneRank) {
     interleaved.exp_manager.exp_dir = dir / "interleaved-recorded";
     EXPECT_EQ(train_on_ranks(interleaved, ranks).train_losses, direct.train_losses);
   }
+  if (ranks == 4) {
+    // Two data-parallel ranks of two interleaved stages: with overlap_param_sync each chunk's first
+    // forward waits for its own weights' buckets, and the last stage its copy of the tied embedding,
+    // which no forward reads, before its first backward. The same run, bit for bit.
+    train::TrainConfig waiting = pipeline_config(prefix, dir / "param-sync-waiting", {1, 2, 2});
+    waiting.optim.overlap_param_sync = false;
+    train::TrainConfig overlapped = waiting;
+    overlapped.optim.overlap_param_sync = true;
+    overlapped.exp_manager.exp_dir = dir / "param-sync-overlapped";
+    const train::TrainSummary waited = train_on_ranks(waiting, ranks);
+    const train::TrainSummary overlapping = train_on_ranks(overlapped, ranks);
+    EXPECT_EQ(overlapping.train_losses, waited.train_losses);
+    EXPECT_EQ(overlapping.val_losses, waited.val_losses);
+  }
   if (ranks == 2) {  // 1F1B needs a micro-batch per stage
     train::TrainConfig starved = pipeline_config(prefix, dir / "starved", {1, 2, 1});
     starved.data.global_batch_size = 1;
