@@ -7,7 +7,9 @@
 #
 # Usage: bench/compare_builds.sh BEFORE [CASES]
 #   BEFORE  the revision to compare with (a commit, tag or branch), checked out in a
-#           worktree at $BEFORE_TREE (default .cache/compare-before) and built there.
+#           worktree at $BEFORE_TREE (default .cache/compare-before) and built there; or a
+#           .tar.gz of its source (`git archive REV | gzip`), unpacked there, for a machine
+#           that gets the working tree without the repository's history.
 #   CASES   comma-separated, each SIZE[:dropout][:seqN][:mbN][:tanh|:fused] (SIZE as
 #           gpu_training_bench.sh takes it; dropout: hidden and attention 0.1; seqN: sequence N;
 #           mbN: micro-batch N; tanh, fused: its GELU=tanh or GELU=fused, the tanh GELU by separate
@@ -64,18 +66,30 @@ for spec in ${cases//,/ }; do
   case_env[$spec]="${env_of[*]}"
 done
 
-# The revision as a commit of this repository (HEAD~1 means this tree's, not the worktree's).
-if ! before_commit=$(git rev-parse --verify --quiet "$before^{commit}"); then
-  echo "BEFORE '$before' is not a revision of this repository (git rev-parse finds no commit)" >&2
-  exit 2
-fi
-if [ -d "$before_tree" ]; then
-  git -C "$before_tree" checkout --quiet --detach "$before_commit" || exit 2
+if [[ "$before" == *.tar.gz ]]; then
+  # A source archive: unpacked again only when it is newer than the last unpacking, so that a
+  # second call keeps the earlier build's files (and their times) as they are.
+  [ -f "$before" ] || { echo "BEFORE '$before': no such archive" >&2; exit 2; }
+  if [ ! -f "$before_tree/.unpacked" ] || [ "$before" -nt "$before_tree/.unpacked" ]; then
+    rm -rf "$before_tree" && mkdir -p "$before_tree" && tar -xzf "$before" -C "$before_tree" || exit 2
+    touch "$before_tree/.unpacked"
+  fi
+  echo "== before: the source in $before"
+  echo "== after: the working tree"
 else
-  git worktree add --force --detach "$before_tree" "$before_commit" > /dev/null || exit 2
+  # The revision as a commit of this repository (HEAD~1 means this tree's, not the worktree's).
+  if ! before_commit=$(git rev-parse --verify --quiet "$before^{commit}"); then
+    echo "BEFORE '$before' is not a revision of this repository (git rev-parse finds no commit)" >&2
+    exit 2
+  fi
+  if [ -d "$before_tree" ]; then
+    git -C "$before_tree" checkout --quiet --detach "$before_commit" || exit 2
+  else
+    git worktree add --force --detach "$before_tree" "$before_commit" > /dev/null || exit 2
+  fi
+  echo "== before: $(git -C "$before_tree" log -1 --format='%h %s' | cut -c1-100)"
+  echo "== after: the working tree at $(git log -1 --format='%h') $(git diff --quiet HEAD || echo '(with changes)')"
 fi
-echo "== before: $(git -C "$before_tree" log -1 --format='%h %s' | cut -c1-100)"
-echo "== after: the working tree at $(git log -1 --format='%h') $(git diff --quiet HEAD || echo '(with changes)')"
 
 configure() {  # SOURCE BUILD
   [ -f "$2/build.ninja" ] || cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DADAMANT_CUDA=ON \

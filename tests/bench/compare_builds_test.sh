@@ -74,4 +74,24 @@ compare "$work/third" FRESH=1 BUDGET_S=0
 [ "$(wc -l < "$work/calls")" -eq 10 ] || fail "a run started with no time left" "$work/calls"
 grep -qF "| GPT-3 126M | 0.1 / 0.1 | skipped (time budget), skipped (time budget) | skipped (time budget), skipped (time budget) |  | skipped (time budget) |" \
   "$work/third" || fail "skipped runs in the table, and no result of an earlier call" "$work/third"
-echo "compare_builds.sh: runs, table, kept results and time budget as expected"
+# BEFORE as a source archive (a machine without the history): unpacked into the before tree once,
+# then kept while the archive is not newer.
+git -C "$repo" archive HEAD | gzip > "$work/before.tar.gz"
+rm -rf "$work/before" "$work/results" "$work/calls"
+compare_archive() {  # OUTPUT: as compare, BEFORE the archive
+  (cd "$repo" && env CALLS="$work/calls" SKIP_BUILDS=1 BENCH=bench/stand_in_bench.sh RESULTS="$work/results" \
+    BEFORE_TREE="$work/before" bench/compare_builds.sh "$work/before.tar.gz" 126m:dropout > "$1" 2>&1)
+}
+compare_archive "$work/fourth"
+grep -q "== before: the source in .*before.tar.gz" "$work/fourth" || fail "the archive as the before tree" "$work/fourth"
+[ -f "$work/before/bench/compare_builds.sh" ] || fail "the archive unpacked into BEFORE_TREE" "$work/fourth"
+grep -qF "| +11.1% |" "$work/fourth" || fail "the table with the archive as the before tree" "$work/fourth"
+echo stale > "$work/before/marker"
+compare_archive "$work/fifth"
+[ -f "$work/before/marker" ] || fail "an archive no newer than its unpacking unpacked again" "$work/fifth"
+touch -d '+1 minute' "$work/before.tar.gz"
+compare_archive "$work/sixth"
+[ ! -f "$work/before/marker" ] || fail "a newer archive not unpacked again" "$work/sixth"
+(cd "$repo" && bench/compare_builds.sh "$work/missing.tar.gz" 126m > "$work/seventh" 2>&1) && fail "a missing archive accepted" "$work/seventh"
+grep -q "no such archive" "$work/seventh" || fail "the missing archive's error" "$work/seventh"
+echo "compare_builds.sh: runs, table, kept results, time budget and source archives as expected"
