@@ -89,49 +89,51 @@ TEST(Trainer, Fp16WithDynamicLossScalingMatchesFusedAdam) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// Trains `config` on `ranks` ranks, then again with `change` made, in a run folder of its own:
+// the second run's training and validation losses are the first's, bit for bit.
+void expect_same_losses_after(train::TrainConfig config, int ranks, const std::filesystem::path& second_run,
+                              const std::function<void(train::TrainConfig&)>& change) {
+  const train::TrainSummary first = train_on_ranks(config, ranks);
+  change(config);
+  config.exp_manager.exp_dir = second_run;
+  const train::TrainSummary second = train_on_ranks(config, ranks);
+  ASSERT_EQ(second.train_losses.size(), static_cast<std::size_t>(config.trainer.max_steps));
+  EXPECT_EQ(second.train_losses, first.train_losses);
+  EXPECT_EQ(second.val_losses, first.val_losses);
+}
+
+// The tiny config with dropout on and `per_rank` micro-batches per rank and step, no checkpoints.
+train::TrainConfig dropout_config(const std::filesystem::path& dir, int ranks, int per_rank) {
+  train::TrainConfig config = tiny_config(write_random_dataset(dir, 400, 50257), dir / "first");
+  config.data.global_batch_size = per_rank * ranks;
+  config.model.hidden_dropout = 0.1f;
+  config.model.attention_dropout = 0.1f;
+  config.exp_manager.create_checkpoint_callback = false;
+  return config;
+}
+
 // model.enable_cuda_graph: the same run, with dropout and several micro-batches per rank, the
 // gradients reported as they are finished. (The CPU runs each pass directly; the replays and
 // the reports between their graphs are checked on a GPU, gpu_model_tests.)
 TEST(Trainer, RecordedPassesTrainAsDirectOnes) {
   const int ranks = world_size();
   const auto dir = shared_temp_dir("recorded-passes");
-  const auto prefix = write_random_dataset(dir, 400, 50257);
-  train::TrainConfig config = tiny_config(prefix, dir / "direct");
-  config.data.global_batch_size = 4 * ranks;
-  config.model.hidden_dropout = 0.1f;
-  config.model.attention_dropout = 0.1f;
-  config.exp_manager.create_checkpoint_callback = false;
-  const train::TrainSummary direct = train_on_ranks(config, ranks);
-  config.model.cuda_graph = true;
-  config.exp_manager.exp_dir = dir / "recorded";
-  const train::TrainSummary recorded = train_on_ranks(config, ranks);
-  ASSERT_EQ(recorded.train_losses.size(), 4u);
-  EXPECT_EQ(recorded.train_losses, direct.train_losses);
-  EXPECT_EQ(recorded.val_losses, direct.val_losses);
+  expect_same_losses_after(dropout_config(dir, ranks, 4), ranks, dir / "recorded",
+                           [](train::TrainConfig& c) { c.model.cuda_graph = true; });
 }
 
 // overlap_param_sync: the first forward of each step waits for each bucket's all-gather when it
 // needs its weights, validation for all of them; the runs are those of waiting for all before the
-// step, bit for bit, with dropout on. (MPI moves the all-gathers along inside the trainer's other
-// calls, so a missing wait shows here only by chance: DistributedFusedAdam's tests hold them back.)
+// step, bit for bit. (MPI moves the all-gathers along inside the trainer's other calls, so a
+// missing wait shows here only by chance: DistributedFusedAdam's tests hold them back.)
 TEST(Trainer, OverlappedParameterSyncChangesNoBit) {
   const int ranks = world_size();
   const auto dir = shared_temp_dir("overlap-param-sync");
-  const auto prefix = write_random_dataset(dir, 400, 50257);
-  train::TrainConfig config = tiny_config(prefix, dir / "waiting");
-  config.data.global_batch_size = 2 * ranks;
-  config.model.hidden_dropout = 0.1f;
-  config.model.attention_dropout = 0.1f;
+  train::TrainConfig config = dropout_config(dir, ranks, 2);
   config.trainer.val_check_interval = 1;
-  config.exp_manager.create_checkpoint_callback = false;
   config.optim.overlap_param_sync = false;
-  const train::TrainSummary waiting = train_on_ranks(config, ranks);
-  config.optim.overlap_param_sync = true;
-  config.exp_manager.exp_dir = dir / "overlapped";
-  const train::TrainSummary overlapped = train_on_ranks(config, ranks);
-  ASSERT_EQ(overlapped.train_losses.size(), 4u);
-  EXPECT_EQ(overlapped.train_losses, waiting.train_losses);
-  EXPECT_EQ(overlapped.val_losses, waiting.val_losses);
+  expect_same_losses_after(config, ranks, dir / "overlapped",
+                           [](train::TrainConfig& c) { c.optim.overlap_param_sync = true; });
 }
 
 TEST(Trainer, ResumingContinuesBitExactly) {
