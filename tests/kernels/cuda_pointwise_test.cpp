@@ -102,10 +102,14 @@ std::string name_of(const RowsCase& c) {
   return std::to_string(c.rows) + "x" + std::to_string(c.cols) + (c.offset ? " unaligned" : "");
 }
 
-// The last two: chunks of the backward's column sums longer than the least (16 rows), and
-// more of them than its target of 1024.
-const std::vector<RowsCase> kLayernormCases = {{512, 768, 0},  {256, 2048, 0}, {37, 100, 0},   {19, 1000, 1}, {3, 1, 0},
-                                               {8192, 768, 0}, {600, 2048, 1}, {20000, 64, 0}, {70001, 16, 0}};
+// Rows of 1,000: 125 vectors, so the backward's last threads hold none. 5,120 and 4,104:
+// two vectors a thread, the last thread's second past the row for 4,104. 8,192: the
+// longest rows the backward holds in registers; 8,200: its tile kernel. The last two:
+// chunks of the backward's column sums longer than the least (8 rows), and more of them
+// than its target of 1024.
+const std::vector<RowsCase> kLayernormCases = {
+    {512, 768, 0}, {256, 2048, 0}, {37, 100, 0},  {19, 1000, 1},  {3, 1, 0},      {64, 1000, 0},  {40, 5120, 0},
+    {24, 4104, 0}, {20, 8192, 0},  {17, 8200, 0}, {8192, 768, 0}, {600, 2048, 1}, {20000, 64, 0}, {70001, 16, 0}};
 
 TEST(CudaLayernorm, ForwardMatchesCpu) {
   ADAMANT_REQUIRE_GPU();

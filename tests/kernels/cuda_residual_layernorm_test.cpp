@@ -190,6 +190,11 @@ TEST(CudaResidualLayernorm, BackwardMatchesTheSeparateKernelsAndTheCpu) {
       {{512, 768, 128, 0, 0, 0.0f, false}, false},    // neither: the layernorm backward alone
       {{300, 2048, 100, 7, 0, 0.3f, true}, true},     // a shard from inside a sample
       {{70001, 64, 70001, 0, 0, 0.2f, false}, true},  // more chunks than 1024, long ones
+      {{64, 1000, 32, 0, 0, 0.1f, false}, true},      // 125 vectors: the last threads hold none
+      {{48, 5120, 3, 0, 0, 0.1f, true}, true},        // two vectors a thread, samples inside a chunk
+      {{40, 4104, 8, 5, 0, 0.1f, false}, false},      // the last thread's second vector past the row
+      {{24, 8192, 24, 0, 0, 0.0f, false}, true},      // the longest rows held in registers
+      {{20, 8200, 10, 0, 0, 0.1f, false}, true},      // longer rows: the tile kernel
       {{37, 100, 37, 0, 0, 0.1f, false}, true},       // rows of 100: the separate kernels run
       {{19, 1000, 19, 0, 1, 0.1f, false}, true},      // unaligned: the separate kernels run
   };

@@ -22,7 +22,7 @@ using PointwiseLaunch = CudaLaunch;
 
 inline cudaStream_t stream_of(const CudaLaunch& launch) { return static_cast<cudaStream_t>(launch.stream); }
 
-// ---- layernorm (layernorm.cu) ----
+// ---- layernorm (layernorm.cu, layernorm_backward.cu) ----
 
 cudaError_t layernorm_forward(const std::uint16_t* x, const std::uint16_t* weight, const std::uint16_t* bias,
                               float epsilon, std::uint16_t* out, float* mean, float* rstd, std::int64_t rows,
