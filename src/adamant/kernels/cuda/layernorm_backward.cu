@@ -58,6 +58,20 @@ struct RowGradMeans {
   float dxhat_xhat;
 };
 
+// Adds kWidth elements' terms of the two reductions, dxhat = d_out * weight and dxhat * xhat.
+template <int kWidth>
+__device__ __forceinline__ void add_reduction_terms(const float (&v)[kWidth], const float (&dy)[kWidth],
+                                                    const float (&w)[kWidth], float row_mean, float row_rstd,
+                                                    float& dxhat_sum, float& dxhat_xhat_sum) {
+#pragma unroll
+  for (int i = 0; i < kWidth; ++i) {
+    const float xhat = (v[i] - row_mean) * row_rstd;
+    const float dxhat = dy[i] * w[i];
+    dxhat_sum += dxhat;
+    dxhat_xhat_sum += dxhat * xhat;
+  }
+}
+
 template <int kWidth>
 __device__ __forceinline__ RowGradMeans row_grad_means(const std::uint16_t* x_row, const std::uint16_t* dy_row,
                                                        const std::uint16_t* weight, float row_mean, float row_rstd,
@@ -71,13 +85,7 @@ __device__ __forceinline__ RowGradMeans row_grad_means(const std::uint16_t* x_ro
     load_bf16<kWidth>(x_row + c, v);
     load_bf16<kWidth>(dy_row + c, dy);
     load_bf16<kWidth>(weight + c, w);
-#pragma unroll
-    for (int i = 0; i < kWidth; ++i) {
-      const float xhat = (v[i] - row_mean) * row_rstd;
-      const float dxhat = dy[i] * w[i];
-      dxhat_sum += dxhat;
-      dxhat_xhat_sum += dxhat * xhat;
-    }
+    add_reduction_terms<kWidth>(v, dy, w, row_mean, row_rstd, dxhat_sum, dxhat_xhat_sum);
   }
   const float inv_cols = 1.0f / static_cast<float>(cols);
   return {warp_sum(dxhat_sum) * inv_cols, warp_sum(dxhat_xhat_sum) * inv_cols};
@@ -161,6 +169,38 @@ __device__ __forceinline__ void write_chunk_partials(const float (&sums)[kSums][
   __syncthreads();
 }
 
+// One 16-byte vector of a row once its reductions are known: d_x += the input gradient (stored),
+// the d_weight and d_bias terms added to sums[0] and sums[1]; with kDropout the branch's
+// gradient dropout(d_x as stored) written to branch.d_branch (its elements from 4 * first_group
+// of global sample `sample`), and with kBranchSums the branch's gradient as stored added to
+// sums[2]. `at`: the vector's first element in the rows.
+template <bool kDropout, bool kBranchSums, int kSums>
+__device__ __forceinline__ void finish_vector(const float (&v)[kVectorWidth], const float (&dy)[kVectorWidth],
+                                              const float (&w)[kVectorWidth], float (&dx)[kVectorWidth], float row_mean,
+                                              float row_rstd, const RowGradMeans& means, std::uint16_t* d_x,
+                                              std::int64_t at, const LayernormBranchGrad& branch, std::uint64_t sample,
+                                              std::uint64_t first_group, float (&sums)[kSums][kVectorWidth]) {
+  add_input_grad<kVectorWidth>(v, dy, w, row_mean, row_rstd, means, dx);
+  const uint4 stored = store_packed_bf16(d_x + at, dx);
+#pragma unroll
+  for (int i = 0; i < kVectorWidth; ++i) {
+    sums[0][i] += dy[i] * ((v[i] - row_mean) * row_rstd);
+    sums[1][i] += dy[i];
+  }
+  if constexpr (kDropout || kBranchSums) {
+    float g[kVectorWidth];  // the branch's gradient as stored
+    unpack_bf16(stored, g);
+    if constexpr (kDropout) {
+      drop_vector(branch.dropout, sample, first_group, g);
+      unpack_bf16(store_packed_bf16(branch.d_branch + at, g), g);
+    }
+    if constexpr (kBranchSums) {
+#pragma unroll
+      for (int i = 0; i < kVectorWidth; ++i) sums[kSums - 1][i] += g[i];
+    }
+  }
+}
+
 // The whole backward of a chunk of rows with 16-byte vectors (cols % 8 == 0, aligned) longer
 // than layernorm_backward_rows_kernel holds, one block a chunk. Phase 1, a warp a row: the row's mean(dxhat) and
 // mean(dxhat xhat) (row_grad_means). Phase 2, by tiles of 256 columns: thread (tx = threadIdx.x % 32, ty = threadIdx.x
@@ -226,25 +266,15 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerMultiprocessor)
         load_bf16<kVectorWidth>(d_out + at, dy);
         load_bf16<kVectorWidth>(weight + c, w);
         load_bf16<kVectorWidth>(d_x + at, dx);
-        add_input_grad<kVectorWidth>(v, dy, w, row_mean, row_rstd, {row_terms[r][2], row_terms[r][3]}, dx);
-        const uint4 stored = store_packed_bf16(d_x + at, dx);
-#pragma unroll
-        for (int i = 0; i < kVectorWidth; ++i) {
-          sums[0][i] += dy[i] * ((v[i] - row_mean) * row_rstd);
-          sums[1][i] += dy[i];
+        std::uint64_t sample = 0;
+        std::uint64_t first_group = 0;
+        if constexpr (kDropout) {
+          sample = row_draws[r][0];
+          first_group = row_draws[r][1] + static_cast<std::uint64_t>(c / 4);
         }
-        if constexpr (kDropout || kBranchSums) {
-          float g[kVectorWidth];  // the branch's gradient as stored
-          unpack_bf16(stored, g);
-          if constexpr (kDropout) {
-            drop_vector(branch.dropout, row_draws[r][0], row_draws[r][1] + static_cast<std::uint64_t>(c / 4), g);
-            unpack_bf16(store_packed_bf16(branch.d_branch + at, g), g);
-          }
-          if constexpr (kBranchSums) {
-#pragma unroll
-            for (int i = 0; i < kVectorWidth; ++i) sums[kSums - 1][i] += g[i];
-          }
-        }
+        finish_vector<kDropout, kBranchSums, kSums>(v, dy, w, dx, row_mean, row_rstd,
+                                                    {row_terms[r][2], row_terms[r][3]}, d_x, at, branch, sample,
+                                                    first_group, sums);
       }
     }
     write_chunk_partials<kVectorWidth, kSums>(sums, staged, tile, chunk, cols, chunks, workspace);
@@ -339,7 +369,7 @@ __global__ void __launch_bounds__(HeldRowBlock<kVectors>::kMaxThreads, HeldRowBl
     sample_row = batch_row - in_batch * branch.rows_per_sample;
   }
   const float inv_cols = 1.0f / static_cast<float>(cols);
-  float sums[kSums][kVectors][kVectorWidth] = {};
+  float sums[kVectors][kSums][kVectorWidth] = {};
   HeldRow<kVectors> row;
   load_held_row(row, d_out, x, d_x, mean, rstd, row_begin, cols, col);
   for (std::int64_t index = row_begin; index < row_end; ++index) {
@@ -354,13 +384,7 @@ __global__ void __launch_bounds__(HeldRowBlock<kVectors>::kMaxThreads, HeldRowBl
       unpack_bf16(row.x[k], v);
       unpack_bf16(row.dy[k], dy);
       unpack_bf16(w_packed[k], w);
-#pragma unroll
-      for (int i = 0; i < kVectorWidth; ++i) {
-        const float xhat = (v[i] - row.mean) * row.rstd;
-        const float dxhat = dy[i] * w[i];
-        dxhat_sum += dxhat;
-        dxhat_xhat_sum += dxhat * xhat;
-      }
+      add_reduction_terms<kVectorWidth>(v, dy, w, row.mean, row.rstd, dxhat_sum, dxhat_xhat_sum);
     }
     dxhat_sum = warp_sum(dxhat_sum);
     dxhat_xhat_sum = warp_sum(dxhat_xhat_sum);
@@ -389,26 +413,9 @@ __global__ void __launch_bounds__(HeldRowBlock<kVectors>::kMaxThreads, HeldRowBl
       unpack_bf16(current.dy[k], dy);
       unpack_bf16(w_packed[k], w);
       unpack_bf16(current.dx[k], dx);
-      add_input_grad<kVectorWidth>(v, dy, w, current.mean, current.rstd, means, dx);
-      const uint4 stored = store_packed_bf16(d_x + at, dx);
-#pragma unroll
-      for (int i = 0; i < kVectorWidth; ++i) {
-        sums[0][k][i] += dy[i] * ((v[i] - current.mean) * current.rstd);
-        sums[1][k][i] += dy[i];
-      }
-      if constexpr (kDropout || kBranchSums) {
-        float g[kVectorWidth];  // the branch's gradient as stored
-        unpack_bf16(stored, g);
-        if constexpr (kDropout) {
-          const auto first_group = static_cast<std::uint64_t>(sample_row * (cols / 4) + col[k] / 4);
-          drop_vector(branch.dropout, sample, first_group, g);
-          unpack_bf16(store_packed_bf16(branch.d_branch + at, g), g);
-        }
-        if constexpr (kBranchSums) {
-#pragma unroll
-          for (int i = 0; i < kVectorWidth; ++i) sums[kSums - 1][k][i] += g[i];
-        }
-      }
+      const auto first_group = static_cast<std::uint64_t>(sample_row * (cols / 4) + col[k] / 4);
+      finish_vector<kDropout, kBranchSums, kSums>(v, dy, w, dx, current.mean, current.rstd, means, d_x, at, branch,
+                                                  sample, first_group, sums[k]);
     }
     if constexpr (kDropout) {
       if (++sample_row == branch.rows_per_sample) {
@@ -422,7 +429,7 @@ __global__ void __launch_bounds__(HeldRowBlock<kVectors>::kMaxThreads, HeldRowBl
     if (col[k] >= cols) continue;
 #pragma unroll
     for (int s = 0; s < kSums; ++s)
-      store_f32<kVectorWidth>(workspace + (s * chunks + chunk) * cols + col[k], sums[s][k]);
+      store_f32<kVectorWidth>(workspace + (s * chunks + chunk) * cols + col[k], sums[k][s]);
   }
 }
 
