@@ -35,7 +35,7 @@ bool DistributedFusedAdam::overlaps_param_sync() const {
 }
 
 void DistributedFusedAdam::wait_for_param(std::size_t index) {
-  for (std::size_t b = plan().first_bucket(index); b <= plan().last_bucket(index) && b < param_sync_.size(); ++b) {
+  for (std::size_t b = plan().first_bucket(index); b <= plan().last_bucket(index); ++b) {
     comm::CommHandle& handle = param_sync_[b];
     if (!handle.pending()) continue;
     comm_waits().time(compute_stream(), [&] { handle.wait(compute_stream()); });
