@@ -15,7 +15,7 @@ using testing::random_normal;
 using testing::view;
 
 // Straightforward causal attention on qkv [B, T, 3, H, D], with an explicit mask
-// matrix for dropout (keep factor 0 or 1/(1-p) per probability).
+// matrix for dropout (factor 0 or the keep scale per probability).
 std::vector<double> naive_attention(const std::vector<double>& qkv, const AttentionShape& s, const DropoutArgs& drop) {
   const int64_t C = s.heads * s.head_dim;
   std::vector<double> out(s.batch * s.seq * C, 0.0);
@@ -39,7 +39,7 @@ std::vector<double> naive_attention(const std::vector<double>& qkv, const Attent
           double p = std::exp(scores[j] - max_score) / total;
           if (drop.probability > 0) {
             const bool keep = testing::attention_dropout_keeps(drop, s.seq, b, h, i, j);
-            p = keep ? p / (1.0 - drop.probability) : 0.0;
+            p = keep ? p * testing::attention_dropout_keep_scale(drop.probability) : 0.0;
           }
           for (int64_t d = 0; d < s.head_dim; ++d) {
             out[(b * s.seq + i) * C + h * s.head_dim + d] +=
@@ -52,12 +52,12 @@ std::vector<double> naive_attention(const std::vector<double>& qkv, const Attent
   return out;
 }
 
-// A sequence over two 16 x 16 dropout blocks (and a partial third) per row: every word of
+// A sequence over two 16 x 32 dropout blocks (and a partial third) per row: every word of
 // the draws and the block numbering are exercised.
 TEST(Attention, DropoutOverSeveralBlocksMatchesNaiveReference) {
-  const AttentionShape shape{2, 37, 2, 3};
-  auto qkv = random_normal(2 * 37 * 3 * 6, 7);
-  std::vector<double> probs(2 * 2 * 37 * 37), out(2 * 37 * 6);
+  const AttentionShape shape{2, 70, 2, 3};
+  auto qkv = random_normal(2 * 70 * 3 * 6, 7);
+  std::vector<double> probs(2 * 2 * 70 * 70), out(2 * 70 * 6);
   const DropoutArgs drop{0.3f, 99, 4, 11};
   cpu::attention_forward(view(qkv), view(probs), view(out), shape, drop);
   const auto expected = naive_attention(qkv, shape, drop);
@@ -124,28 +124,36 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
   }
 }
 
-// 16 bits per element: p resolves to 2^-16, ceil(p * 65536) being the first kept value.
-TEST(AttentionDropout, KeepThresholdIsTheCeilingOfP65536) {
+// A byte per element: p resolves to 1/256, ceil(p * 256) (at most 255) being the first
+// kept value, and the kept elements scaled by 1 over the resolved keep probability.
+TEST(AttentionDropout, KeepThresholdIsTheCeilingOfP256) {
   namespace layout = attention_dropout_layout;
   EXPECT_EQ(layout::keep_threshold(0.0f), 0u);
-  EXPECT_EQ(layout::keep_threshold(0.5f), 32768u);
-  EXPECT_EQ(layout::keep_threshold(0.1f), 6554u);  // 0.1f * 65536 = 6553.6
-  EXPECT_EQ(layout::keep_threshold(0x1p-16f), 1u);
-  EXPECT_EQ(layout::keep_threshold(0.99999f), 65536u);  // 65535.34: every half is dropped
-  EXPECT_TRUE(layout::keeps(0x0000FFFFu, 0, 65535u));
-  EXPECT_FALSE(layout::keeps(0x0000FFFFu, 1, 1u));
-  EXPECT_TRUE(layout::keeps(0x80000000u, 1, 32768u));
+  EXPECT_EQ(layout::keep_threshold(0.5f), 128u);
+  EXPECT_EQ(layout::keep_threshold(0.1f), 26u);  // 0.1f * 256 = 25.6
+  EXPECT_EQ(layout::keep_threshold(0x1p-8f), 1u);
+  EXPECT_EQ(layout::keep_threshold(0x1p-9f), 1u);
+  EXPECT_EQ(layout::keep_threshold(254.5f / 256.0f), 255u);
+  EXPECT_EQ(layout::keep_threshold(0.99999f), 255u);  // 255.997: still keeps the bytes equal to 255
+  EXPECT_FLOAT_EQ(layout::keep_scale(0.1f), 256.0f / 230.0f);
+  EXPECT_FLOAT_EQ(layout::keep_scale(0.5f), 2.0f);
+  EXPECT_FLOAT_EQ(layout::keep_scale(0.0f), 1.0f);
+  EXPECT_TRUE(layout::keeps(0x000000FFu, 0, 255u));
+  EXPECT_FALSE(layout::keeps(0x000000FFu, 1, 1u));
+  EXPECT_TRUE(layout::keeps(0x80000000u, 3, 128u));
+  EXPECT_FALSE(layout::keeps(0x7FFFFFFFu, 3, 128u));
+  EXPECT_TRUE(layout::keeps(0x00001A00u, 1, 26u));
 }
 
-// The eight elements a draw decides are independent: over 2 x 4 heads x 256 x 256
-// elements (524,288), each is dropped with probability p and two neighbours of one word
-// (keys 2c, 2c + 1) or of one draw (rows r, r + 8) together with p^2, within five
-// standard deviations.
+// The sixteen elements a draw decides are independent: over 2 x 4 heads x 256 x 256
+// elements (524,288), each is dropped with the resolved probability q = ceil(256 p) / 256,
+// and two elements of one word (keys 2c and 2c + 1; rows r and r + 8) or of one draw's
+// different words (keys c and c + 8) together with q^2, within five standard deviations.
 TEST(AttentionDropout, DropsTheRequestedFractionIndependently) {
   const std::int64_t seq = 256, heads = 4, batch = 2;
   for (const float p : {0.1f, 0.5f}) {
     const DropoutArgs drop{p, 31, 7, 2};
-    double dropped = 0, word_pairs = 0, row_pairs = 0, count = 0, pairs = 0;
+    double dropped = 0, key_pairs = 0, row_pairs = 0, word_pairs = 0, count = 0, pairs = 0;
     for (std::int64_t b = 0; b < batch; ++b) {
       for (std::int64_t h = 0; h < heads; ++h) {
         for (std::int64_t i = 0; i < seq; ++i) {
@@ -153,19 +161,21 @@ TEST(AttentionDropout, DropsTheRequestedFractionIndependently) {
             const bool drops = !testing::attention_dropout_keeps(drop, seq, b, h, i, j);
             dropped += drops;
             ++count;
-            if (j % 2 == 0 && i % 16 < 8) {
-              word_pairs += drops && !testing::attention_dropout_keeps(drop, seq, b, h, i, j + 1);
+            if (j % 2 == 0 && j % 16 < 8 && i % 16 < 8) {
+              key_pairs += drops && !testing::attention_dropout_keeps(drop, seq, b, h, i, j + 1);
               row_pairs += drops && !testing::attention_dropout_keeps(drop, seq, b, h, i + 8, j);
+              word_pairs += drops && !testing::attention_dropout_keeps(drop, seq, b, h, i, j + 8);
               ++pairs;
             }
           }
         }
       }
     }
-    const double q = static_cast<double>(p);
+    const double q = std::ceil(static_cast<double>(p) * 256.0) / 256.0;
     EXPECT_NEAR(dropped / count, q, 5 * std::sqrt(q * (1 - q) / count)) << "p=" << p;
-    EXPECT_NEAR(word_pairs / pairs, q * q, 5 * std::sqrt(q * q * (1 - q * q) / pairs)) << "p=" << p;
-    EXPECT_NEAR(row_pairs / pairs, q * q, 5 * std::sqrt(q * q * (1 - q * q) / pairs)) << "p=" << p;
+    for (const double together : {key_pairs, row_pairs, word_pairs}) {
+      EXPECT_NEAR(together / pairs, q * q, 5 * std::sqrt(q * q * (1 - q * q) / pairs)) << "p=" << p;
+    }
   }
 }
 

@@ -108,12 +108,12 @@ inline void expect_within_bf16_bound(const std::vector<float>& actual, const std
   expect_within(actual, expected, bound, what);
 }
 
-// The dropout factor (0 or 1/(1-p)) of one attention element, as the CPU kernel draws it.
+// The dropout factor (0 or the keep scale) of one attention element, as the CPU kernel draws it.
 inline float dropout_factor(const DropoutArgs& args, const AttentionShape& s, std::int64_t b, std::int64_t h,
                             std::int64_t i, std::int64_t j) {
   if (args.probability <= 0.0f) return 1.0f;
   const bool keep = testing::attention_dropout_keeps(args, s.seq, b, h, i, j);
-  return keep ? 1.0f / (1.0f - args.probability) : 0.0f;
+  return keep ? static_cast<float>(testing::attention_dropout_keep_scale(args.probability)) : 0.0f;
 }
 
 }  // namespace adamant::kernels::attention_testing

@@ -11,8 +11,8 @@
 
 namespace adamant::kernels::cpu {
 
-// Factors (0 or 1/(1-p)) along one query row of one sample's head: the four draws of a
-// 16-key block serve its 16 keys, so they are made together when the row enters the block.
+// Factors (0 or the keep scale) along one query row of one sample's head: the four draws of
+// a 32-key block serve its 32 keys, so they are made together when the row enters the block.
 template <typename T>
 class DropoutRow {
  public:
@@ -21,23 +21,23 @@ class DropoutRow {
         sample_(static_cast<std::uint64_t>(sample)),
         head_(static_cast<std::uint64_t>(head)),
         query_(static_cast<std::uint64_t>(query)),
-        blocks_(attention_dropout_layout::blocks_per_row(static_cast<std::uint64_t>(seq))),
+        blocks_(attention_dropout_layout::blocks_of(static_cast<std::uint64_t>(seq))),
         threshold_(attention_dropout_layout::keep_threshold(args.probability)),
-        keep_scale_(T(1) / (T(1) - static_cast<T>(args.probability))) {}
+        keep_scale_(T(256) / static_cast<T>(256u - threshold_)) {}
 
   T factor(std::int64_t key) {
     namespace layout = attention_dropout_layout;
     const auto column = static_cast<std::uint64_t>(key);
-    const std::uint64_t block = column / layout::kBlock;
+    const std::uint64_t block = column / layout::kKeyBlock;
     if (block != cached_block_) {
       for (std::uint64_t pair = 0; pair < 4; ++pair) {
         draws_[pair] = dropout_bits<layout::kPhiloxRounds>(
-            args_, sample_, layout::draw_index(head_, query_ / layout::kBlock, block, query_ % 8, pair, blocks_));
+            args_, sample_, layout::draw_index(head_, query_ / layout::kQueryBlock, block, query_ % 8, pair, blocks_));
       }
       cached_block_ = block;
     }
-    const std::uint32_t word = draws_[(column % 8) / 2][layout::element_word(query_, column)];
-    return layout::keeps(word, layout::element_half(column), threshold_) ? keep_scale_ : T(0);
+    const std::uint32_t word = draws_[(column % 8) / 2][layout::element_word(column)];
+    return layout::keeps(word, layout::element_byte(query_, column), threshold_) ? keep_scale_ : T(0);
   }
 
  private:
@@ -45,7 +45,7 @@ class DropoutRow {
   std::uint64_t sample_;
   std::uint64_t head_;
   std::uint64_t query_;
-  std::uint64_t blocks_;
+  attention_dropout_layout::Blocks blocks_;
   std::uint32_t threshold_;
   T keep_scale_;
   std::uint64_t cached_block_ = std::numeric_limits<std::uint64_t>::max();

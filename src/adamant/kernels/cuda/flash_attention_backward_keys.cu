@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
         // Queries {block_first + 16 chunk + 8 t + 2 pair + j} x this thread's two keys,
         // element e = 2 h + j of n8 tile 2 chunk + t, from two draws shared with the
         // neighbouring lane (attention_dropout_layout.h).
-        [[maybe_unused]] std::uint32_t tile_words[2][2] = {};
+        [[maybe_unused]] std::uint32_t tile_words[2] = {};
         if constexpr (kDropout) mask.column_words(block_first / 16 + chunk, warp_first / 16, group, pair, tile_words);
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
               if (query < keys[e >> 1] || query >= seq) p = 0.0f;
             }
             if constexpr (kDropout) {
-              const float kept = mask.kept(tile_words[t][e & 1], static_cast<unsigned>(e >> 1)) ? p : 0.0f;
+              const float kept = mask.kept(tile_words[t], static_cast<unsigned>(e)) ? p : 0.0f;
               dp[tile][e] = fmaf(kept, dp[tile][e], -p * d_values[e & 1]);
               s[tile][e] = kept;
             } else {

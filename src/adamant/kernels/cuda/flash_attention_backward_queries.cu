@@ -151,17 +151,19 @@ __global__ void __launch_bounds__(block_threads<QueryPassConfig<kHeadDim, kDropo
     // come after its queries); a warpgroup past seq computes rows no one stores.
     auto to_gradients = [&](auto masked) {
       constexpr bool kMasked = decltype(masked)::value;
+      static_assert(kKeyTiles % 4 == 0, "a draw decides four n8 tiles");
 #pragma unroll
-      for (int chunk = 0; chunk < kKeyTiles / 2; ++chunk) {
-        // The draw decides rows {group, group + 8} x keys {16 chunk + 2 pair + j, + 8}:
-        // element e = 2 h + j of n8 tiles 2 chunk and 2 chunk + 1 (attention_dropout_layout.h).
-        float factors[2][4] = {{1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
+      for (int chunk = 0; chunk < kKeyTiles / 4; ++chunk) {
+        // The draw decides rows {group, group + 8} x keys {32 chunk + 8 t + 2 pair + j}:
+        // element e = 2 h + j of n8 tile 4 chunk + t (attention_dropout_layout.h).
+        float factors[4][4] = {
+            {1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}, {1.0f, 1.0f, 1.0f, 1.0f}};
         if constexpr (kDropout) {
-          mask.row_factors(mask.draw(warp_first / 16, first_key / 16 + chunk, group, pair), factors);
+          mask.row_factors(mask.draw(warp_first / 16, first_key / 32 + chunk, group, pair), factors);
         }
 #pragma unroll
-        for (int t = 0; t < 2; ++t) {
-          const int tile = 2 * chunk + t;
+        for (int t = 0; t < 4; ++t) {
+          const int tile = 4 * chunk + t;
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int h = e >> 1;

@@ -10,6 +10,7 @@
 
 #include "adamant/core/cuda_launch_guard.h"
 #include "adamant/core/error.h"
+#include "adamant/kernels/attention_dropout_layout.h"
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
 #include "adamant/kernels/flash_attention.h"
 
@@ -31,7 +32,7 @@ launchers::Dropout dropout_of(const DropoutArgs& args) {
   launchers::Dropout dropout{};
   dropout.enabled = args.probability > 0.0f;
   dropout.probability = args.probability;
-  dropout.keep_scale = 1.0f / (1.0f - args.probability);
+  dropout.keep_scale = attention_dropout_layout::keep_scale(args.probability);
   dropout.seed = args.seed;
   // Sample b's stream is dropout_stream(first + b, site): the site sits below the
   // sample index, so consecutive samples' streams are a fixed step apart.

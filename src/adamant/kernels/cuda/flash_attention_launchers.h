@@ -27,7 +27,7 @@ struct Problem {
 struct Dropout {
   bool enabled;
   float probability;
-  float keep_scale;  // 1 / (1 - probability), rounded to fp32 as the CPU kernels do
+  float keep_scale;  // attention_dropout_layout::keep_scale(probability): 1 / the resolved keep probability
   std::uint64_t seed;
   std::uint64_t stream_base;
   std::uint64_t stream_per_sample;
