@@ -316,7 +316,8 @@ std::vector<FieldSpec> make_fields() {
   f.push_back(field(
       "model.attention_dropout",
       "dropout of the attention probabilities, inside the attention kernels (no mask is stored; backward "
-      "regenerates it); 16 random bits per element from seven-round Philox4x32, so the probability resolves to 2^-16",
+      "regenerates it); 8 random bits per element from seven-round Philox4x32, so the probability resolves to 1/256 "
+      "(ceil(256 p) / 256, at most 255/256; kept elements are scaled by 1 over the resolved keep probability)",
       [](auto& c) -> auto& { return c.model.attention_dropout; }));
   f.push_back(custom(
       "model.activations_checkpoint_granularity",
