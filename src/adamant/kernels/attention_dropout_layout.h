@@ -86,9 +86,11 @@ ADAMANT_DROPOUT_LAYOUT_FN std::uint32_t keep_threshold(float probability) {
   return ceiling < 255u ? ceiling : 255u;
 }
 
-// The factor of a kept element: 1 over the probability (256 - t) / 256 that it is kept.
-ADAMANT_DROPOUT_LAYOUT_FN float keep_scale(float probability) {
-  return 256.0f / static_cast<float>(256u - keep_threshold(probability));
+// The factor of a kept element: 1 over the probability (256 - t) / 256 that it is kept,
+// in the precision of the kernel that applies it (fp32 on the GPU).
+template <typename T = float>
+ADAMANT_DROPOUT_LAYOUT_FN T keep_scale(float probability) {
+  return T(256) / static_cast<T>(256u - keep_threshold(probability));
 }
 
 ADAMANT_DROPOUT_LAYOUT_FN bool keeps(std::uint32_t word, unsigned byte, std::uint32_t threshold) {

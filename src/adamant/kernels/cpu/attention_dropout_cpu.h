@@ -23,7 +23,7 @@ class DropoutRow {
         query_(static_cast<std::uint64_t>(query)),
         blocks_(attention_dropout_layout::blocks_of(static_cast<std::uint64_t>(seq))),
         threshold_(attention_dropout_layout::keep_threshold(args.probability)),
-        keep_scale_(T(256) / static_cast<T>(256u - threshold_)) {}
+        keep_scale_(attention_dropout_layout::keep_scale<T>(args.probability)) {}
 
   T factor(std::int64_t key) {
     namespace layout = attention_dropout_layout;
