@@ -15,8 +15,9 @@
 // tile w, byte e its accumulator element e. In the transposed tiles of the key pass a
 // warp holds 16 keys, half a draw's 32: a thread takes the draw's two words of its keys,
 // keeps the bytes of its key parity and trades the others with the neighbour that makes
-// the draw of the other query parity, so the key pass makes one draw per eight elements
-// it uses and the forward one per sixteen. Plain arithmetic, compiled for the host and
+// the draw of the other query parity, and the warp of the block's other 16 keys, which
+// needs the same draws, makes every other step's and trades words through shared memory,
+// so that each pass makes every draw once. Plain arithmetic, compiled for the host and
 // (under nvcc) the device alike.
 //
 // The draws are Philox4x32 with kPhiloxRounds rounds. Regenerating them is most of what

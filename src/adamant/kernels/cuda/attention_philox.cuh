@@ -83,25 +83,27 @@ class DropoutMask {
     }
   }
 
-  // The words that decide the transposed tiles of the key pass: keys {group, group + 8} of
-  // the warp's 16-key block as rows x queries {16-query step + 8 t + 2 pair + j} as
-  // columns, element e = 2 h + j of n8 tile t in byte e of tile_words[t] (test it with
-  // kept). They lie in the draws of query lanes 2 pair + j, key pair group / 2: words
-  // 2 u and 2 u + 1 (keys group and group + 8, u the half of the 32-key block the warp's
-  // keys are), bytes 2 t + (group % 2). The lane of even group draws j = 0 and its
-  // neighbour (lane ^ 4, odd group, same pair) j = 1; each keeps its key parity's bytes and
-  // sends the neighbour the other's.
-  __device__ void column_words(int query_block, int key_block, int group, int pair,
-                               std::uint32_t (&tile_words)[2]) const {
+  // The draw that decides a key-pass lane's elements of one 16-query step: keys {group,
+  // group + 8} of a warp's 16 keys as rows x queries {query_block's 16 + 8 t + 2 pair + j}
+  // as columns. They lie in the draws of query lanes 2 pair + j, key pair group / 2: words
+  // 2 u and 2 u + 1 (keys group and group + 8, u the half of the 32-key block the warp's keys
+  // are), bytes 2 t + (group % 2). The lane of even group makes the draw of j = 0 and its
+  // neighbour (lane ^ 4, odd group, same pair) that of j = 1; the two warps of the block's
+  // halves need the same draws.
+  __device__ uint4 key_draw(int query_block, int key_block32, int group, int pair) const {
+    return draw(query_block, key_block32, 2 * pair + (group & 1), group / 2);
+  }
+
+  // The words that decide the lane's transposed tiles, from the two words of its keys
+  // (words 2 u and 2 u + 1 of key_draw): element e = 2 h + j of n8 tile t in byte e of
+  // tile_words[t] (test it with kept). Each lane keeps the bytes of its key parity and sends
+  // the neighbour the other's.
+  __device__ void column_words(uint2 key_words, int group, std::uint32_t (&tile_words)[2]) const {
     const unsigned odd = static_cast<unsigned>(group) & 1u;
-    const uint4 words = draw(query_block, key_block / 2, 2 * pair + static_cast<int>(odd), group / 2);
-    const bool upper = (key_block & 1) != 0;
-    const std::uint32_t low_key = upper ? words.z : words.x;   // key group
-    const std::uint32_t high_key = upper ? words.w : words.y;  // key group + 8
     // Bytes 2 t + parity of both words, packed as byte t + 2 h: this lane's key parity, and
     // the neighbour's.
-    const std::uint32_t own = __byte_perm(low_key, high_key, odd != 0u ? 0x7531u : 0x6420u);
-    const std::uint32_t sent = __byte_perm(low_key, high_key, odd != 0u ? 0x6420u : 0x7531u);
+    const std::uint32_t own = __byte_perm(key_words.x, key_words.y, odd != 0u ? 0x7531u : 0x6420u);
+    const std::uint32_t sent = __byte_perm(key_words.x, key_words.y, odd != 0u ? 0x6420u : 0x7531u);
     const std::uint32_t received = __shfl_xor_sync(0xffffffffu, sent, 4);
     // Element e = 2 h + j of tile t: j = 0 from the even lane's draw, j = 1 from the odd one's.
     tile_words[0] = __byte_perm(own, received, odd != 0u ? 0x2604u : 0x6240u);

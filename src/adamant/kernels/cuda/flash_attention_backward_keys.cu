@@ -9,7 +9,8 @@
 //   p^T = exp2(s^T scale log2(e) - logsumexp log2(e)), ds^T = p^T (dp^T f - D),
 //   dv += (p^T f) d_out, dk += ds^T q  (p^T and ds^T as register operands),
 // with f the dropout factor from the draws of kernels/attention_dropout_layout.h
-// (attention_philox.cuh), two neighbouring lanes sharing two draws.
+// (attention_philox.cuh): two neighbouring lanes share two draws, and the two warps of a
+// 32-key pair each make every other step's draws and hand each other the words.
 // dk is scaled by 1/sqrt(d) once at the end. With dropout, f = m / (1 - p) for the mask m,
 // and the products take m p^T and ds^T (1 - p) = (m p^T) dp^T - p^T D (1 - p) (the row
 // statistics carry D (1 - p)): the 1/(1-p) multiplies dk and dv once at the end, and the
@@ -55,10 +56,23 @@ struct KeyPassConfig {
   // there is room, so that a tile's image waits for the copy of the tile before last.
   static constexpr std::size_t kStaging = kStatistics + kStages * kStatisticsTile;
   static constexpr int kStagingBuffers = kHeadDim < 128 ? 2 : 1;
-  static constexpr std::size_t bytes(bool store_scores) {
-    return kStaging + (store_scores ? kStagingBuffers * 2 * kScoreTileBytes : 0) + kSwizzleAlignment;
+  // With dropout, the words each warp makes for the other warp of its pair: two tiles'
+  // (double-buffered) of every other 16-query step, 8 bytes a lane.
+  static constexpr int kDrawSteps = kStreamRows / 16;  // 16-query steps of a tile
+  static constexpr std::size_t kDrawExchangeBytes = (kThreads / 32) * 2 * (kDrawSteps / 2) * 32 * sizeof(uint2);
+  static constexpr std::size_t draw_exchange(bool store_scores) {
+    return kStaging + (store_scores ? kStagingBuffers * 2 * kScoreTileBytes : 0);
   }
+  static constexpr std::size_t bytes(bool store_scores, bool dropout) {
+    return draw_exchange(store_scores) + (dropout ? kDrawExchangeBytes : 0) + kSwizzleAlignment;
+  }
+  static_assert(bytes(true, true) <= 227 * 1024, "a Hopper block holds at most 227 KiB of shared memory");
 };
+
+// Waits until both warps of warp pair `pair` (64 threads) have arrived; named barrier 1 + pair.
+__device__ __forceinline__ void warp_pair_barrier(int pair) {
+  asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
+}
 
 template <int kHeadDim, bool kDropout, bool kStoreScores>
 __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
@@ -130,6 +144,17 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
   const std::uint32_t key_address = shared_address(key_tile);
   const std::uint32_t value_address = shared_address(value_tile);
 
+  // With dropout, the two warps of a pair (the block's keys 32 b to 32 b + 31) need the same
+  // draws, each the words of its own 16 keys: each makes every other 16-query step's draws and
+  // hands its partner the partner's words through shared memory, so that a draw is made once.
+  constexpr int kDrawSteps = Config::kDrawSteps;
+  static_assert(kDrawSteps % 2 == 0, "the warps of a pair make every other step's draws");
+  [[maybe_unused]] auto* draw_exchange = reinterpret_cast<uint2*>(shared + Config::draw_exchange(kStoreScores));
+  [[maybe_unused]] const int key_half = warp & 1;
+  [[maybe_unused]] auto exchange_slot = [&](int writer, int tile_parity, int i) {
+    return draw_exchange + ((writer * 2 + tile_parity) * (kDrawSteps / 2) + i) * 32 + lane;
+  };
+
   float s[kQueryTiles][4];
   float dp[kQueryTiles][4];
   // s^T and dp^T of one tile.
@@ -192,6 +217,20 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
     }
     fence_accumulators(s);
     fence_accumulators(dp);
+    // This warp's draws of the tile: its own words of steps 2 i + key_half, and its partner's
+    // into the exchange.
+    [[maybe_unused]] const int tile_parity = tile_of(block) & 1;
+    [[maybe_unused]] uint2 own_words[kDrawSteps / 2];
+    if constexpr (kDropout) {
+#pragma unroll
+      for (int i = 0; i < kDrawSteps / 2; ++i) {
+        const uint4 words = mask.key_draw(block_first / 16 + 2 * i + key_half, warp_first / 32, group, pair);
+        own_words[i] = key_half != 0 ? make_uint2(words.z, words.w) : make_uint2(words.x, words.y);
+        *exchange_slot(warp, tile_parity, i) =
+            key_half != 0 ? make_uint2(words.x, words.y) : make_uint2(words.z, words.w);
+      }
+      warp_pair_barrier(warp / 2);
+    }
     // p^T and ds^T of this tile in place of s^T and dp^T; only the diagonal tile (queries
     // before some of the warp's keys) and the last (queries past seq) compare positions.
     // A warpgroup whose keys all come after the tile's queries (the second one on the
@@ -206,7 +245,11 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
         // element e = 2 h + j of n8 tile 2 chunk + t, from two draws shared with the
         // neighbouring lane (attention_dropout_layout.h).
         [[maybe_unused]] std::uint32_t tile_words[2] = {};
-        if constexpr (kDropout) mask.column_words(block_first / 16 + chunk, warp_first / 16, group, pair, tile_words);
+        if constexpr (kDropout) {
+          uint2 key_words = own_words[chunk / 2];
+          if ((chunk & 1) != key_half) key_words = *exchange_slot(warp ^ 1, tile_parity, chunk / 2);
+          mask.column_words(key_words, group, tile_words);
+        }
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
           const int tile = 2 * chunk + t;
@@ -313,12 +356,12 @@ cudaError_t launch_backward_key_pass(const BackwardMaps& maps, const BackwardOpe
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
     if (operands.d_scores != nullptr) {
       return launch_over_row_blocks(flash_backward_key_kernel<kHeadDim, kDropout, true>,
-                                    KeyPassConfig<kHeadDim>::bytes(true), problem, stream, maps, operands, problem,
-                                    dropout, scale, kLog2E * scale);
+                                    KeyPassConfig<kHeadDim>::bytes(true, kDropout), problem, stream, maps, operands,
+                                    problem, dropout, scale, kLog2E * scale);
     }
     return launch_over_row_blocks(flash_backward_key_kernel<kHeadDim, kDropout, false>,
-                                  KeyPassConfig<kHeadDim>::bytes(false), problem, stream, maps, operands, problem,
-                                  dropout, scale, kLog2E * scale);
+                                  KeyPassConfig<kHeadDim>::bytes(false, kDropout), problem, stream, maps, operands,
+                                  problem, dropout, scale, kLog2E * scale);
   });
 }
 
