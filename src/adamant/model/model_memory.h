@@ -67,10 +67,11 @@ struct ModelMemory {
 
 // The score scratch of the GPU flash attention backward (kernels/flash_attention_scores.h) for
 // all of a micro-batch's (sample, head) slots with attention dropout, where reading the stored
-// score gradients beats recomputing them and drawing the mask again in the query pass (1-21%
-// of the attention backward on an H100, least at GPT-3 126M's shape and most at head size 128
-// and sequence 8192: BENCHMARKS.md); none without dropout, where
-// recomputing is as fast or faster (up to 3%) and the memory is better kept.
+// score gradients beats recomputing them and drawing the mask again in the query pass (up to
+// 14% of the attention backward on an H100, most at head size 128 and sequence 8192; at GPT-3
+// 126M's shape the backward alone is 2% slower, yet training is 0.8% faster: BENCHMARKS.md);
+// none without dropout, where recomputing is within 3% or faster (21% at head size 64 and
+// sequence 8192) and the memory is better kept.
 std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_batch_size, Device device);
 // What the model takes of it: the scratch grows with the square of the sequence, so only as
 // many slots as fit in kAttentionScoresShare of the activations, rounded down to the largest
