@@ -62,11 +62,6 @@ ADAMANT_DROPOUT_LAYOUT_FN std::uint64_t draw_index(std::uint64_t head, std::uint
          query_lane * 4 + key_pair;
 }
 
-ADAMANT_DROPOUT_LAYOUT_FN std::uint64_t element_draw(std::uint64_t head, std::uint64_t query, std::uint64_t key,
-                                                     std::uint64_t seq) {
-  return draw_index(head, query / kQueryBlock, key / kKeyBlock, query % 8, (key % 8) / 2, blocks_of(seq));
-}
-
 // Which of the draw's four words: the key's 8-column group within the block.
 ADAMANT_DROPOUT_LAYOUT_FN unsigned element_word(std::uint64_t key) {
   return static_cast<unsigned>((key % kKeyBlock) / 8);
