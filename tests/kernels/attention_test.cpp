@@ -171,7 +171,7 @@ TEST(AttentionDropout, DropsTheRequestedFractionIndependently) {
         }
       }
     }
-    const double q = std::ceil(static_cast<double>(p) * 256.0) / 256.0;
+    const double q = testing::attention_dropout_threshold(p) / 256.0;
     EXPECT_NEAR(dropped / count, q, 5 * std::sqrt(q * (1 - q) / count)) << "p=" << p;
     for (const double together : {key_pairs, row_pairs, word_pairs}) {
       EXPECT_NEAR(together / pairs, q * q, 5 * std::sqrt(q * q * (1 - q * q) / pairs)) << "p=" << p;
