@@ -289,7 +289,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaFlashAttention,
                                            FlashCase{{2, 192, 3, 96}, 0.1f}, FlashCase{{1, 129, 2, 64}, 0.1f},
                                            // Several waves of blocks (768 per pass): not all of a
                                            // head's blocks run at once.
-                                           FlashCase{{2, 512, 96, 64}, 0.1f}),
+                                           FlashCase{{2, 512, 96, 64}, 0.1f},
+                                           // 21 slots: the stored-scores passes' head groups of
+                                           // 16 and a short last group of 5.
+                                           FlashCase{{3, 256, 7, 128}, 0.1f}),
                          case_name);
 
 TEST(CudaFlashAttentionErrors, UnsupportedHeadDimIsAnError) {

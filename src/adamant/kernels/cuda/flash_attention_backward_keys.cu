@@ -91,10 +91,10 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
   unsigned char* d_out_tiles = shared + Config::kDOut;
   auto* statistics = reinterpret_cast<float*>(shared + Config::kStatistics);
 
-  const BlockPlace<kHeadDim> place(problem);
+  const BlockOrder order = kStoreScores ? head_grouped_order() : launch_order();  // flash_attention_block.cuh
+  const BlockPlace<kHeadDim> place(problem, order.slot);
   const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
-  // The grid's y runs over key blocks; the first keys see the most queries and start first.
-  const int first_key = static_cast<int>(blockIdx.y) * kBlockRows;
+  const int first_key = order.heaviest * kBlockRows;  // the first keys see the most queries
   const auto [warpgroup, group_first, group_last, group_active] = WarpgroupRows(warp, first_key, seq);
   const int warp_first = first_key + warp * kWarpRows;
   const int first_query_block = first_key / kStreamRows;
@@ -312,8 +312,7 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
           constexpr std::uint32_t kWarpImageBytes = kWarpRows * Panels<kStreamRows>::kRowBytes;
           const std::uint32_t warp_offset = static_cast<std::uint32_t>(warp % 4) * kWarpImageBytes;
           store_image_async<kWarpImageBytes>(reinterpret_cast<unsigned char*>(operands.d_scores) +
-                                                 score_tile_offset(static_cast<int>(blockIdx.x), seq, key_tile, block) +
-                                                 warp_offset,
+                                                 score_tile_offset(order.slot, seq, key_tile, block) + warp_offset,
                                              staging_address + warp_offset, evict_first_policy());
           commit_image_stores();
         }

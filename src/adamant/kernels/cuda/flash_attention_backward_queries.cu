@@ -65,9 +65,10 @@ __global__ void __launch_bounds__(block_threads<QueryPassConfig<kHeadDim, kDropo
   unsigned char* key_tiles = shared + Config::kKeys;
   unsigned char* value_tiles = shared + Config::kValues;
 
-  const BlockPlace<kHeadDim> place(problem);
+  const BlockOrder order = launch_order();
+  const BlockPlace<kHeadDim> place(problem, order.slot);
   const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
-  const int first_query = first_row_longest_first<kRows>();
+  const int first_query = first_row_longest_first<kRows>(order);
   const auto [warpgroup, group_first, group_last, group_active] = WarpgroupRows(warp, first_query, seq);
   const int warp_first = first_query + warp * kWarpRows;
   const int key_blocks = (min(first_query + kRows, seq) - 1) / kStreamRows + 1;

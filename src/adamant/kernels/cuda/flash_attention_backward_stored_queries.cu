@@ -50,22 +50,25 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ StageBarriers<kStages> stages;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
 
-  const BlockPlace<kHeadDim> place(problem);
+  const BlockOrder order = head_grouped_order();
+  const BlockPlace<kHeadDim> place(problem, order.slot);
   const auto& [seq, sample, head, warp, lane, group, pair, channels, token_stride, sample_token] = place;
-  const int first_query = first_row_longest_first();
+  const int first_query = first_row_longest_first(order);
   const auto [warpgroup, group_first, group_last, group_active] = WarpgroupRows(warp, first_query, seq);
   const int query_tiles = (seq + kStreamRows - 1) / kStreamRows;
   const int first_tile = first_query / kStreamRows;  // the first warpgroup's query tile
   const int own_tile = first_tile + warpgroup;
   const int key_tiles = min(first_tile + 2, query_tiles);  // up to the block's last query tile
   const auto* scores = reinterpret_cast<const unsigned char*>(operands.d_scores);
-  const int slot = static_cast<int>(blockIdx.x);  // in the scratch
+  const int slot = order.slot;  // in the scratch
   auto has_image = [&](int key_tile, int query_tile) { return key_tile <= query_tile && query_tile < query_tiles; };
 
   // Thread 0 issues every copy: the key tile by its tensor map, the warpgroups' images
   // (8 KB each, whole in the scratch) by one bulk copy each; a warpgroup without a tile
-  // there skips it.
+  // there skips it. The images are read once and marked first to leave L2, which keeps
+  // the key tiles that every query block of the head reads again.
   const bool copier = threadIdx.x == 0;
+  const std::uint64_t read_once = copier ? evict_first_policy() : 0;
   auto load = [&](int key_tile) {
     unsigned char* stage = shared + static_cast<std::size_t>(key_tile % kStages) * Config::kStageBytes;
     std::uint32_t bytes = static_cast<std::uint32_t>(Config::kKeyTile);
@@ -77,7 +80,7 @@ __global__ void __launch_bounds__(kThreads)
       if (!has_image(key_tile, first_tile + w)) continue;
       detail::copy_bytes_async<static_cast<std::uint32_t>(kScoreTileBytes)>(
           stage + Config::kKeyTile + w * kScoreTileBytes,
-          scores + score_tile_offset(slot, seq, key_tile, first_tile + w), full);
+          scores + score_tile_offset(slot, seq, key_tile, first_tile + w), full, read_once);
     }
   };
   if (copier) stages.init();

@@ -1,8 +1,8 @@
 #pragma once
 // Host side of the flash attention kernels: the one switch from a run-time head size and
 // dropout flag to a kernel instantiation, and the one launch shape (a block per
-// kBlockRows queries or keys of each (sample, head), the heaviest causal blocks first
-// by the kernels' own ordering of blockIdx.y). Only for *.cu files.
+// kBlockRows queries or keys of each (sample, head), in the start order the kernels read from
+// their block index: flash_attention_block.cuh's block_order). Only for *.cu files.
 #include <cuda_runtime.h>
 
 #include <cstddef>

@@ -27,7 +27,7 @@ __host__ __device__ constexpr std::int64_t score_tiles_per_head(int seq) {
   return tiles * (tiles + 1) / 2;
 }
 
-// Byte offset of tile (key tile, query tile) of the launch's slot `slot` (blockIdx.x: the
+// Byte offset of tile (key tile, query tile) of the launch's slot `slot` (BlockOrder::slot: the
 // scratch holds the slots of the group being run, Problem::first_slot on).
 __device__ __forceinline__ std::int64_t score_tile_offset(int slot, int seq, int key_tile, int query_tile) {
   const std::int64_t tile = static_cast<std::int64_t>(slot) * score_tiles_per_head(seq) +
@@ -46,8 +46,8 @@ __device__ __forceinline__ void store_matrices(const std::uint32_t (&r)[4], std:
 // Bulk copies of images to global memory. A thread's copies form groups it commits; it
 // waits until its groups but the newest kPending have read their shared source
 // (wait_images_read) or are done (wait_images_stored, before the kernel ends).
-// The images are marked first to leave L2: they are read once, by the next kernel, while
-// the key pass reads its query and d_out tiles many times over.
+// The images are marked first to leave L2 (here and in the query pass's reads): they are
+// read once, by the next kernel, while each pass reads its streamed tiles many times over.
 __device__ __forceinline__ std::uint64_t evict_first_policy() {
   std::uint64_t policy;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));

@@ -131,4 +131,16 @@ __device__ __forceinline__ void copy_bytes_async(unsigned char* destination, con
                : "memory");
 }
 
+// The same, with an L2 cache policy (createpolicy) for the bytes read.
+template <std::uint32_t kBytes>
+__device__ __forceinline__ void copy_bytes_async(unsigned char* destination, const unsigned char* source,
+                                                 std::uint64_t* barrier, std::uint64_t policy) {
+  static_assert(kBytes % 16 == 0, "bulk copies move whole 16-byte units");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::
+          "r"(static_cast<std::uint32_t>(__cvta_generic_to_shared(destination))),
+      "l"(source), "n"(kBytes), "r"(barrier_address(barrier)), "l"(policy)
+      : "memory");
+}
+
 }  // namespace adamant::kernels::cuda::detail
