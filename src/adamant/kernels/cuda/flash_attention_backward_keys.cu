@@ -59,7 +59,8 @@ struct KeyPassConfig {
   // With dropout, the words each warp makes for the other warp of its pair: two tiles'
   // (double-buffered) of every other 16-query step, 8 bytes a lane.
   static constexpr int kDrawSteps = kStreamRows / 16;  // 16-query steps of a tile
-  static constexpr std::size_t kDrawExchangeBytes = (kThreads / 32) * 2 * (kDrawSteps / 2) * 32 * sizeof(uint2);
+  static constexpr std::size_t kDrawExchangeBytes =
+      (kThreads / kWarpSize) * 2 * (kDrawSteps / 2) * kWarpSize * sizeof(uint2);
   static constexpr std::size_t draw_exchange(bool store_scores) {
     return kStaging + (store_scores ? kStagingBuffers * 2 * kScoreTileBytes : 0);
   }
@@ -152,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
   [[maybe_unused]] auto* draw_exchange = reinterpret_cast<uint2*>(shared + Config::draw_exchange(kStoreScores));
   [[maybe_unused]] const int key_half = warp & 1;
   [[maybe_unused]] auto exchange_slot = [&](int writer, int tile_parity, int i) {
-    return draw_exchange + ((writer * 2 + tile_parity) * (kDrawSteps / 2) + i) * 32 + lane;
+    return draw_exchange + ((writer * 2 + tile_parity) * (kDrawSteps / 2) + i) * kWarpSize + lane;
   };
 
   float s[kQueryTiles][4];
