@@ -24,6 +24,10 @@
 //            update ends first, the GEMMs after it keep their target: the split is fixed.
 //            The overlap is timed once more with the GEMMs untargeted (their grids sized for
 //            every SM), to show whether the target is what makes the overlap pay.
+//   bulk     the same update moving its operands by bulk copies (bulk_copy_update.cuh), on
+//            every SM and on s SMs, alone and beside the targeted GEMMs: whether a few SMs
+//            draw more of the memory's bandwidth that way. Checked first against the plain
+//            update on 2^20 + 999 parameters (the same bits).
 //
 //   sm_partition_overlap_bench [--reps 15] [--model 126m|1.3b|both] [--sms 8,16,24,32]
 #include <cublasLt.h>
@@ -31,6 +35,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +47,7 @@
 
 #include "adamant/core/number_text.h"
 #include "bench_flags.h"
+#include "bulk_copy_update.cuh"
 #include "cuda_bench_util.cuh"
 
 namespace {
@@ -152,6 +158,12 @@ __device__ __forceinline__ void adam_step(float grad, float& master, float& exp_
   master -= kLearningRate * exp_avg / (sqrtf(exp_avg_sq) + kEpsilon);
 }
 
+struct AdamStep {
+  __device__ void operator()(float grad, float& master, float& exp_avg, float& exp_avg_sq) const {
+    adam_step(grad, master, exp_avg, exp_avg_sq);
+  }
+};
+
 // Grid-stride over float4 vectors, two a thread a turn with all loads issued before the math:
 // in the overlap one 1024-thread block is all an SM holds, so each thread keeps several loads
 // in flight for its SM to draw what bandwidth it can. One block an SM at most (launch bounds),
@@ -223,6 +235,22 @@ class OptimizerState {
                             count_};
     adam_update<<<blocks, kUpdateThreads, reserved_shared_bytes, stream>>>(arrays);
     check(cudaGetLastError(), "adam_update");
+  }
+  // The same update by bulk copies, one block an SM (its shared memory leaves room for no other).
+  void launch_bulk_update(int blocks, cudaStream_t stream) const {
+    adamant::bench::bulk_update<<<blocks, adamant::bench::kBulkThreads, adamant::bench::kBulkSharedBytes, stream>>>(
+        grad_.as<float>(), master_.as<float>(), exp_avg_.as<float>(), exp_avg_sq_.as<float>(), count_, AdamStep{});
+    check(cudaGetLastError(), "bulk_update");
+  }
+  // The master weights and both moments, one after the other, on the host.
+  std::vector<float> download() const {
+    std::vector<float> host(3 * static_cast<std::size_t>(count_));
+    const DeviceArray* arrays[] = {&master_, &exp_avg_, &exp_avg_sq_};
+    for (std::size_t a = 0; a < 3; ++a) {
+      check(cudaMemcpy(host.data() + a * count_, arrays[a]->as<float>(), bytes(count_), cudaMemcpyDeviceToHost),
+            "cudaMemcpy");
+    }
+    return host;
   }
 
  private:
@@ -423,6 +451,9 @@ void bench_model(const ModelShape& shape, const std::vector<int>& splits, int re
   std::printf("%.2f TB/s\n", terabytes_per_second(update_ms));
   row("serial", serial_ms);
   std::printf("\n");
+  const double bulk_ms = clock.median_ms(reps, [&] { state.launch_bulk_update(device.sms, clock.main()); });
+  row("update by bulk copies (" + std::to_string(device.sms) + " blocks)", bulk_ms);
+  std::printf("%.2f TB/s\n", terabytes_per_second(bulk_ms));
   for (const int s : splits) {
     const int target = device.sms - s;
     const ForwardGemms targeted(handle, shape, target, workspace.bytes());
@@ -448,6 +479,16 @@ void bench_model(const ModelShape& shape, const std::vector<int>& splits, int re
     std::printf("%.3fx gemms alone; %s\n", targeted_ms / gemms_ms, targeted.algorithms().c_str());
     row("  update, " + std::to_string(s) + " blocks", update_alone_ms);
     std::printf("%.2f TB/s\n", terabytes_per_second(update_alone_ms));
+    const double bulk_overlap_ms = clock.median_ms(reps, [&] {
+      state.launch_bulk_update(s, clock.side());
+      targeted.run(operands, workspace, clock.main());
+    });
+    const double bulk_alone_ms = clock.median_ms(reps, [&] { state.launch_bulk_update(s, clock.side()); });
+    row("overlap, bulk update on " + std::to_string(s), bulk_overlap_ms);
+    std::printf("saves %.3f ms (%.1f%% of serial)\n", serial_ms - bulk_overlap_ms,
+                100.0 * (serial_ms - bulk_overlap_ms) / serial_ms);
+    row("  bulk update, " + std::to_string(s) + " blocks", bulk_alone_ms);
+    std::printf("%.2f TB/s\n", terabytes_per_second(bulk_alone_ms));
   }
 }
 
@@ -465,6 +506,26 @@ std::vector<int> read_splits(const adamant::bench::BenchFlags& flags, int sms) {
     splits.push_back(*s);
     if (comma == std::string_view::npos) return splits;
     rest.remove_prefix(comma + 1);
+  }
+}
+
+// The bulk-copy update against the plain one, from the same state, on a count that leaves a
+// partial chunk: the same arithmetic on the same values (up to the compiler's fused
+// multiply-adds, an ulp or so); a misplaced chunk would differ in whole values.
+void check_bulk_update(int sms) {
+  const std::int64_t count = (std::int64_t{1} << 20) + 999;
+  const OptimizerState plain(count), bulk(count);
+  plain.launch_update(sms, 0, nullptr);
+  bulk.launch_bulk_update(sms, nullptr);
+  check(cudaDeviceSynchronize(), "updates");
+  const std::vector<float> expected = plain.download(), got = bulk.download();
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const float scale = std::max(std::fabs(expected[i]), std::fabs(got[i]));
+    if (!(std::fabs(got[i] - expected[i]) <= 1e-6f * scale)) {
+      std::fprintf(stderr, "sm_partition_overlap_bench: the bulk update differs at value %zu: %.9g against %.9g\n", i,
+                   static_cast<double>(got[i]), static_cast<double>(expected[i]));
+      std::exit(1);
+    }
   }
 }
 
@@ -494,6 +555,11 @@ int main(int argc, char** argv) {
   check(cudaFuncSetAttribute(adam_update, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(device.reserved_shared_bytes)),
         "cudaFuncSetAttribute");
+
+  check(cudaFuncSetAttribute(adamant::bench::bulk_update<AdamStep>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(adamant::bench::kBulkSharedBytes)),
+        "cudaFuncSetAttribute");
+  check_bulk_update(device.sms);
 
   std::printf(
       "device: %s, %d SMs; cuBLASLt %zu; update %d threads a block, %d blocks an SM alone, "
