@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
     const int block_first = block * kStreamRows;
     // This tile's staging buffer is free once the copy that last used it has read it;
     // the warp's own rows are all it stages.
-    if (stores_images) wait_images_read<Config::kStagingBuffers - 1>();
+    if (stores_images) detail::wait_stores_read<Config::kStagingBuffers - 1>();
     if (copier && block + kStages - 2 < query_blocks) load_query_block(block + kStages - 2);
     __syncwarp();
     stages.wait_full(tile_of(block));
@@ -307,15 +307,17 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
           store_matrices(d_scores[kk], staging_address + swizzled_chunk_offset<kStreamRows, kStreamRows>(
                                                              lane_row, 2 * kk + (lane >> 4)));
         }
-        fence_async_shared();
+        detail::fence_async_shared();
         __syncwarp();
         if (stores_images) {
           constexpr std::uint32_t kWarpImageBytes = kWarpRows * Panels<kStreamRows>::kRowBytes;
           const std::uint32_t warp_offset = static_cast<std::uint32_t>(warp % 4) * kWarpImageBytes;
-          store_image_async<kWarpImageBytes>(reinterpret_cast<unsigned char*>(operands.d_scores) +
-                                                 score_tile_offset(order.slot, seq, key_tile, block) + warp_offset,
-                                             staging_address + warp_offset, evict_first_policy());
-          commit_image_stores();
+          // The images are read once, by the query pass: marked to leave L2 first.
+          detail::store_bytes_async<kWarpImageBytes>(reinterpret_cast<unsigned char*>(operands.d_scores) +
+                                                         score_tile_offset(order.slot, seq, key_tile, block) +
+                                                         warp_offset,
+                                                     staging_address + warp_offset, detail::evict_first_policy());
+          detail::commit_stores();
         }
       }
     }
@@ -333,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
   wgmma_wait<0>();
   fence_accumulators(dv);
   fence_accumulators(dk);
-  if (stores_images) wait_images_stored();
+  if (stores_images) detail::wait_stores_done();
   if (!group_active) return;
 
   // The warp's own key and value rows are read only by its warpgroup's products, all

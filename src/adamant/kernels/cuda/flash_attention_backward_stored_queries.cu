@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kThreads)
   // there skips it. The images are read once and marked first to leave L2, which keeps
   // the key tiles that every query block of the head reads again.
   const bool copier = threadIdx.x == 0;
-  const std::uint64_t read_once = copier ? evict_first_policy() : 0;
+  const std::uint64_t read_once = copier ? detail::evict_first_policy() : 0;
   auto load = [&](int key_tile) {
     unsigned char* stage = shared + static_cast<std::size_t>(key_tile % kStages) * Config::kStageBytes;
     std::uint32_t bytes = static_cast<std::uint32_t>(Config::kKeyTile);

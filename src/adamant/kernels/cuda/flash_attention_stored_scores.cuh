@@ -43,29 +43,4 @@ __device__ __forceinline__ void store_matrices(const std::uint32_t (&r)[4], std:
                : "memory");
 }
 
-// Bulk copies of images to global memory. A thread's copies form groups it commits; it
-// waits until its groups but the newest kPending have read their shared source
-// (wait_images_read) or are done (wait_images_stored, before the kernel ends).
-// The images are marked first to leave L2 (here and in the query pass's reads): they are
-// read once, by the next kernel, while each pass reads its streamed tiles many times over.
-__device__ __forceinline__ std::uint64_t evict_first_policy() {
-  std::uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
-// kBytes of an image (a multiple of 16) from shared_image to global.
-template <std::uint32_t kBytes>
-__device__ __forceinline__ void store_image_async(unsigned char* global, std::uint32_t shared_image,
-                                                  std::uint64_t policy) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(global),
-               "r"(shared_image), "n"(kBytes), "l"(policy)
-               : "memory");
-}
-__device__ __forceinline__ void commit_image_stores() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wait_images_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
-}
-__device__ __forceinline__ void wait_images_stored() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-
 }  // namespace adamant::kernels::cuda::flash_detail

@@ -143,4 +143,36 @@ __device__ __forceinline__ void copy_bytes_async(unsigned char* destination, con
       : "memory");
 }
 
+// Publishes this thread's ordinary writes to shared memory (stores, stmatrix, cp.async) to the
+// async proxy, which the bulk copies back and the warpgroup products (wgmma.cuh) read it through.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// An L2 policy for data read or written once (streamed optimizer state, score gradients that
+// only the next kernel reads): it leaves L2 first, before data that is read again.
+__device__ __forceinline__ std::uint64_t evict_first_policy() {
+  std::uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+// Copies back: kBytes (a multiple of 16) from shared memory at address `source` (16-byte
+// aligned) to global `destination` (16-byte aligned) with an L2 policy, in this thread's current
+// bulk group. A thread commits its copies as a group, then waits until its groups but the
+// newest kPending have read their shared sources (the memory may be written again), or until
+// all are done (before the kernel ends).
+template <std::uint32_t kBytes>
+__device__ __forceinline__ void store_bytes_async(unsigned char* destination, std::uint32_t source,
+                                                  std::uint64_t policy) {
+  static_assert(kBytes % 16 == 0, "bulk copies move whole 16-byte units");
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(destination),
+               "r"(source), "n"(kBytes), "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void commit_stores() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wait_stores_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+__device__ __forceinline__ void wait_stores_done() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
 }  // namespace adamant::kernels::cuda::detail

@@ -22,7 +22,7 @@
 // mma.sync A fragment, so a_from_c turns two C tiles into the next product's A.
 //
 // Ordering. Shared memory written by ordinary stores or cp.async must be published to
-// the tensor cores' (async) proxy with fence_async_shared() before the barrier that
+// the tensor cores' (async) proxy with detail::fence_async_shared() (tensor_copy.cuh) before the barrier that
 // precedes the products; products are issued after wgmma_fence(), committed as a
 // group and waited for, and fence_accumulators() keeps the compiler from touching the
 // accumulators between issue and wait.
@@ -142,7 +142,6 @@ struct WarpgroupRows {
   TILE(d, (first) + 0), TILE(d, (first) + 1), TILE(d, (first) + 2), TILE(d, (first) + 3), TILE(d, (first) + 4), \
       TILE(d, (first) + 5), TILE(d, (first) + 6), TILE(d, (first) + 7)
 
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>
