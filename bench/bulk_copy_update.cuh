@@ -26,25 +26,6 @@ constexpr std::size_t kBulkStageBytes = std::size_t{kBulkArrays} * kBulkChunkByt
 // The stages, then one barrier a stage.
 constexpr std::size_t kBulkSharedBytes = kBulkStages * kBulkStageBytes + kBulkStages * sizeof(std::uint64_t);
 
-namespace bulk_detail {
-
-__device__ __forceinline__ void store_async(float* global, const float* shared) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(global),
-               "r"(static_cast<std::uint32_t>(__cvta_generic_to_shared(shared))), "n"(kBulkChunkBytes)
-               : "memory");
-}
-__device__ __forceinline__ void commit_stores() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// Until every committed store has read its shared source (the stage may be refilled).
-__device__ __forceinline__ void wait_stores_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-// Until every committed store is done (before the kernel ends).
-__device__ __forceinline__ void wait_stores_done() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-// Orders this thread's writes to shared memory before the bulk copies that read it.
-__device__ __forceinline__ void fence_shared_for_copies() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-}  // namespace bulk_detail
-
 // Chunk c of the arrays (the chunks of count / kBulkChunk, c = block, block + grid, ...) goes
 // through stage c's turn % kBulkStages; `step(g, w, m, v)` updates one element in registers.
 // The last count % kBulkChunk elements are updated by block 0's threads from global memory.
@@ -100,21 +81,25 @@ __global__ void __launch_bounds__(kBulkThreads, 1)
       m[i] = mi;
       v[i] = vi;
     }
-    bulk_detail::fence_shared_for_copies();
+    tma::fence_async_shared();
     __syncthreads();
     if (threadIdx.x == 0) {
       const std::int64_t first = first_of(turn);
-      bulk_detail::store_async(weight + first, stage_array(stage, 1));
-      bulk_detail::store_async(exp_avg + first, stage_array(stage, 2));
-      bulk_detail::store_async(exp_avg_sq + first, stage_array(stage, 3));
-      bulk_detail::commit_stores();
+      const std::uint64_t once = tma::evict_first_policy();  // each value is read and written once
+      float* destinations[] = {weight + first, exp_avg + first, exp_avg_sq + first};
+      for (int a = 1; a < kBulkArrays; ++a) {
+        tma::store_bytes_async<kBulkChunkBytes>(
+            reinterpret_cast<unsigned char*>(destinations[a - 1]),
+            static_cast<std::uint32_t>(__cvta_generic_to_shared(stage_array(stage, a))), once);
+      }
+      tma::commit_stores();
       if (turn + kBulkStages < mine) {
-        bulk_detail::wait_stores_read();
+        tma::wait_stores_read<0>();
         fetch(turn + kBulkStages);
       }
     }
   }
-  if (threadIdx.x == 0) bulk_detail::wait_stores_done();
+  if (threadIdx.x == 0) tma::wait_stores_done();
   if (blockIdx.x == 0) {
     for (std::int64_t i = chunks * kBulkChunk + threadIdx.x; i < count; i += kBulkThreads) {
       step(grad[i], weight[i], exp_avg[i], exp_avg_sq[i]);
