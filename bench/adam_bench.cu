@@ -2,19 +2,21 @@
 // (one flat shard, 292 segments), against the device-to-device copy ceiling.
 // Times the same launch functions the kernels/ API calls (kernels/cuda/launchers.h),
 // with CUDA events: 3 warm-up runs, then the median of --reps runs. Bytes counted
-// are everything each kernel reads plus everything it writes.
+// are everything each kernel reads plus everything it writes. The remainder variant is also
+// timed on a few SMs (--sms, adam_bulk: its operands moved by bulk copies), as it would run
+// beside other kernels.
 //
-//   adam_bench [--reps 20] [--json out.json]
+//   adam_bench [--reps 20] [--sms 16,24,32] [--json out.json]
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "adam_constants.h"
 #include "adamant/kernels/cuda/launchers.h"
 #include "bench_flags.h"
 #include "cuda_bench_util.cuh"
@@ -103,8 +105,10 @@ Result time_it(const std::string& name, double bytes, double weights, int reps, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const adamant::bench::BenchFlags flags(argc, argv, "adam_bench", "[--reps N] [--json PATH]", {"--reps", "--json"});
+  const adamant::bench::BenchFlags flags(argc, argv, "adam_bench", "[--reps N] [--sms LIST] [--json PATH]",
+                                         {"--reps", "--sms", "--json"});
   const int reps = flags.whole_number("--reps", 20, 1);
+  const std::vector<int> sm_counts = flags.whole_numbers("--sms", "16,24,32", 1);
   const std::string json_path = flags.text("--json", "");
 
   const std::vector<std::int64_t> table = gpt3_1p3b_segments();
@@ -138,22 +142,11 @@ int main(int argc, char** argv) {
     }));
   }
 
-  launchers::AdamConstants c{};
-  c.lr = 1e-4f;
-  c.beta1 = 0.9f;
-  c.beta2 = 0.95f;
-  c.one_minus_beta1 = 1.0f - c.beta1;
-  c.one_minus_beta2 = 1.0f - c.beta2;
-  c.eps = 1e-8f;
-  c.weight_decay = 0.1f;
-  c.bias_correction1 = static_cast<float>(1.0 - std::pow(0.9, 10.0));
-  c.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(0.95f), 10.0));
-  c.grad_scale = 1.0f;
-  c.adamw = true;
+  const launchers::AdamConstants c = adamant::bench::adam_constants_for_timing();
   const launchers::LaunchShape shape{props.multiProcessorCount, true};
 
-  auto adam_case = [&](const char* name, double bytes_per_weight, DType grad_dtype, launchers::ModelCopy copy,
-                       bool remainder) {
+  // The operands of each variant over the same arrays.
+  auto operands = [&](DType grad_dtype, launchers::ModelCopy copy, bool remainder) {
     launchers::AdamOperands ops{};
     ops.segments = segments.as<std::int64_t>();
     ops.num_segments = static_cast<int>(table.size() / 3);
@@ -164,6 +157,11 @@ int main(int argc, char** argv) {
     ops.exp_avg = exp_avg.as<float>();
     ops.exp_avg_sq = exp_avg_sq.as<float>();
     ops.model_param = remainder ? high.as<void>() : (copy == launchers::ModelCopy::none ? nullptr : model.as<void>());
+    return ops;
+  };
+  auto adam_case = [&](const char* name, double bytes_per_weight, DType grad_dtype, launchers::ModelCopy copy,
+                       bool remainder) {
+    const launchers::AdamOperands ops = operands(grad_dtype, copy, remainder);
     results.push_back(time_it(name, bytes_per_weight * weights, weights, reps, [&] {
       check(launchers::adam(ops, grad_dtype, copy, remainder, c, shape, nullptr), "adam");
     }));
@@ -175,6 +173,12 @@ int main(int argc, char** argv) {
   // bf16 weight 2 r + 2 w, remainder 2 r + 2 w, m and v 16, grad 4 or 2.
   adam_case("adam remainders, fp32 grad", 28, DType::f32, launchers::ModelCopy::bf16, true);
   adam_case("adam remainders, bf16 grad", 26, DType::bf16, launchers::ModelCopy::bf16, true);
+  for (const int sms : sm_counts) {
+    const launchers::AdamOperands ops = operands(DType::f32, launchers::ModelCopy::bf16, true);
+    const std::string name = "adam remainders, fp32 grad, " + std::to_string(sms) + " SMs (bulk)";
+    results.push_back(time_it(name, 28 * weights, weights, reps,
+                              [&] { check(launchers::adam_bulk(ops, DType::f32, c, sms, nullptr), "adam_bulk"); }));
+  }
 
   DeviceArray partials(launchers::kMaxSquaredNormPartials * sizeof(double)), norm(sizeof(double));
   for (const DType dtype : {DType::f32, DType::bf16}) {

@@ -82,6 +82,26 @@ class BenchFlags {
     return number;
   }
 
+  // Comma-separated whole numbers in [at_least, at_most] (`fallback` when the flag is absent).
+  std::vector<int> whole_numbers(std::string_view flag, const std::string& fallback, int at_least,
+                                 int at_most = INT_MAX) const {
+    const std::string* value = value_of(flag);
+    const std::string text = value == nullptr ? fallback : *value;
+    std::vector<int> numbers;
+    std::string_view rest = text;
+    for (;;) {
+      const std::size_t comma = rest.find(',');
+      const NumberText<int> read = read_number_text<int>(std::string(rest.substr(0, comma)));
+      if (!read.ok() || read.value < at_least || read.value > at_most) {
+        fail(std::string(flag) + " " + text + " is not a comma-separated list of whole numbers from " +
+             std::to_string(at_least) + (at_most == INT_MAX ? " up" : " to " + std::to_string(at_most)));
+      }
+      numbers.push_back(read.value);
+      if (comma == std::string_view::npos) return numbers;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+
   // A finite number in [at_least, below), written in decimal with nothing around it.
   double number(std::string_view flag, double fallback, double at_least, double below) const {
     const std::string* value = value_of(flag);

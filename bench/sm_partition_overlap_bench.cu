@@ -24,10 +24,11 @@
 //            update ends first, the GEMMs after it keep their target: the split is fixed.
 //            The overlap is timed once more with the GEMMs untargeted (their grids sized for
 //            every SM), to show whether the target is what makes the overlap pay.
-//   bulk     the same update moving its operands by bulk copies (bulk_copy_update.cuh), on
-//            every SM and on s SMs, alone and beside the targeted GEMMs: whether a few SMs
-//            draw more of the memory's bandwidth that way. Checked first against the plain
-//            update on 2^20 + 999 parameters (the same bits).
+//   bulk     the model's Adam kernel in its form for a few SMs (kernels/cuda/adam_bulk.cu:
+//            store_param_remainders, its operands moved by bulk copies, the same 28 bytes a
+//            parameter, the bf16 weights and remainders in the master's bytes), on every SM
+//            and on s SMs, alone and beside the targeted GEMMs: whether a few SMs draw more
+//            of the memory's bandwidth that way.
 //
 //   sm_partition_overlap_bench [--reps 15] [--model 126m|1.3b|both] [--sms 8,16,24,32]
 #include <cublasLt.h>
@@ -35,19 +36,16 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "adamant/core/number_text.h"
+#include "adam_constants.h"
+#include "adamant/kernels/cuda/launchers.h"
 #include "bench_flags.h"
-#include "bulk_copy_update.cuh"
 #include "cuda_bench_util.cuh"
 
 namespace {
@@ -158,12 +156,6 @@ __device__ __forceinline__ void adam_step(float grad, float& master, float& exp_
   master -= kLearningRate * exp_avg / (sqrtf(exp_avg_sq) + kEpsilon);
 }
 
-struct AdamStep {
-  __device__ void operator()(float grad, float& master, float& exp_avg, float& exp_avg_sq) const {
-    adam_step(grad, master, exp_avg, exp_avg_sq);
-  }
-};
-
 // Grid-stride over float4 vectors, two a thread a turn with all loads issued before the math:
 // in the overlap one 1024-thread block is all an SM holds, so each thread keeps several loads
 // in flight for its SM to draw what bandwidth it can. One block an SM at most (launch bounds),
@@ -220,7 +212,14 @@ constexpr int kFillBlocks = 1024;
 class OptimizerState {
  public:
   explicit OptimizerState(std::int64_t count)
-      : count_(count), grad_(bytes(count)), master_(bytes(count)), exp_avg_(bytes(count)), exp_avg_sq_(bytes(count)) {
+      : count_(count),
+        grad_(bytes(count)),
+        master_(bytes(count) + 16),
+        exp_avg_(bytes(count)),
+        exp_avg_sq_(bytes(count)),
+        segment_(3 * sizeof(std::int64_t)) {
+    const std::int64_t whole[3] = {0, count, 1};  // one decaying segment over every parameter
+    check(cudaMemcpy(segment_.as<void>(), whole, sizeof(whole), cudaMemcpyHostToDevice), "cudaMemcpy");
     fill<<<kFillBlocks, 256>>>(grad_.as<float>(), count, -1e-3f, 2e-3f, 1);
     fill<<<kFillBlocks, 256>>>(master_.as<float>(), count, -0.05f, 0.1f, 2);
     fill<<<kFillBlocks, 256>>>(exp_avg_.as<float>(), count, -1e-3f, 2e-3f, 3);
@@ -236,28 +235,31 @@ class OptimizerState {
     adam_update<<<blocks, kUpdateThreads, reserved_shared_bytes, stream>>>(arrays);
     check(cudaGetLastError(), "adam_update");
   }
-  // The same update by bulk copies, one block an SM (its shared memory leaves room for no other).
+  // The model's Adam with bf16 weights and remainders (in the master's bytes: 4 a parameter as
+  // its fp32) on `blocks` SMs, its operands moved by bulk copies (kernels/cuda/adam_bulk.cu).
   void launch_bulk_update(int blocks, cudaStream_t stream) const {
-    adamant::bench::bulk_update<<<blocks, adamant::bench::kBulkThreads, adamant::bench::kBulkSharedBytes, stream>>>(
-        grad_.as<float>(), master_.as<float>(), exp_avg_.as<float>(), exp_avg_sq_.as<float>(), count_, AdamStep{});
-    check(cudaGetLastError(), "bulk_update");
-  }
-  // The master weights and both moments, one after the other, on the host.
-  std::vector<float> download() const {
-    std::vector<float> host(3 * static_cast<std::size_t>(count_));
-    const DeviceArray* arrays[] = {&master_, &exp_avg_, &exp_avg_sq_};
-    for (std::size_t a = 0; a < 3; ++a) {
-      check(cudaMemcpy(host.data() + a * count_, arrays[a]->as<float>(), bytes(count_), cudaMemcpyDeviceToHost),
-            "cudaMemcpy");
-    }
-    return host;
+    namespace launchers = adamant::kernels::cuda::launchers;
+    launchers::AdamOperands ops{};
+    ops.segments = segment_.as<std::int64_t>();
+    ops.num_segments = 1;
+    ops.numel = count_;
+    ops.grad = grad_.as<void>();
+    ops.model_param = master_.as<void>();
+    ops.remainder = reinterpret_cast<std::uint16_t*>(master_.as<char>() + remainder_offset());
+    ops.exp_avg = exp_avg_.as<float>();
+    ops.exp_avg_sq = exp_avg_sq_.as<float>();
+    const launchers::AdamConstants c = adamant::bench::adam_constants_for_timing();
+    check(launchers::adam_bulk(ops, adamant::DType::f32, c, blocks, stream), "adam_bulk");
   }
 
  private:
   static std::size_t bytes(std::int64_t count) { return static_cast<std::size_t>(count) * sizeof(float); }
+  // The remainders after the bf16 weights, 16-byte aligned for the bulk copies (the master has
+  // 16 bytes to spare for it).
+  std::size_t remainder_offset() const { return (static_cast<std::size_t>(count_) * 2 + 15) / 16 * 16; }
 
   std::int64_t count_;
-  DeviceArray grad_, master_, exp_avg_, exp_avg_sq_;
+  DeviceArray grad_, master_, exp_avg_, exp_avg_sq_, segment_;
 };
 
 struct ModelShape {
@@ -492,43 +494,6 @@ void bench_model(const ModelShape& shape, const std::vector<int>& splits, int re
   }
 }
 
-// The comma-separated SM counts of --sms, each from 1 to sms - 1.
-std::vector<int> read_splits(const adamant::bench::BenchFlags& flags, int sms) {
-  const std::string text = flags.text("--sms", "8,16,24,32");
-  std::vector<int> splits;
-  std::string_view rest = text;
-  for (;;) {
-    const std::size_t comma = rest.find(',');
-    const std::optional<int> s = adamant::number_from_text<int>(rest.substr(0, comma));
-    if (!s || *s < 1 || *s >= sms) {
-      flags.fail("--sms " + text + " is not a comma-separated list of SM counts from 1 to " + std::to_string(sms - 1));
-    }
-    splits.push_back(*s);
-    if (comma == std::string_view::npos) return splits;
-    rest.remove_prefix(comma + 1);
-  }
-}
-
-// The bulk-copy update against the plain one, from the same state, on a count that leaves a
-// partial chunk: the same arithmetic on the same values (up to the compiler's fused
-// multiply-adds, an ulp or so); a misplaced chunk would differ in whole values.
-void check_bulk_update(int sms) {
-  const std::int64_t count = (std::int64_t{1} << 20) + 999;
-  const OptimizerState plain(count), bulk(count);
-  plain.launch_update(sms, 0, nullptr);
-  bulk.launch_bulk_update(sms, nullptr);
-  check(cudaDeviceSynchronize(), "updates");
-  const std::vector<float> expected = plain.download(), got = bulk.download();
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    const float scale = std::max(std::fabs(expected[i]), std::fabs(got[i]));
-    if (!(std::fabs(got[i] - expected[i]) <= 1e-6f * scale)) {
-      std::fprintf(stderr, "sm_partition_overlap_bench: the bulk update differs at value %zu: %.9g against %.9g\n", i,
-                   static_cast<double>(got[i]), static_cast<double>(expected[i]));
-      std::exit(1);
-    }
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -539,7 +504,7 @@ int main(int argc, char** argv) {
   const std::string model = flags.one_of("--model", "both", {"126m", "1.3b", "both"});
   cudaDeviceProp props{};
   check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
-  const std::vector<int> splits = read_splits(flags, props.multiProcessorCount);
+  const std::vector<int> splits = flags.whole_numbers("--sms", "8,16,24,32", 1, props.multiProcessorCount - 1);
 
   Device device;
   device.sms = props.multiProcessorCount;
@@ -555,11 +520,6 @@ int main(int argc, char** argv) {
   check(cudaFuncSetAttribute(adam_update, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(device.reserved_shared_bytes)),
         "cudaFuncSetAttribute");
-
-  check(cudaFuncSetAttribute(adamant::bench::bulk_update<AdamStep>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(adamant::bench::kBulkSharedBytes)),
-        "cudaFuncSetAttribute");
-  check_bulk_update(device.sms);
 
   std::printf(
       "device: %s, %d SMs; cuBLASLt %zu; update %d threads a block, %d blocks an SM alone, "

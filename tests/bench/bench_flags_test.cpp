@@ -78,5 +78,17 @@ TEST(BenchFlags, ValuesThatAreNotWhatTheFlagTakesEndTheProgram) {
               "--model 2.7b is not 126m, 1.3b or both");
 }
 
+TEST(BenchFlags, ListsOfWholeNumbers) {
+  EXPECT_EQ(parse({"--reps", "8,16,24"}).whole_numbers("--reps", "4", 1), (std::vector<int>{8, 16, 24}));
+  EXPECT_EQ(parse({"--reps", "131"}).whole_numbers("--reps", "4", 1, 131), (std::vector<int>{131}));
+  EXPECT_EQ(parse({}).whole_numbers("--reps", "8,16", 1), (std::vector<int>{8, 16}));
+  const auto status_2 = ::testing::ExitedWithCode(2);
+  for (const char* bad : {"8,,16", "8,x", "0,8", "8,132", "", "8,", ",8", "8 ,16"}) {
+    EXPECT_EXIT(parse({"--reps", bad}).whole_numbers("--reps", "4", 1, 131), status_2,
+                "--reps .* is not a comma-separated list of whole numbers from 1 to 131")
+        << bad;
+  }
+}
+
 }  // namespace
 }  // namespace adamant::bench

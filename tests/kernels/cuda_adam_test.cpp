@@ -202,8 +202,9 @@ TEST(CudaAdam, ThirteenMillionElementsMatchCpu) {
 
 // Plain fp32 variant (with bf16 copy), remainder variant on the GPU, and the remainder
 // variant on the CPU, from one initial state.
+// sm_count > 0: the remainder variant on that many SMs (bulk copies where the views are aligned).
 void compare_remainder(const SegmentLayout& layout, DType grad_dtype, bool adamw, std::size_t offset, int steps,
-                       std::uint64_t seed) {
+                       std::uint64_t seed, int sm_count = 0) {
   std::mt19937_64 rng(seed);
   const std::size_t n = layout.numel;
   MirroredArray<std::int64_t> segments(layout.table.size(), DType::i64);
@@ -231,7 +232,7 @@ void compare_remainder(const SegmentLayout& layout, DType grad_dtype, bool adamw
     adam_step(args, segments.device_view(), grad.device_view(), plain.main.device_view(), plain.m.device_view(),
               plain.v.device_view(), plain_copy.device_view(), stream);
     adam_step_remainder(args, segments.device_view(), grad.device_view(), low.device_view(), rem_m.device_view(),
-                        rem_v.device_view(), high.device_view(), stream);
+                        rem_v.device_view(), high.device_view(), stream, sm_count);
     cpu::adam_step_remainder(args, segments.host_view(), grad.host_view(), low.host_view(), rem_m.host_view(),
                              rem_v.host_view(), high.host_view());
     stream.synchronize();  // the next step's gradient upload must not overtake this step
@@ -270,12 +271,27 @@ INSTANTIATE_TEST_SUITE_P(AllVariants, CudaAdamRemainder,
                                   (std::get<2>(info.param) ? "Unaligned" : "Aligned");
                          });
 
+// On a few SMs by bulk copies: chunks of 4096 elements over 3 and 8 blocks with a partial last
+// chunk, segments with gaps across chunk edges; unaligned views take the whole-GPU kernel.
+TEST_P(CudaAdamRemainder, OnAFewSmsTheSameBits) {
+  ADAMANT_REQUIRE_GPU();
+  const auto [grad_dtype, adamw, unaligned] = GetParam();
+  std::mt19937_64 rng(23);
+  const SegmentLayout layout = testing::random_layout(rng, 120, 5, 33, 9000);
+  ASSERT_GT(layout.numel, 3u * 4096u);
+  for (const int sm_count : {3, 8}) {
+    SCOPED_TRACE("on " + std::to_string(sm_count) + " SMs");
+    compare_remainder(layout, grad_dtype, adamw, unaligned ? 1 : 0, 4, 203, sm_count);
+  }
+}
+
 TEST(CudaAdamRemainder, ThirteenMillionElementsRebuildExactly) {
   ADAMANT_REQUIRE_GPU();
   std::mt19937_64 rng(22);
   const SegmentLayout layout = testing::random_layout(rng, 800, 2, 100, 200000);
   ASSERT_GT(layout.numel, 10'000'000u);
   compare_remainder(layout, DType::bf16, false, 0, 3, 202);
+  compare_remainder(layout, DType::f32, true, 0, 2, 204, 16);  // on 16 SMs by bulk copies
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ namespace cuda {
 void adam_step(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor main_param, Tensor exp_avg,
                Tensor exp_avg_sq, Tensor model_param, const Stream& stream);
 void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor remainder,
-                         Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream);
+                         Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream, int sm_count);
 }  // namespace cuda
 
 namespace detail {
@@ -87,15 +87,18 @@ inline void adam_step(const AdamArgs& args, const Tensor& segments, const Tensor
 
 // store_param_remainders: the fp32 main weight is (model_param bf16 high half, remainder low half).
 // remainder: u16 (a signed 16-bit offset); model_param: bf16, read and written.
+// sm_count > 0 runs the update on that many SMs only (on a GPU, operands 16-byte aligned; the
+// same bits), so that other kernels can run beside it on the rest.
 inline void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor remainder,
-                                Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream) {
+                                Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream,
+                                int sm_count = 0) {
   const KernelCall call("adam", grad, stream);
   detail::check_adam_operands(call, args, segments, grad, remainder, exp_avg, exp_avg_sq, model_param);
   ADAMANT_CHECK(remainder.dtype == DType::u16 && model_param.dtype == DType::bf16,
                 "adam: remainders need u16 remainders and bf16 weights");
   call.run([&] { cpu::adam_step_remainder(args, segments, grad, remainder, exp_avg, exp_avg_sq, model_param); },
-           ADAMANT_CUDA_CALL(
-               cuda::adam_step_remainder(args, segments, grad, remainder, exp_avg, exp_avg_sq, model_param, stream)));
+           ADAMANT_CUDA_CALL(cuda::adam_step_remainder(args, segments, grad, remainder, exp_avg, exp_avg_sq,
+                                                       model_param, stream, sm_count)));
 }
 
 }  // namespace adamant::kernels

@@ -12,6 +12,7 @@
 // reference, so both produce the same fp32 bits.
 #include <cstdint>
 
+#include "adamant/kernels/cuda/adam_update.cuh"
 #include "adamant/kernels/cuda/device_common.cuh"
 #include "adamant/kernels/cuda/launchers.h"
 
@@ -33,21 +34,6 @@ constexpr int kUnroll = ADAMANT_ADAM_UNROLL;
 // Caps registers so that 2048 / kUnroll threads fit on a multiprocessor (at most 32 bytes spilled).
 constexpr int kMinBlocksPerMultiprocessor = 8 / kUnroll;
 constexpr std::int64_t kTile = static_cast<std::int64_t>(kThreads) * kUnroll * kLanes;
-
-// One element's update; m and v are updated in place, the new weight returned.
-// Decay terms are added only for decaying segments, as in the CPU reference, so
-// even the signs of zeros agree.
-__device__ __forceinline__ float adam_update(float p, float grad, float& m, float& v, bool decay,
-                                             const AdamConstants& c) {
-  float g = __fmul_rn(grad, c.grad_scale);
-  if (!c.adamw && decay) g = __fadd_rn(g, __fmul_rn(c.weight_decay, p));
-  m = __fadd_rn(__fmul_rn(c.beta1, m), __fmul_rn(c.one_minus_beta1, g));
-  v = __fadd_rn(__fmul_rn(c.beta2, v), __fmul_rn(__fmul_rn(c.one_minus_beta2, g), g));
-  const float denom = __fadd_rn(__fsqrt_rn(__fdiv_rn(v, c.bias_correction2)), c.eps);
-  float update = __fdiv_rn(__fdiv_rn(m, c.bias_correction1), denom);
-  if (c.adamw && decay) update = __fadd_rn(update, __fmul_rn(c.weight_decay, p));
-  return __fsub_rn(p, __fmul_rn(c.lr, update));
-}
 
 // Updates the elements [begin, end) of the tile starting at tile_begin.
 template <DType kGrad, ModelCopy kModel, bool kRemainder, bool kVectorized>

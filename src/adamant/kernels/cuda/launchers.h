@@ -51,6 +51,13 @@ struct LaunchShape {
 cudaError_t adam(const AdamOperands& operands, DType grad_dtype, ModelCopy model, bool remainder,
                  const AdamConstants& constants, LaunchShape shape, cudaStream_t stream);
 
+// Remainder mode on `blocks` SMs (one block each), the operands moved by bulk copies
+// (adam_bulk.cu): for an update beside other kernels. Needs every operand 16-byte aligned
+// (adam_bulk_supported).
+bool adam_bulk_supported(const AdamOperands& operands);
+cudaError_t adam_bulk(const AdamOperands& operands, DType grad_dtype, const AdamConstants& constants, int blocks,
+                      cudaStream_t stream);
+
 // The number of partial sums squared_norm uses for numel elements (the size of
 // `partials` it needs, at most kMaxSquaredNormPartials); fixed by numel alone so
 // the summation order never changes. 528 = 4 blocks on each of an H200's 132

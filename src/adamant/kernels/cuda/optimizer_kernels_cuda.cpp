@@ -125,10 +125,15 @@ void adam_step(const AdamArgs& args, const Tensor& segments, const Tensor& grad,
 }
 
 void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor remainder,
-                         Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream) {
+                         Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream, int sm_count) {
   const CurrentDeviceGuard guard(grad.device);
   launchers::AdamOperands ops = operands_of(segments, grad, exp_avg, exp_avg_sq, model_param);
   ops.remainder = static_cast<std::uint16_t*>(remainder.data);
+  if (sm_count > 0 && launchers::adam_bulk_supported(ops)) {
+    check_status(launchers::adam_bulk(ops, grad.dtype, constants_of(args), sm_count, stream_of(stream)),
+                 "adam (param remainders, bulk copies)");
+    return;
+  }
   const auto shape = shape_for(grad.device, {&grad, &remainder, &exp_avg, &exp_avg_sq, &model_param});
   check_status(
       launchers::adam(ops, grad.dtype, launchers::ModelCopy::bf16, true, constants_of(args), shape, stream_of(stream)),
