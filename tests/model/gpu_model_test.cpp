@@ -423,47 +423,69 @@ TEST(GpuGptModel, RecordedBackwardReportsEachGradientInStreamOrder) {
   EXPECT_GE(model.recorded_passes(), 2);  // steps 2 and 3 replayed both passes
 }
 
-// The first forward of a step under overlap_param_sync reports each weight right before the first
-// kernel that reads it, and the trainer's stream waits there for the weight's all-gather. Here each
-// report copies the weight on the model's stream into weights that were NaN until then, as the
+// The first forward of a step under overlap_param_sync waits for each weight right before the first
+// kernel that reads it, and the trainer's stream waits there for the weight's Adam and all-gather.
+// Here each wait copies weights on the model's stream into weights that were NaN until then, as the
 // all-gather does: the losses must be the bits of a model whose weights were in place from the
 // start, and the gradients too (but for the order of the embedding gradient's fp32 atomics), in the
-// direct run, the recording and the replays alike, the weights reported in order of first use.
-TEST(GpuGptModel, RecordedForwardReportsEachWeightBeforeItsFirstUse) {
+// direct run, the recording and the replays alike. Without a pending test every weight is waited
+// for, in order of first use; with one (groups of 4 consecutive parameters standing for buckets, a
+// wait bringing its whole group) only each group's first read, the others' weights being in place,
+// and the recorded forward has one graph per wait instead of one per parameter.
+TEST(GpuGptModel, RecordedForwardWaitsForEachWeightBeforeItsFirstUse) {
   ADAMANT_REQUIRE_GPU();
   const GptConfig config = gpu_config_with_dropout();
   GptModel in_place(config, DType::bf16, 2, gpu(), 9);
-  GptModel arriving(recorded(config), DType::bf16, 2, gpu(), 9);  // the same seed: the same weights
-  const ParamList& params = arriving.params();
-  const Tensor live = arriving.weights();
-  Buffer saved(live.bytes(), gpu()), not_a_number(live.bytes(), gpu());
-  comm::copy_bytes_on_stream(saved.data(), live.data, live.bytes(), arriving.stream());
-  const std::vector<std::uint16_t> nan_bits(live.numel(), 0x7fc0);  // bf16 NaN
-  copy_bytes(not_a_number.data(), gpu(), nan_bits.data(), Device::cpu(), live.bytes());
   const auto batch = random_batch(config, 2, 81);
-  for (int step = 0; step < 4; ++step) {  // direct, recorded, replayed twice
-    SCOPED_TRACE("step " + std::to_string(step));
-    const MicroBatch micro_batch = batch.view(2 * static_cast<std::uint64_t>(step));
-    const PassResult expected = run_passes(in_place, {micro_batch}, 1.0f);
-    testing::poison_and_discard_grads(arriving);
-    comm::copy_bytes_on_stream(live.data, not_a_number.data(), live.bytes(), arriving.stream());
-    std::vector<std::size_t> order;
-    arriving.forward_pass(0, 0, micro_batch, true, [&](std::size_t p) {
-      order.push_back(p);
-      const std::size_t offset = params[p].offset * sizeof(std::uint16_t);
-      comm::copy_bytes_on_stream(static_cast<char*>(live.data) + offset,
-                                 static_cast<const char*>(saved.data()) + offset,
-                                 params[p].numel * sizeof(std::uint16_t), arriving.stream());
-    });
-    arriving.backward_pass(0, 0, micro_batch, 1.0f);
-    EXPECT_EQ(arriving.take_loss_sum(), expected.losses.at(0));
-    expect_gradients_close(params, download<float>(arriving, arriving.grads()), expected.grads, config.hidden_size,
-                           1e-5, "weights arriving as reported", KeyBias::compare);
-    ASSERT_EQ(order.size(), params.size());
-    for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], params.size() - 1 - i) << i;
+  std::vector<int> graphs;  // recorded graphs with groups of 1 and of 4
+  for (const std::size_t group : {std::size_t{1}, std::size_t{4}}) {
+    SCOPED_TRACE("groups of " + std::to_string(group));
+    GptModel arriving(recorded(config), DType::bf16, 2, gpu(), 9);  // the same seed: the same weights
+    const ParamList& params = arriving.params();
+    const Tensor live = arriving.weights();
+    Buffer saved(live.bytes(), gpu()), not_a_number(live.bytes(), gpu());
+    comm::copy_bytes_on_stream(saved.data(), live.data, live.bytes(), arriving.stream());
+    const std::vector<std::uint16_t> nan_bits(live.numel(), 0x7fc0);  // bf16 NaN
+    copy_bytes(not_a_number.data(), gpu(), nan_bits.data(), Device::cpu(), live.bytes());
+    const std::size_t groups = (params.size() + group - 1) / group;
+    auto group_end = [&](std::size_t g) { return std::min(params.size(), (g + 1) * group); };
+    std::vector<std::size_t> expected_waits;  // each group's last parameter, the forward's first read of it
+    for (std::size_t g = groups; g-- > 0;) expected_waits.push_back(group_end(g) - 1);
+    for (int step = 0; step < 4; ++step) {  // direct, recorded, replayed twice
+      SCOPED_TRACE("step " + std::to_string(step));
+      const MicroBatch micro_batch = batch.view(2 * static_cast<std::uint64_t>(step));
+      const PassResult expected = run_passes(in_place, {micro_batch}, 1.0f);
+      testing::poison_and_discard_grads(arriving);
+      comm::copy_bytes_on_stream(live.data, not_a_number.data(), live.bytes(), arriving.stream());
+      std::vector<std::size_t> waits;
+      std::vector<std::uint8_t> arrived(groups, 0);
+      WeightNeeds needs{[&](std::size_t p) {
+                          waits.push_back(p);
+                          const std::size_t g = p / group;
+                          const std::size_t begin = params[g * group].offset * sizeof(std::uint16_t);
+                          const std::size_t end = (params[group_end(g) - 1].offset + params[group_end(g) - 1].numel) *
+                                                  sizeof(std::uint16_t);
+                          comm::copy_bytes_on_stream(static_cast<char*>(live.data) + begin,
+                                                     static_cast<const char*>(saved.data()) + begin, end - begin,
+                                                     arriving.stream());
+                          arrived[g] = 1;
+                        },
+                        {}};
+      if (group > 1) needs.pending = [&](std::size_t p) { return arrived[p / group] == 0; };
+      arriving.forward_pass(0, 0, micro_batch, true, needs);
+      arriving.backward_pass(0, 0, micro_batch, 1.0f);
+      EXPECT_EQ(arriving.take_loss_sum(), expected.losses.at(0));
+      expect_gradients_close(params, download<float>(arriving, arriving.grads()), expected.grads, config.hidden_size,
+                             1e-5, "weights arriving as waited for", KeyBias::compare);
+      EXPECT_EQ(waits, expected_waits);
+    }
+    EXPECT_GE(arriving.recorded_passes(), 2);  // the forward with waits and the backward
+    // The forward in stretches between waits (waits with no kernel between them end one graph), and
+    // the backward in one graph.
+    graphs.push_back(arriving.recorded_graphs());
+    EXPECT_LE(graphs.back(), static_cast<int>(groups) + 1);
   }
-  EXPECT_GE(arriving.recorded_passes(), 2);                                // the forward with reports and the backward
-  EXPECT_GT(arriving.recorded_graphs(), arriving.recorded_passes() + 10);  // the forward in stretches between reports
+  EXPECT_LT(graphs.at(1), graphs.at(0));  // fewer waits, fewer graphs
 }
 
 TEST(GpuGptModel, DropoutMasksMatchTheCpuModel) {

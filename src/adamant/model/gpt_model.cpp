@@ -406,33 +406,35 @@ GptModel::Pass GptModel::begin_pass(int chunk, int slot, const MicroBatch& batch
 }
 
 void GptModel::forward_pass(int chunk, int slot, const MicroBatch& batch, bool training,
-                            const WeightNeededFn& on_weight_needed) {
+                            const WeightNeeds& on_weight_needed) {
   const Pass pass = begin_pass(chunk, slot, batch, training, "forward_pass");
   if (pass.chunk->layers.has_embedding) {
     stage_ids(batch.tokens, device_tokens_, static_cast<std::size_t>(slot) * micro_batch_size_ * config_.seq_length);
   }
   if (!working_weights_.empty() && on_weight_needed) {
     // The working copy is cast from every weight at once, before the forward reads any.
-    for (std::size_t param = 0; param < params_.size(); ++param) on_weight_needed(param);
+    for (std::size_t param = 0; param < params_.size(); ++param) on_weight_needed.wait(param);
   }
   refresh_working_weights();
   if (!on_weight_needed || !working_weights_.empty()) {
     run_pass(pass, PassKind::forward, 0.0f, [&](const StepGraph::Pause&) { forward(pass, {}); });
     return;
   }
-  // Each needed weight is a pause of the pass, as a finished gradient is of the backward: a
-  // replay reports it between its graphs, in the order of the run that issued the kernels.
+  // Each wait is a pause of the pass, as a finished gradient is of the backward: a replay waits
+  // between its graphs, where the run that issued the kernels did. A weight found in place (its
+  // bucket waited for already, or never in flight) makes no pause: a pause costs a graph.
   std::vector<std::size_t>& needed = weights_needed_[static_cast<std::size_t>(chunk_index(pass))];
   run_pass(
       pass, PassKind::forward, 0.0f,
       [&](const StepGraph::Pause& pause) {
         needed.clear();
         forward(pass, [&](std::size_t param) {
+          if (!on_weight_needed.waits_for(param)) return;
           needed.push_back(param);
           pause();
         });
       },
-      [&](int k) { on_weight_needed(needed[static_cast<std::size_t>(k)]); });
+      [&](int k) { on_weight_needed.wait(needed[static_cast<std::size_t>(k)]); });
 }
 
 void GptModel::backward_pass(int chunk, int slot, const MicroBatch& batch, float loss_scale,

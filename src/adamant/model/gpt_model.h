@@ -84,9 +84,18 @@ struct MicroBatch {
 };
 
 using GradReadyFn = std::function<void(std::size_t param_index)>;
-// Called by a forward right before the first kernel that reads parameter param_index's weights,
-// on the host, in stream order: what it enqueues on the model's stream comes before that kernel.
-using WeightNeededFn = std::function<void(std::size_t param_index)>;
+// A forward's waits for weights that may still be in flight (the optimizer's overlap_param_sync):
+// `wait(param)` runs on the host right before the first kernel that reads parameter param's weights,
+// in stream order (what it enqueues on the model's stream comes before that kernel), for each
+// parameter that `pending(param)` says may still be in flight (unset: every parameter). A recorded
+// forward ends a graph at each such wait, so that asking only where a wait is due keeps the graphs few.
+struct WeightNeeds {
+  std::function<void(std::size_t param_index)> wait;
+  std::function<bool(std::size_t param_index)> pending;
+
+  explicit operator bool() const { return static_cast<bool>(wait); }
+  bool waits_for(std::size_t param_index) const { return !pending || pending(param_index); }
+};
 
 class GptModel {
  public:
@@ -171,11 +180,12 @@ class GptModel {
   // without the embedding reads its input from pass_input(slot), which the caller fills first
   // (the previous stage's pass_output); one without the head leaves its output in pass_output(slot).
   // training: dropout on (backward_pass follows); off for evaluate_loss. on_weight_needed, when set,
-  // is called once per parameter the chunk's forward reads, right before its first use, in the
-  // order of use (the flat layout's order reversed; with recorded passes too, between the graphs of
-  // the forward): the weights may arrive during the forward (the optimizer's overlap_param_sync).
+  // waits once for each parameter the chunk's forward reads that it says is pending, right before its
+  // first use, in the order of use (the flat layout's order reversed; with recorded passes too, between
+  // the graphs of the forward): the weights may arrive during the forward (the optimizer's
+  // overlap_param_sync).
   void forward_pass(int chunk, int slot, const MicroBatch& batch, bool training,
-                    const WeightNeededFn& on_weight_needed = {});
+                    const WeightNeeds& on_weight_needed = {});
   // The chunk's backward: a head chunk first runs the classifier on the micro-batch's targets and
   // queues the copy of its losses to the host (take_loss_sum reads them); another chunk needs
   // d(output) in output_grad() first. Gradients are added into grads() as forward_backward does; a
@@ -283,8 +293,8 @@ class GptModel {
   void tp_all_gather(const Tensor& mine, Tensor all);
   // The row-parallel layers' bias, added once: by tensor-parallel rank 0, before the sum.
   Tensor row_parallel_bias(std::size_t param);
-  // needed(param) comes before the first kernel reading that parameter (when set).
-  void forward(const Pass& pass, const WeightNeededFn& needed);
+  // before_read(param) comes before the first kernel reading that parameter (when set).
+  void forward(const Pass& pass, const std::function<void(std::size_t param)>& before_read);
   void backward(const Pass& pass, const GradReadyFn& on_grad_ready);
   void classifier(const Pass& pass, const Tensor& targets, double grad_scale, bool with_grad);
   // Queues the copy of the classifier's per-token losses of `pass` to the host (loss_reads_).

@@ -144,7 +144,7 @@ Tensor GptModel::embed(const Pass& pass) {
   return x;
 }
 
-void GptModel::forward(const Pass& pass, const WeightNeededFn& needed) {
+void GptModel::forward(const Pass& pass, const std::function<void(std::size_t param)>& before_read) {
   const std::int64_t B = pass.batch, L = pass.seq, C = config_.hidden_size, F = config_.local_ffn();
   const std::int64_t H = config_.local_heads(), D = config_.head_dim(), W = H * D;  // W: this rank's attention width
   const std::size_t N = static_cast<std::size_t>(B * L), rows = local_rows(pass);
@@ -154,9 +154,9 @@ void GptModel::forward(const Pass& pass, const WeightNeededFn& needed) {
   const ModelChunk& chunk = pass.chunk->layers;
   const GptParamIndex& index = pass.chunk->index;
   // The weights each kernel below reads, reported before it is issued: in order of first use.
-  auto need = [&needed](std::initializer_list<std::size_t> params) {
-    if (!needed) return;
-    for (const std::size_t param : params) needed(param);
+  auto need = [&before_read](std::initializer_list<std::size_t> params) {
+    if (!before_read) return;
+    for (const std::size_t param : params) before_read(param);
   };
   if (chunk.has_embedding) need({index.word_embedding, index.position_embedding});
   // A chunk without the embedding starts from the previous stage's output, received into its place.

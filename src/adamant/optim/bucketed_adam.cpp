@@ -14,6 +14,9 @@ BucketedAdam::BucketedAdam(const char* name, GradLayout layout, MainWeights main
       options_(options),
       comm_(data_parallel),
       stream_(compute_stream),
+      update_stream_(compute_stream.device()),
+      synced_(compute_stream.device()),
+      updated_(compute_stream.device()),
       grads_(options, params, layout, data_parallel, compute_stream, norm_scope, *this),
       state_(main_weights, options.model_dtype, grads_.ranges()) {}
 
@@ -42,11 +45,16 @@ StepResult BucketedAdam::step(double lr, double grad_scale) {
   if (scale.finite) {
     ++step_count_;
     const kernels::AdamArgs args = adam_args_for_step(options_, lr, step_count_, scale.adam_grad_scale);
+    // Adam reads the synced gradients and writes the weights the next forward reads: it follows the
+    // compute stream's work so far, and the forward waits for it (wait_for_params or wait_for_param).
+    synced_.record(stream_);
+    synced_.wait_on(update_stream_);
     // The layout is in reverse order of use: the last range's weights are the next forward's first.
     for (std::size_t r = grads_.ranges().size(); r-- > 0;) {
-      state_.update(args, r, grads_.segments(r), grads_.synced_grad(r), stream_);
+      state_.update(args, r, grads_.segments(r), grads_.synced_grad(r), update_stream_);
       publish_params(r);  // overlaps with the next ranges' Adam
     }
+    updated_.record(update_stream_);
     if (!options_.overlap_param_sync) wait_for_params();
   }
   grads_.reset_readiness();
@@ -55,7 +63,9 @@ StepResult BucketedAdam::step(double lr, double grad_scale) {
 
 void BucketedAdam::save(const std::filesystem::path& dir) const {
   check_attached("save");
-  // Pending all-gathers (overlap_param_sync) only write other ranks' blocks; this rank's ranges are final.
+  // Pending all-gathers (overlap_param_sync) only write other ranks' blocks; this rank's ranges are final
+  // once Adam is done.
+  update_stream_.synchronize();
   stream_.synchronize();
   const bool sharded = layout_ == GradLayout::sharded;
   if (sharded || comm_.rank() == 0) {  // replicated: every rank holds the same state, rank 0 writes it
@@ -77,6 +87,7 @@ void BucketedAdam::save(const std::filesystem::path& dir) const {
 void BucketedAdam::load(const SavedState& saved) {
   check_attached("load");
   wait_for_params();
+  update_stream_.synchronize();
   stream_.synchronize();
   HostAdamState host(grads_.ranges().state_numel());
   const OptimizerCheckpointInfo info = read_optimizer_state(saved, grads_.params(), grads_.ranges().state_pieces(),

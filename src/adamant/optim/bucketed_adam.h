@@ -7,11 +7,14 @@
 //   DistributedFusedAdam  sharded: reduce-scatter each bucket, Adam over this rank's shard
 //                         of each bucket, then all-gather the bucket's updated weights
 //
-// A step: finish the gradient sync, grad norm and step factor (BucketedGrads); Adam on
-// each range, in the order the next forward uses their weights (the last range, which holds
-// the tied word embedding, first), after which the variant publishes the range's weights
-// (publish_params); wait for them unless overlap_param_sync; reset the readiness (the model
-// writes the next step's gradients over these: no pass zeroes them).
+// A step: finish the gradient sync, grad norm and step factor (BucketedGrads) on the compute
+// stream; Adam on each range on the update stream, a stream of its own, in the order the next
+// forward uses their weights (the last range, which holds the tied word embedding, first), after
+// which the variant publishes the range's weights (publish_params); wait for them unless
+// overlap_param_sync; reset the readiness (the model writes the next step's gradients over
+// these: no pass zeroes them). With overlap_param_sync the next forward waits for each weight
+// right before it reads it (wait_for_param), so Adam, bound by memory bandwidth, runs beside the
+// forward's first layers, bound by their arithmetic, instead of before them.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -32,9 +35,14 @@ class BucketedAdam : public Optimizer, protected GradSync {
   double loss_scale() const override { return grads_.loss_scale(); }
   void on_grad_ready(std::size_t index) override;
   bool overlaps_grad_sync() const override { return grads_.overlaps_sync(); }
-  // Nothing is published asynchronously unless the variant says so.
-  void wait_for_params() override {}
+  // The compute stream waits for the last step's Adam (the variant: and what it published).
+  void wait_for_params() override { updated_.wait_on(stream_); }
+  // Weights published only by Adam's writes (one range over the whole model) are waited for at once.
   bool overlaps_param_sync() const override { return false; }
+  bool weight_pending(std::size_t index) const override {
+    (void)index;
+    return false;
+  }
   void wait_for_param(std::size_t index) override { (void)index; }
   StepResult step(double lr, double grad_scale) override;
   double take_exposed_comm_ms() override { return grads_.comm_waits().take_done_ms(); }
@@ -52,12 +60,13 @@ class BucketedAdam : public Optimizer, protected GradSync {
                const ParamList& params, comm::Communicator& data_parallel, const Stream& compute_stream,
                GradNormScope norm_scope);
 
-  // After Adam wrote the model weights of update range `range`, in stream order.
+  // After Adam wrote the model weights of update range `range`, in the update stream's order.
   virtual void publish_params(std::size_t range) { (void)range; }
 
   const OptimizerOptions& options() const { return options_; }
   comm::Communicator& data_parallel() const { return comm_; }
   const Stream& compute_stream() const { return stream_; }
+  const Stream& update_stream() const { return update_stream_; }
   Tensor model_weights() const { return weights_; }
   CommWaitTimer& comm_waits() { return grads_.comm_waits(); }
 
@@ -69,6 +78,9 @@ class BucketedAdam : public Optimizer, protected GradSync {
   OptimizerOptions options_;
   comm::Communicator& comm_;
   const Stream& stream_;
+  Stream update_stream_;  // Adam's; the compute stream's device
+  Event synced_;          // on the compute stream: the gradients are synced and the step's factor known
+  Event updated_;         // on the update stream: the last step's Adam is done
   BucketedGrads grads_;
   AdamState state_;
   std::int64_t step_count_ = 0;

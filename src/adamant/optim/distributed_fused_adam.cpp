@@ -25,13 +25,9 @@ comm::CommHandle DistributedFusedAdam::start_bucket_sync(Tensor bucket_grads, co
 void DistributedFusedAdam::publish_params(std::size_t bucket_index) {
   const Bucket& bucket = plan().buckets()[bucket_index];
   const Tensor gathered = model_weights().slice(bucket.offset, bucket.numel);
-  data_parallel().order_after(compute_stream());  // after this bucket's Adam wrote its shard
+  data_parallel().order_after(update_stream());  // after this bucket's Adam wrote its shard
   param_sync_[bucket_index] =
       data_parallel().all_gather_async(gathered.slice(rank_offset(bucket), bucket.shard_numel), gathered);
-}
-
-bool DistributedFusedAdam::overlaps_param_sync() const {
-  return options().overlap_param_sync && data_parallel().size() > 1;
 }
 
 void DistributedFusedAdam::wait_for_param(std::size_t index) {
@@ -40,6 +36,13 @@ void DistributedFusedAdam::wait_for_param(std::size_t index) {
     if (!handle.pending()) continue;
     comm_waits().time(compute_stream(), [&] { handle.wait(compute_stream()); });
   }
+}
+
+bool DistributedFusedAdam::weight_pending(std::size_t index) const {
+  for (std::size_t b = plan().first_bucket(index); b <= plan().last_bucket(index); ++b) {
+    if (param_sync_[b].pending()) return true;
+  }
+  return false;
 }
 
 void DistributedFusedAdam::wait_for_params() {

@@ -11,8 +11,9 @@
 // buckets in the order the next forward uses them) the all-gather of its updated
 // shard into the model weights (in place) is issued. With overlap_param_sync over
 // several ranks the next step's first forward waits for each bucket right before
-// its first weight is read (wait_for_param), so the all-gathers of the later layers
-// go on beside the forward; otherwise all are waited for at the end of step().
+// its first weight is read (wait_for_param), so Adam and the all-gathers of the later
+// layers go on beside the forward (on one rank: Adam alone, the all-gather is the weights in
+// place); otherwise all are waited for at the end of step().
 // Every parameter, the tied word embedding included, is waited for before a
 // forward reads it, so no forward ever reads a stale weight.
 //
@@ -31,9 +32,11 @@ class DistributedFusedAdam final : public BucketedAdam {
                        const Stream& compute_stream, GradNormScope norm_scope = {});
 
   void wait_for_params() override;
-  // overlap_param_sync over more than one rank (one rank gathers nothing).
-  bool overlaps_param_sync() const override;
+  // overlap_param_sync, on any number of ranks: one rank gathers nothing, but its forward still starts
+  // before Adam has updated the weights of its later layers.
+  bool overlaps_param_sync() const override { return options().overlap_param_sync; }
   void wait_for_param(std::size_t index) override;
+  bool weight_pending(std::size_t index) const override;
 
  private:
   comm::CommHandle start_bucket_sync(Tensor bucket_grads, const Bucket& bucket) override;

@@ -87,13 +87,16 @@ class Optimizer {
   // that does not report the weights it needs, a validation or a checkpoint.
   virtual void wait_for_params() = 0;
   // Whether the next step's first forward should report each weight before its first use
-  // (model::WeightNeededFn) and call wait_for_param for it instead of wait_for_params before it
+  // (model::WeightNeeds) and call wait_for_param for it instead of wait_for_params before it
   // (overlap_param_sync with all-gathers to wait for): the all-gathers of the weights used later
   // then go on beside the forward.
   virtual bool overlaps_param_sync() const = 0;
   // The compute stream waits for the all-gathers of the buckets that hold parameter `index` (right
   // before the forward's first kernel reading it); the others go on.
   virtual void wait_for_param(std::size_t index) = 0;
+  // Whether wait_for_param(index) would still make the compute stream wait: some bucket holding parameter
+  // `index` was published and not waited for yet. A recorded forward pauses only where this holds.
+  virtual bool weight_pending(std::size_t index) const = 0;
   // After the last micro-batch's backward: finishes the gradient sync, global grad norm, clipping and unscaling
   // folded into one scale, Adam, parameter sync. model_grads is not cleared (the sync may leave summed values in
   // it): the model's next step writes its gradients over it (GptModel::discard_grads) instead of adding them to

@@ -35,7 +35,7 @@ int PipelineRunner::take_slot() {
 }
 
 void PipelineRunner::forward(const model::MicroBatch& batch, int chunk, int slot, bool training,
-                             const model::WeightNeededFn& on_weight_needed) {
+                             const model::WeightNeeds& on_weight_needed) {
   const Stream& stream = model_.stream();
   comm::CommHandle& send = slot_sends_[static_cast<std::size_t>(slot)];
   send.wait(stream);  // the slot's last send (a gradient) has left before its input is overwritten
@@ -50,8 +50,7 @@ void PipelineRunner::forward(const model::MicroBatch& batch, int chunk, int slot
 }
 
 void PipelineRunner::train_step(std::span<const model::MicroBatch> batches, float loss_scale,
-                                const model::GradReadyFn& on_grad_ready,
-                                const model::WeightNeededFn& on_weight_needed) {
+                                const model::GradReadyFn& on_grad_ready, const model::WeightNeeds& on_weight_needed) {
   ADAMANT_CHECK(static_cast<int>(batches.size()) == layout_.micro_batches,
                 "PipelineRunner: {} micro-batches for a schedule of {}", batches.size(), layout_.micro_batches);
   const Stream& stream = model_.stream();
@@ -66,11 +65,11 @@ void PipelineRunner::train_step(std::span<const model::MicroBatch> batches, floa
     int& slot = slot_of_pass_[static_cast<std::size_t>(step.micro_batch * layout_.virtual_stages + step.chunk)];
     if (step.pass == PipelinePass::forward) {
       slot = take_slot();
-      forward(batch, step.chunk, slot, true, step.micro_batch == 0 ? on_weight_needed : model::WeightNeededFn{});
+      forward(batch, step.chunk, slot, true, step.micro_batch == 0 ? on_weight_needed : model::WeightNeeds{});
       continue;
     }
     if (weights_pending) {  // every weight is in place before the first backward reads any
-      for (std::size_t param = 0; param < model_.params().size(); ++param) on_weight_needed(param);
+      for (std::size_t param = 0; param < model_.params().size(); ++param) on_weight_needed.wait(param);
       weights_pending = false;
     }
     comm::CommHandle& send = slot_sends_[static_cast<std::size_t>(slot)];

@@ -36,12 +36,12 @@ class PipelineRunner {
 
   // Forward and backward of this data-parallel rank's micro-batches (micro_batches of them), the
   // step's gradients in model.grads() (the ones held before are dropped); on_grad_ready is called once per parameter
-  // when its gradient is final. on_weight_needed, when set, is called for each parameter right before the step's
+  // when its gradient is final. on_weight_needed, when set, waits for each pending parameter right before the step's
   // first read of its weights: by each chunk's first forward, and for all of the stage's parameters before the
   // first backward (which reads the ones no forward does: a tied word embedding's copy). It does not wait for the
   // losses to reach the host; take_loss_sum() reads them.
   void train_step(std::span<const model::MicroBatch> batches, float loss_scale, const model::GradReadyFn& on_grad_ready,
-                  const model::WeightNeededFn& on_weight_needed = {});
+                  const model::WeightNeeds& on_weight_needed = {});
   // The sum of the last train_step's micro-batch losses on the last stage, 0 on the others. Waits
   // for the GPU to finish that step's backward passes: call it after issuing the optimizer's step.
   double take_loss_sum() { return model_.take_loss_sum(); }
@@ -58,7 +58,7 @@ class PipelineRunner {
   // Receives the chunk's input into the slot (after the slot's last send), runs the forward and
   // sends the output on.
   void forward(const model::MicroBatch& batch, int chunk, int slot, bool training,
-               const model::WeightNeededFn& on_weight_needed = {});
+               const model::WeightNeeds& on_weight_needed = {});
   void wait_all_sends();
   void sum_tied_embedding(const model::GradReadyFn& on_grad_ready);
 

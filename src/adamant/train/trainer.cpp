@@ -132,11 +132,13 @@ TrainSummary run_training(const TrainConfig& config, const TrainOptions& options
   const model::GradReadyFn on_grad_ready = !optimizer.overlaps_grad_sync()
                                                ? model::GradReadyFn{}
                                                : [&optimizer](std::size_t index) { optimizer.on_grad_ready(index); };
-  // With overlap_param_sync over several ranks the first forward of a step waits for each bucket's
-  // all-gather right before it reads the bucket's first weight; otherwise for all of them before it starts.
-  const model::WeightNeededFn on_weight_needed =
-      !optimizer.overlaps_param_sync() ? model::WeightNeededFn{}
-                                       : [&optimizer](std::size_t index) { optimizer.wait_for_param(index); };
+  // With overlap_param_sync the first forward of a step waits for each bucket's Adam (and all-gather)
+  // right before it reads the bucket's first weight; otherwise for all of them before it starts.
+  const model::WeightNeeds on_weight_needed =
+      !optimizer.overlaps_param_sync()
+          ? model::WeightNeeds{}
+          : model::WeightNeeds{[&optimizer](std::size_t index) { optimizer.wait_for_param(index); },
+                               [&optimizer](std::size_t index) { return optimizer.weight_pending(index); }};
   const RunCadence cadence(config);
 
   TrainSummary summary;
