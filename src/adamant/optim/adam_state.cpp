@@ -54,7 +54,7 @@ void AdamState::attach(Tensor model_weights, const Stream& stream) {
 }
 
 void AdamState::update(const kernels::AdamArgs& args, std::size_t range_index, const Tensor& segments,
-                       const Tensor& grad, const Stream& stream) {
+                       const Tensor& grad, const Stream& stream, int sm_count) {
   const UpdateRange& range = ranges_[range_index];
   const Tensor main = main_.slice(range.state_offset, range.numel);
   const Tensor m = exp_avg_.slice(range.state_offset, range.numel);
@@ -63,7 +63,7 @@ void AdamState::update(const kernels::AdamArgs& args, std::size_t range_index, c
   const Tensor model =
       main_weights_ == MainWeights::model_weights ? Tensor() : weights_.slice(range.flat_offset, range.numel);
   if (main_weights_ == MainWeights::remainders) {
-    kernels::adam_step_remainder(args, segments, grad, main, m, v, model, stream);
+    kernels::adam_step_remainder(args, segments, grad, main, m, v, model, stream, sm_count);
   } else {
     kernels::adam_step(args, segments, grad, main, m, v, model, stream);
   }

@@ -40,8 +40,9 @@ class AdamState {
   void attach(Tensor model_weights, const Stream& stream);
   // One Adam step over range `range`: `segments` and `grad` are the range's (BucketedGrads); writes the
   // range's model weights.
+  // sm_count > 0: on that many SMs (remainders on a GPU; kernels::adam_step_remainder).
   void update(const kernels::AdamArgs& args, std::size_t range, const Tensor& segments, const Tensor& grad,
-              const Stream& stream);
+              const Stream& stream, int sm_count = 0);
 
   // The state as fp32 (remainders joined with their bf16 weights). Call after a stream synchronisation.
   HostAdamState download() const;

@@ -49,9 +49,12 @@ StepResult BucketedAdam::step(double lr, double grad_scale) {
     // compute stream's work so far, and the forward waits for it (wait_for_params or wait_for_param).
     synced_.record(stream_);
     synced_.wait_on(update_stream_);
+    // Beside the next forward Adam takes a few SMs, bound by its instructions there, and leaves the rest to the
+    // forward's kernels; before it (no overlap) the whole GPU.
+    const int beside_forward_sms = overlaps_param_sync() ? options_.update_sms : 0;
     // The layout is in reverse order of use: the last range's weights are the next forward's first.
     for (std::size_t r = grads_.ranges().size(); r-- > 0;) {
-      state_.update(args, r, grads_.segments(r), grads_.synced_grad(r), update_stream_);
+      state_.update(args, r, grads_.segments(r), grads_.synced_grad(r), update_stream_, beside_forward_sms);
       publish_params(r);  // overlaps with the next ranges' Adam
     }
     updated_.record(update_stream_);

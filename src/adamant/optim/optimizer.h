@@ -46,6 +46,9 @@ struct OptimizerOptions {
   bool overlap_param_sync = false;      // model.optim.overlap_param_sync
   DType grad_sync_dtype = DType::f32;   // model.optim.grad_sync_dtype; distributed_fused_adam: fp32 or bf16
   bool store_param_remainders = false;  // model.optim.store_param_remainders; distributed_fused_adam, bf16 weights
+  // model.optim.update_sms: with overlap_param_sync and store_param_remainders on a GPU, Adam runs on this many
+  // SMs beside the next forward, which takes the others; 0: on every SM.
+  int update_sms = 32;
   // model.optim.average_grad_sync. true: the synced gradient is the mean over ranks (grad_scale carries 1/dp,
   // see above). false: the sum over ranks of each rank's mean (the optimizer multiplies grad_scale by dp).
   bool average_grad_sync = true;

@@ -53,6 +53,7 @@ void OptimizerOptions::validate(const KeyOrigin& origin) const {
     fail("model.optim.bucket_cap_mb is {}{}; give a finite size in MiB, e.g. 100", bucket_cap_mb,
          check.where("model.optim.bucket_cap_mb"));
   }
+  check.at_least("model.optim.update_sms", update_sms, 0, "the SMs Adam runs on beside the forward (0: every SM)");
   check.at_least("trainer.gradient_clip_val", gradient_clip_val, 0.0,
                  "the maximum global gradient norm (0 disables clipping)");
   check.positive("model.native_amp_init_scale", initial_loss_scale, "the initial fp16 loss scale, e.g. 4294967296");

@@ -418,6 +418,10 @@ std::vector<FieldSpec> make_fields() {
       "keep 16-bit remainders instead of fp32 main weights (bf16 with `distributed_fused_adam`)",
       [](auto& c) -> auto& { return c.optim.store_param_remainders; }));
   f.push_back(field(
+      "model.optim.update_sms",
+      "SMs Adam runs on beside the next forward (overlap_param_sync, store_param_remainders); 0: every SM",
+      [](auto& c) -> auto& { return c.optim.update_sms; }));
+  f.push_back(field(
       "model.optim.average_grad_sync", "mean (true) or sum of per-rank means (false)",
       [](auto& c) -> auto& { return c.optim.average_grad_sync; }));
 
