@@ -419,7 +419,8 @@ std::vector<FieldSpec> make_fields() {
       [](auto& c) -> auto& { return c.optim.store_param_remainders; }));
   f.push_back(field(
       "model.optim.update_sms",
-      "SMs Adam runs on beside the next forward (overlap_param_sync, store_param_remainders); 0: every SM",
+      "with `overlap_param_sync` and `store_param_remainders` on a GPU, the SMs Adam runs on beside the next forward; "
+      "0: every SM",
       [](auto& c) -> auto& { return c.optim.update_sms; }));
   f.push_back(field(
       "model.optim.average_grad_sync", "mean (true) or sum of per-rank means (false)",
