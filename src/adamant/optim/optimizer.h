@@ -48,7 +48,7 @@ struct OptimizerOptions {
   bool store_param_remainders = false;  // model.optim.store_param_remainders; distributed_fused_adam, bf16 weights
   // model.optim.update_sms: with overlap_param_sync and store_param_remainders on a GPU, Adam runs on this many
   // SMs beside the next forward, which takes the others; 0: on every SM.
-  int update_sms = 32;
+  int update_sms = 48;
   // model.optim.average_grad_sync. true: the synced gradient is the mean over ranks (grad_scale carries 1/dp,
   // see above). false: the sum over ranks of each rank's mean (the optimizer multiplies grad_scale by dp).
   bool average_grad_sync = true;
