@@ -209,6 +209,9 @@ TEST(ConfigRanges, OutOfRangeValuesNameKeyAndMeaning) {
   EXPECT_THAT(error_of("model:\n  optim:\n    bucket_cap_mb: -1\n"),
               HasSubstr("model.optim.bucket_cap_mb must be > 0 (got -1) (in test.yaml, line 3); it is the bucket "
                         "size in MiB, e.g. 100"));
+  EXPECT_THAT(error_of("model:\n  optim:\n    update_sms: -1\n"),
+              HasSubstr("model.optim.update_sms must be >= 0 (got -1) (in test.yaml, line 3); it is the SMs Adam runs "
+                        "on beside the forward (0: every SM)"));
   EXPECT_THAT(error_of("model:\n  hidden_dropout: 1.0\n"), HasSubstr("model.hidden_dropout must be in [0, 1) (got 1)"));
   EXPECT_THAT(error_of("model:\n  optim:\n    lr: 0\n"), HasSubstr("model.optim.lr must be > 0 (got 0)"));
   EXPECT_THAT(error_of("model:\n  optim:\n    eps: 0\n"), HasSubstr("model.optim.eps must be > 0"));

@@ -13,8 +13,10 @@
 // which the variant publishes the range's weights (publish_params); wait for them unless
 // overlap_param_sync; reset the readiness (the model writes the next step's gradients over
 // these: no pass zeroes them). With overlap_param_sync the next forward waits for each weight
-// right before it reads it (wait_for_param), so Adam, bound by memory bandwidth, runs beside the
-// forward's first layers, bound by their arithmetic, instead of before them.
+// right before it reads it (wait_for_param), so Adam runs beside the forward's first layers
+// instead of before them: on model.optim.update_sms SMs (the bulk-copy kernel, bound by its
+// instructions there), the forward's kernels on the others; the ranges holding the weight the
+// forward reads first on every SM, since nothing can start before them.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
