@@ -97,6 +97,21 @@ TEST(UpdateRanges, RankShardsMatchAPlanWorkedOutByHand) {
   EXPECT_EQ(scoped[1].norm_segment_begin, 3u);
 }
 
+// a = [0, 300), b = [300, 350), the weight the forward reads first; buckets [0, 128), [128, 256), [256, 384).
+TEST(UpdateRanges, OnlyTheRangesHoldingTheWeightReadFirstUpdateOnEverySm) {
+  const ParamList params = testing::make_param_list({{"a", 300, true}, {"b", 50, false}});
+  const BucketPlan plan(params, 128, 1);
+  const UpdateRanges shards = UpdateRanges::rank_shards(plan, params, 0, {});
+  EXPECT_EQ(shards.sms_beside_forward(params, 16), (std::vector<int>{16, 16, 0}));
+  EXPECT_EQ(shards.sms_beside_forward(params, 0), (std::vector<int>{0, 0, 0}));
+  // c = [150, 350) of three_params spans the last two buckets; on rank 1 of 2 its shards are [192, 256), [320, 384).
+  const ParamList three = three_params();
+  const BucketPlan halves(three, 128, 2);
+  EXPECT_EQ(UpdateRanges::rank_shards(halves, three, 1, {}).sms_beside_forward(three, 24),
+            (std::vector<int>{24, 0, 0}));
+  EXPECT_EQ(UpdateRanges::whole_model(three, 384, {}).sms_beside_forward(three, 24), (std::vector<int>{0}));
+}
+
 TEST(UpdateRanges, WholeModelIsOneRangeOfFlatOffsets) {
   const ParamList params = three_params();
   SecondTensorParallelRank tensor_parallel;

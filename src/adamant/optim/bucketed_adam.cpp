@@ -30,6 +30,9 @@ void BucketedAdam::attach(Tensor model_weights, Tensor model_grads) {
   weights_ = model_weights;
   state_.attach(model_weights, stream_);
   grads_.attach(model_grads);
+  // Beside the next forward Adam takes a few SMs, bound by its instructions there, and leaves the rest to the
+  // forward's kernels; before it (no overlap) the whole GPU.
+  update_sms_ = grads_.ranges().sms_beside_forward(grads_.params(), overlaps_param_sync() ? options_.update_sms : 0);
   attached_ = true;
 }
 
@@ -49,19 +52,9 @@ StepResult BucketedAdam::step(double lr, double grad_scale) {
     // compute stream's work so far, and the forward waits for it (wait_for_params or wait_for_param).
     synced_.record(stream_);
     synced_.wait_on(update_stream_);
-    // Beside the next forward Adam takes a few SMs, bound by its instructions there, and leaves the rest to the
-    // forward's kernels; before it (no overlap) the whole GPU. The ranges holding the weight the forward reads
-    // first (the last in flat order) also get the whole GPU: the forward can start nothing before them.
-    const int beside_forward_sms = overlaps_param_sync() ? options_.update_sms : 0;
-    const ParamSpec& read_first = grads_.params()[grads_.params().size() - 1];
-    const auto sms_for = [&](const UpdateRange& range) {
-      const bool holds_read_first = range.flat_offset < read_first.offset + read_first.numel &&
-                                    read_first.offset < range.flat_offset + range.numel;
-      return holds_read_first ? 0 : beside_forward_sms;
-    };
     // The layout is in reverse order of use: the last range's weights are the next forward's first.
     for (std::size_t r = grads_.ranges().size(); r-- > 0;) {
-      state_.update(args, r, grads_.segments(r), grads_.synced_grad(r), update_stream_, sms_for(grads_.ranges()[r]));
+      state_.update(args, r, grads_.segments(r), grads_.synced_grad(r), update_stream_, update_sms_[r]);
       publish_params(r);  // overlaps with the next ranges' Adam
     }
     updated_.record(update_stream_);

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <vector>
 
 #include "adamant/optim/adam_state.h"
 #include "adamant/optim/bucketed_grads.h"
@@ -86,6 +87,7 @@ class BucketedAdam : public Optimizer, protected GradSync {
   BucketedGrads grads_;
   AdamState state_;
   std::int64_t step_count_ = 0;
+  std::vector<int> update_sms_;  // by range: the SMs its Adam runs on (UpdateRanges::sms_beside_forward)
   bool attached_ = false;
   Tensor weights_;
 };

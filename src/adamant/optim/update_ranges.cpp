@@ -46,4 +46,18 @@ void UpdateRanges::add(const ParamList& params, const GradNormScope& norm_scope,
   state_numel_ += numel;
 }
 
+std::vector<int> UpdateRanges::sms_beside_forward(const ParamList& params, int update_sms) const {
+  std::vector<int> sms(ranges_.size(), update_sms);
+  if (params.size() == 0) return sms;
+  const ParamSpec& read_first = params[params.size() - 1];
+  for (std::size_t r = 0; r < ranges_.size(); ++r) {
+    const UpdateRange& range = ranges_[r];
+    if (range.flat_offset < read_first.offset + read_first.numel &&
+        read_first.offset < range.flat_offset + range.numel) {
+      sms[r] = 0;
+    }
+  }
+  return sms;
+}
+
 }  // namespace adamant::optim

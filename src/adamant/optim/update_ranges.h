@@ -48,6 +48,10 @@ class UpdateRanges {
   const std::vector<std::int64_t>& norm_segments() const { return norm_segments_; }
   // Which range of which parameter lies where in the optimizer state: the checkpoint's pieces.
   const std::vector<StatePiece>& state_pieces() const { return pieces_; }
+  // The SMs each range's Adam runs on beside the next forward (kernels::adam_step_remainder's
+  // sm_count): every SM (0) for the ranges holding the weight the forward reads first (the last in
+  // flat order), since the forward can start nothing before them; update_sms for the others.
+  std::vector<int> sms_beside_forward(const ParamList& params, int update_sms) const;
 
  private:
   UpdateRanges() = default;
