@@ -9,8 +9,8 @@
 // all-reduce of the shards' squared norms; averaging, the fp16 unscale and
 // clipping are one factor inside the Adam kernel; after each bucket's Adam (the
 // buckets in the order the next forward uses them) the all-gather of its updated
-// shard into the model weights (in place) is issued. With overlap_param_sync over
-// several ranks the next step's first forward waits for each bucket right before
+// shard into the model weights (in place) is issued. With overlap_param_sync the
+// next step's first forward waits for each bucket right before
 // its first weight is read (wait_for_param), so Adam and the all-gathers of the later
 // layers go on beside the forward (on one rank: Adam alone, the all-gather is the weights in
 // place); otherwise all are waited for at the end of step().

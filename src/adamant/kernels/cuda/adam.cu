@@ -77,12 +77,10 @@ __device__ __forceinline__ void update_range(const AdamOperands& ops, const Adam
       const float p = adam_update(param[k][lane], detail::to_f32<kGrad>(grad_in[k][lane]), exp_avg[k][lane],
                                   exp_avg_sq[k][lane], decay, c);
       param[k][lane] = p;
-      if constexpr (kRemainder || kModel == ModelCopy::bf16) {
+      if constexpr (kRemainder) {
+        detail::split_remainder_bits(p, high[k][lane], low[k][lane]);
+      } else if constexpr (kModel == ModelCopy::bf16) {
         high[k][lane] = detail::bf16_bits_for_remainder(p);
-        if constexpr (kRemainder) {
-          low[k][lane] =
-              static_cast<std::uint16_t>(__float_as_uint(p) - (static_cast<std::uint32_t>(high[k][lane]) << 16));
-        }
       } else if constexpr (kModel == ModelCopy::f16) {
         high[k][lane] = detail::from_f32<DType::f16>(p);
       }

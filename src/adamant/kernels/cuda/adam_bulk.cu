@@ -1,8 +1,8 @@
 // Adam with store_param_remainders (kernels/adam.h) on a few SMs, its operands moved by bulk
 // copies (cp.async.bulk): for an update that runs beside other kernels (the next forward's
-// GEMMs) on the SMs they leave it. With plain loads an SM draws only 55-70 GB/s of the memory
-// (BENCHMARKS.md, sm_partition_overlap_bench); a bulk copy keeps a whole chunk in flight for
-// one instruction.
+// GEMMs) on the SMs they leave it. A bulk copy keeps a whole chunk in flight for one
+// instruction; the copies alone move about 106 GB/s an SM on an H100, but with the update's
+// arithmetic an SM moves about 50 GB/s, bound by its instructions (BENCHMARKS.md).
 //
 // The shard is cut into chunks of kChunk elements, chunk c to block c % grid. One thread of a
 // block copies a chunk of each operand (gradient, bf16 weight, remainder, both moments) into
@@ -84,12 +84,6 @@ __device__ __forceinline__ void store_shared(std::uint16_t* p, const std::uint16
   *reinterpret_cast<ushort4*>(p) = make_ushort4(in[0], in[1], in[2], in[3]);
 }
 
-// The new weight's bf16 high half and remainder from the updated fp32 weight.
-__device__ __forceinline__ void split_weight(float p, std::uint16_t& high, std::uint16_t& low) {
-  high = detail::bf16_bits_for_remainder(p);
-  low = static_cast<std::uint16_t>(__float_as_uint(p) - (static_cast<std::uint32_t>(high) << 16));
-}
-
 // Updates, in shared memory, this thread's elements of the chunk starting at `first` that lie
 // in [begin, end), one segment's overlap with the chunk.
 template <DType kGrad>
@@ -122,7 +116,7 @@ __device__ __forceinline__ void update_overlap(unsigned char* stage, const AdamC
       for (int lane = 0; lane < 4; ++lane) {
         const float p = adam_update(detail::join_remainder_bits(high4[lane], low4[lane]),
                                     detail::to_f32<kGrad>(g4[lane]), m4[lane], v4[lane], decay, c);
-        split_weight(p, high4[lane], low4[lane]);
+        detail::split_remainder_bits(p, high4[lane], low4[lane]);
       }
     } else {  // cut by the overlap's edge
 #pragma unroll
@@ -130,7 +124,7 @@ __device__ __forceinline__ void update_overlap(unsigned char* stage, const AdamC
         if (group + lane < begin || group + lane >= end) continue;
         const float p = adam_update(detail::join_remainder_bits(high4[lane], low4[lane]),
                                     detail::to_f32<kGrad>(g4[lane]), m4[lane], v4[lane], decay, c);
-        split_weight(p, high4[lane], low4[lane]);
+        detail::split_remainder_bits(p, high4[lane], low4[lane]);
       }
     }
     store_shared(high + local, high4);
@@ -224,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, 1) adam_bulk_kernel(AdamOperands ops
       const bool decay = __ldg(ops.segments + 3 * segment + 2) != 0;
       const float p = adam_update(detail::join_remainder_bits(weight[e], ops.remainder[e]),
                                   detail::to_f32<kGrad>(grad[e]), ops.exp_avg[e], ops.exp_avg_sq[e], decay, c);
-      split_weight(p, weight[e], ops.remainder[e]);
+      detail::split_remainder_bits(p, weight[e], ops.remainder[e]);
     }
   }
 }
@@ -243,13 +237,13 @@ cudaError_t launch_bulk(const AdamOperands& ops, const AdamConstants& c, int blo
 
 bool aligned_for_bulk_copies(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer) % 16 == 0; }
 
-}  // namespace
-
 bool adam_bulk_supported(const AdamOperands& operands) {
   return aligned_for_bulk_copies(operands.grad) && aligned_for_bulk_copies(operands.model_param) &&
          aligned_for_bulk_copies(operands.remainder) && aligned_for_bulk_copies(operands.exp_avg) &&
          aligned_for_bulk_copies(operands.exp_avg_sq);
 }
+
+}  // namespace
 
 cudaError_t adam_bulk(const AdamOperands& operands, DType grad_dtype, const AdamConstants& constants, int blocks,
                       cudaStream_t stream) {

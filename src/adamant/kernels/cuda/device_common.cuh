@@ -80,6 +80,11 @@ __device__ __forceinline__ float join_remainder_bits(std::uint16_t high, std::ui
   const auto low = static_cast<std::int32_t>(static_cast<std::int16_t>(remainder));
   return __uint_as_float((static_cast<std::uint32_t>(high) << 16) + static_cast<std::uint32_t>(low));
 }
+// The inverse: the bf16 weight (rounded as bf16_bits_for_remainder) and the remainder that rebuild f.
+__device__ __forceinline__ void split_remainder_bits(float f, std::uint16_t& high, std::uint16_t& remainder) {
+  high = bf16_bits_for_remainder(f);
+  remainder = static_cast<std::uint16_t>(__float_as_uint(f) - (static_cast<std::uint32_t>(high) << 16));
+}
 
 template <DType T>
 __device__ __forceinline__ float to_f32(Storage<T> x) {

@@ -53,8 +53,7 @@ cudaError_t adam(const AdamOperands& operands, DType grad_dtype, ModelCopy model
 
 // Remainder mode on `blocks` SMs (one block each), the operands moved by bulk copies
 // (adam_bulk.cu): for an update beside other kernels. Needs every operand 16-byte aligned
-// (adam_bulk_supported).
-bool adam_bulk_supported(const AdamOperands& operands);
+// (cudaErrorInvalidValue otherwise).
 cudaError_t adam_bulk(const AdamOperands& operands, DType grad_dtype, const AdamConstants& constants, int blocks,
                       cudaStream_t stream);
 

@@ -12,6 +12,7 @@
 #include "adamant/kernels/adam.h"
 #include "adamant/kernels/cuda/launchers.h"
 #include "adamant/kernels/cuda/workspace_resources.h"
+#include "adamant/kernels/dispatch.h"
 #include "adamant/kernels/elementwise.h"
 #include "adamant/kernels/reduce.h"
 
@@ -129,7 +130,8 @@ void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Ten
   const CurrentDeviceGuard guard(grad.device);
   launchers::AdamOperands ops = operands_of(segments, grad, exp_avg, exp_avg_sq, model_param);
   ops.remainder = static_cast<std::uint16_t*>(remainder.data);
-  if (sm_count > 0 && launchers::adam_bulk_supported(ops)) {
+  // Bulk copies move whole 16-byte units from 16-byte aligned addresses.
+  if (sm_count > 0 && aligned_to(16, {&grad, &remainder, &exp_avg, &exp_avg_sq, &model_param})) {
     check_status(launchers::adam_bulk(ops, grad.dtype, constants_of(args), sm_count, stream_of(stream)),
                  "adam (param remainders, bulk copies)");
     return;
