@@ -3,8 +3,9 @@
 // Times the same launch functions the kernels/ API calls (kernels/cuda/launchers.h),
 // with CUDA events: 3 warm-up runs, then the median of --reps runs. Bytes counted
 // are everything each kernel reads plus everything it writes. The remainder variant is also
-// timed on a few SMs (--sms, adam_bulk: its operands moved by bulk copies), as it would run
-// beside other kernels.
+// timed on a few SMs (--sms), as it would run beside other kernels: adam_bulk (its operands moved
+// by bulk copies, what the optimizer runs there) and the plain kernel on a grid capped to as
+// many threads.
 //
 //   adam_bench [--reps 20] [--sms 16,24,32] [--json out.json]
 #include <cuda_runtime.h>
@@ -178,6 +179,12 @@ int main(int argc, char** argv) {
     const std::string name = "adam remainders, fp32 grad, " + std::to_string(sms) + " SMs (bulk)";
     results.push_back(time_it(name, 28 * weights, weights, reps,
                               [&] { check(launchers::adam_bulk(ops, DType::f32, c, sms, nullptr), "adam_bulk"); }));
+    // The plain kernel's grid for that many SMs (as many threads an SM as the bulk kernel's block).
+    const launchers::LaunchShape capped{sms, shape.vectorized};
+    results.push_back(time_it(
+        "adam remainders, fp32 grad, " + std::to_string(sms) + " SMs (plain)", 28 * weights, weights, reps, [&] {
+          check(launchers::adam(ops, DType::f32, launchers::ModelCopy::bf16, true, c, capped, nullptr), "adam");
+        }));
   }
 
   DeviceArray partials(launchers::kMaxSquaredNormPartials * sizeof(double)), norm(sizeof(double));
