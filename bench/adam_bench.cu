@@ -176,15 +176,14 @@ int main(int argc, char** argv) {
   adam_case("adam remainders, bf16 grad", 26, DType::bf16, launchers::ModelCopy::bf16, true);
   for (const int sms : sm_counts) {
     const launchers::AdamOperands ops = operands(DType::f32, launchers::ModelCopy::bf16, true);
-    const std::string name = "adam remainders, fp32 grad, " + std::to_string(sms) + " SMs (bulk)";
-    results.push_back(time_it(name, 28 * weights, weights, reps,
+    const std::string name = "adam remainders, fp32 grad, " + std::to_string(sms) + " SMs";
+    results.push_back(time_it(name + " (bulk)", 28 * weights, weights, reps,
                               [&] { check(launchers::adam_bulk(ops, DType::f32, c, sms, nullptr), "adam_bulk"); }));
     // The plain kernel's grid for that many SMs (as many threads an SM as the bulk kernel's block).
     const launchers::LaunchShape capped{sms, shape.vectorized};
-    results.push_back(time_it(
-        "adam remainders, fp32 grad, " + std::to_string(sms) + " SMs (plain)", 28 * weights, weights, reps, [&] {
-          check(launchers::adam(ops, DType::f32, launchers::ModelCopy::bf16, true, c, capped, nullptr), "adam");
-        }));
+    results.push_back(time_it(name + " (plain)", 28 * weights, weights, reps, [&] {
+      check(launchers::adam(ops, DType::f32, launchers::ModelCopy::bf16, true, c, capped, nullptr), "adam");
+    }));
   }
 
   DeviceArray partials(launchers::kMaxSquaredNormPartials * sizeof(double)), norm(sizeof(double));
