@@ -12,7 +12,9 @@
 // Each pass is a kernel on Hopper's warpgroup tensor cores (wgmma.cuh) for every head
 // size.
 // No output element is summed by more than one thread, in a fixed order, so runs
-// agree bit for bit.
+// agree bit for bit. (One pass, the key pass adding each key block's dq into fp32 sums
+// in a fixed turn, was measured slower at every shape: the reductions into L2 cost more
+// than the query pass; BENCHMARKS.md, flash attention.)
 #include <cuda.h>
 #include <cuda_runtime.h>
 
