@@ -137,8 +137,15 @@ run() {
   fi
   rm -rf "$folder"
   # shellcheck disable=SC2086 # the case's settings are words VAR=value
-  env ${case_env[$spec]} RESULTS="$folder" BUILD="$2" "$bench" "${case_size[$spec]}" 1 "$3" |
-    grep -E "^==|tokens/s|did not fit|failed|timed out"
+  env ${case_env[$spec]} RESULTS="$folder" BUILD="$2" "$bench" "${case_size[$spec]}" 1 "$3" | show_run
+}
+
+# A run's headline lines, and after a failure the log's last lines that the bench prints after
+# "last lines of" (up to its next "==" line): the reason a run failed shows in the call's output.
+show_run() {
+  awk '/^==/ { failing = 0 }
+       failing || /^==|tokens\/s|did not fit|failed|timed out/ { print }
+       /last lines of/ { failing = 1 }'
 }
 
 for spec in ${cases//,/ }; do

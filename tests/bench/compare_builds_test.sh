@@ -3,7 +3,7 @@
 # and a stand-in for gpu_training_bench.sh whose tokens/s depend on the build and the case, so the
 # table's figures are known. Three calls: every run in order with the cases' settings and the
 # table; a second call that keeps every result and runs nothing; FRESH=1 with no time left, which
-# skips every run and says so.
+# skips every run and says so. Then BEFORE as a source archive, and a failed run's reason.
 set -euo pipefail
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -18,6 +18,15 @@ cat > "$repo/bench/stand_in_bench.sh" << 'STAND_IN'
 set -eu
 echo "$BUILD $1 $3 dropout ${HIDDEN_DROPOUT:-0}/${ATTENTION_DROPOUT:-0} seq ${SEQ:-2048} mb ${MICRO_BATCH:-default} gelu ${GELU:-exact}" >> "$CALLS"
 mkdir -p "$RESULTS"
+echo "model: a line the call's output leaves out"
+if [ "${FAIL_AFTER:-0}" = 1 ] && [ "$BUILD" = build-gpu ]; then
+  echo '{"status": "failed"}' > "$RESULTS/ours-$1.json"
+  echo "adamant: failed (exit 2); last lines of ours.log:"
+  echo "error: data prefix 'corpus': no corpus.bin; run adamant preprocess"
+  echo "== stand-in: $3 $1"
+  echo "model: a line the call's output leaves out"
+  exit 0
+fi
 if [ "$3" = single ]; then
   echo '{"tokens_per_s": 400000, "peak_gib": 8.7, "status": "ok"}' > "$RESULTS/peer-single-$1.json"
 else
@@ -94,4 +103,11 @@ compare_archive "$work/sixth"
 [ ! -f "$work/before/marker" ] || fail "a newer archive not unpacked again" "$work/sixth"
 (cd "$repo" && bench/compare_builds.sh "$work/missing.tar.gz" 126m > "$work/seventh" 2>&1) && fail "a missing archive accepted" "$work/seventh"
 grep -q "no such archive" "$work/seventh" || fail "the missing archive's error" "$work/seventh"
-echo "compare_builds.sh: runs, table, kept results, time budget and source archives as expected"
+# A failed run: the log's last lines that the bench prints show in the call's output, up to the
+# bench's next headline; its other lines do not.
+rm -rf "$work/before" && git -C "$repo" worktree prune
+compare "$work/eighth" FRESH=1 FAIL_AFTER=1
+grep -qF "error: data prefix 'corpus': no corpus.bin; run adamant preprocess" "$work/eighth" ||
+  fail "a failed run's reason" "$work/eighth"
+! grep -q "a line the call's output leaves out" "$work/eighth" || fail "a line outside a failure's last lines" "$work/eighth"
+echo "compare_builds.sh: runs, table, kept results, time budget, source archives and failures' reasons as expected"
