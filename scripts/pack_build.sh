@@ -36,7 +36,7 @@ for target in "$@"; do
     exit 2
   fi
   libraries=$(ldd "$build/$target" | awk '$2 == "=>" && $3 ~ /^\// {print $3}')
-  # What a provided library loads (hwloc's cairo and X11, say) comes with it on that machine.
+  # What a provided library loads (hwloc's libudev, say) comes with it on that machine.
   comes_with_provided=$(for library in $libraries; do
     if [[ "$library" =~ $provided ]]; then ldd "$library" | awk '$2 == "=>" {print $3}'; fi
   done | sort -u)
