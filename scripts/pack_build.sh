@@ -30,12 +30,13 @@ mkdir -p "$out/lib"
 for target in "$@"; do
   mkdir -p "$out/$(dirname "$target")"
   cp -f "$build/$target" "$out/$target"
-  missing=$(ldd "$build/$target" | grep "not found" || true)
+  resolved=$(ldd "$build/$target")
+  missing=$(grep "not found" <<< "$resolved" || true)
   if [ -n "$missing" ]; then
     echo "TARGET '$target': ldd finds no $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')here; install them first" >&2
     exit 2
   fi
-  libraries=$(ldd "$build/$target" | awk '$2 == "=>" && $3 ~ /^\// {print $3}')
+  libraries=$(awk '$2 == "=>" && $3 ~ /^\// {print $3}' <<< "$resolved")
   # What a provided library loads (hwloc's libudev, say) comes with it on that machine.
   comes_with_provided=$(for library in $libraries; do
     if [[ "$library" =~ $provided ]]; then ldd "$library" | awk '$2 == "=>" {print $3}'; fi
