@@ -60,6 +60,7 @@ Result measure(const Shape& shape, float dropout_probability, int reps, int scor
   const std::int64_t qkv_numel = tokens * 3 * channels, out_numel = tokens * channels;
   DeviceArray qkv(qkv_numel * 2), out(out_numel * 2), d_out(out_numel * 2), d_qkv(qkv_numel * 2);
   DeviceArray logsumexp(static_cast<std::size_t>(tokens) * shape.heads * sizeof(float));
+  DeviceArray statistics(adamant::kernels::flash_attention_statistics_bytes(shape.batch, shape.heads, shape.seq));
   fill_bf16<<<1024, 256>>>(qkv.as<std::uint16_t>(), qkv_numel, 1);
   fill_bf16<<<1024, 256>>>(d_out.as<std::uint16_t>(), out_numel, 2);
   check(cudaGetLastError(), "fill");
@@ -74,7 +75,8 @@ Result measure(const Shape& shape, float dropout_probability, int reps, int scor
   dropout.stream_per_sample = 1;
   const launchers::ForwardOperands forward{qkv.as<std::uint16_t>(), out.as<std::uint16_t>(), logsumexp.as<float>()};
   const launchers::BackwardOperands backward{d_out.as<std::uint16_t>(), qkv.as<std::uint16_t>(),
-                                             out.as<std::uint16_t>(), logsumexp.as<float>(), d_qkv.as<std::uint16_t>()};
+                                             out.as<std::uint16_t>(),   logsumexp.as<float>(),
+                                             d_qkv.as<std::uint16_t>(), statistics.as<float>()};
 
   Result r{shape, 0, 0, 0, 0, 0, 0, 0};
   r.forward_ms = median_ms(reps, [&] {

@@ -211,8 +211,11 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
   auto d_out_gpu = bf16_on_gpu(d_out);
   auto logsumexp_gpu = f32_on_gpu(logsumexp.value);
   auto d_qkv_gpu = poisoned_bf16(qkv_.size());
+  // The row statistics the passes share, poisoned: every one the key pass reads must be written first.
+  auto statistics = poisoned_floats(flash_attention_statistics_bytes(shape_) / sizeof(float));
   flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
-                           logsumexp_gpu.device_view(), d_qkv_gpu.device_view(), shape_, dropout_, stream);
+                           logsumexp_gpu.device_view(), d_qkv_gpu.device_view(), shape_, dropout_, stream,
+                           statistics.device_view());
   stream.synchronize();
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   const std::vector<std::uint16_t> first_run = d_qkv_gpu.download();
@@ -222,14 +225,15 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
   // first sample index is split between the launch and GPU memory (a recorded pass's).
   auto second_gpu = poisoned_bf16(qkv_.size());
   flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
-                           logsumexp_gpu.device_view(), second_gpu.device_view(), shape_, dropout_, stream);
+                           logsumexp_gpu.device_view(), second_gpu.device_view(), shape_, dropout_, stream,
+                           statistics.device_view());
   stream.synchronize();
   testing::expect_bitwise_equal(second_gpu.download(), first_run, "d_qkv of a second run");
   auto offset_gpu = sample_offset_on_gpu(dropout_);
   auto third_gpu = poisoned_bf16(qkv_.size());
   flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
                            logsumexp_gpu.device_view(), third_gpu.device_view(), shape_,
-                           split_sample_index(dropout_, offset_gpu), stream);
+                           split_sample_index(dropout_, offset_gpu), stream, statistics.device_view());
   stream.synchronize();
   testing::expect_bitwise_equal(third_gpu.download(), first_run, "d_qkv with the sample offset in memory");
 
@@ -240,7 +244,7 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
   auto stored_gpu = poisoned_bf16(qkv_.size());
   flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
                            logsumexp_gpu.device_view(), stored_gpu.device_view(), shape_, dropout_, stream,
-                           scores.device_view());
+                           statistics.device_view(), scores.device_view());
   stream.synchronize();
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   const std::vector<std::uint16_t> stored_run = stored_gpu.download();
@@ -253,7 +257,7 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
   auto stored_again = poisoned_bf16(qkv_.size());
   flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
                            logsumexp_gpu.device_view(), stored_again.device_view(), shape_, dropout_, stream,
-                           scores.device_view());
+                           statistics.device_view(), scores.device_view());
   stream.synchronize();
   testing::expect_bitwise_equal(stored_again.download(), stored_run, "d_qkv of a second run from stored scores");
 
@@ -267,7 +271,8 @@ TEST_P(CudaFlashAttention, BackwardMatchesCpu) {
     const Tensor part(whole.data, DType::u8, whole.device, {static_cast<std::int64_t>(held * slot_bytes + 16)});
     auto grouped = poisoned_bf16(qkv_.size());
     flash_attention_backward(d_out_gpu.device_view(), qkv_gpu.device_view(), out_gpu.device_view(),
-                             logsumexp_gpu.device_view(), grouped.device_view(), shape_, dropout_, stream, part);
+                             logsumexp_gpu.device_view(), grouped.device_view(), shape_, dropout_, stream,
+                             statistics.device_view(), part);
     stream.synchronize();
     testing::expect_bitwise_equal(grouped.download(), stored_run,
                                   "d_qkv from a score scratch of " + std::to_string(held) + " slot(s)");
@@ -343,11 +348,12 @@ TEST(CudaFlashAttentionErrors, ScoreScratchTooSmallOrMisalignedIsAnError) {
   auto d_qkv = poisoned_bf16(qkv.host.size());
   const std::vector<std::uint16_t> before = d_qkv.download();
   MirroredArray<std::uint16_t> scratch(needed / 2 + 8, DType::bf16);
+  auto statistics = poisoned_floats(flash_attention_statistics_bytes(shape) / sizeof(float));
   const Stream stream(testing::gpu());
   auto expect_refused = [&](const Tensor& given, const std::string& bytes, const char* what) {
     try {
       flash_attention_backward(d_out.device_view(), qkv.device_view(), out.device_view(), logsumexp.device_view(),
-                               d_qkv.device_view(), shape, {}, stream, given);
+                               d_qkv.device_view(), shape, {}, stream, statistics.device_view(), given);
       FAIL() << what << " was accepted";
     } catch (const Error& error) {
       const std::string message = error.what();
@@ -368,6 +374,7 @@ TEST(CudaFlashAttentionErrors, ScoreScratchTooSmallOrMisalignedIsAnError) {
       std::to_string(needed), "a scratch 2 bytes off alignment");
 
   WorkspaceNeeds short_needs;
+  short_needs.attention_statistics_bytes = flash_attention_statistics_bytes(shape);
   short_needs.attention_scores_bytes = needed - 16;
   const Workspace workspace(stream, short_needs);
   try {
@@ -378,6 +385,58 @@ TEST(CudaFlashAttentionErrors, ScoreScratchTooSmallOrMisalignedIsAnError) {
     EXPECT_NE(std::string(error.what()).find("needs at least " + std::to_string(needed) + " bytes"), std::string::npos)
         << error.what();
   }
+}
+
+// The GPU's backward needs a statistics scratch: none, one 16 bytes short, one off alignment, one
+// that overlaps d_qkv and a workspace made without one are refused before anything runs, with
+// what it needs; d_qkv keeps its contents.
+TEST(CudaFlashAttentionErrors, StatisticsScratchMissingShortMisalignedOrOverlappingIsAnError) {
+  ADAMANT_REQUIRE_GPU();
+  const AttentionShape shape{1, 128, 2, 64};
+  const std::size_t needed = flash_attention_statistics_bytes(shape);
+  ASSERT_EQ(needed, std::size_t{128} * 2 * 16);  // 16 bytes a (position, head)
+  auto qkv = bf16_on_gpu(random_bf16_values(128 * 3 * 2 * 64, 43, 1.0));
+  auto out = poisoned_bf16(128 * 2 * 64), d_out = poisoned_bf16(128 * 2 * 64);
+  auto logsumexp = poisoned_floats(2 * 128);
+  auto d_qkv = poisoned_bf16(qkv.host.size());
+  const std::vector<std::uint16_t> before = d_qkv.download();
+  auto statistics = poisoned_floats(needed / sizeof(float) + 4);
+  const Stream stream(testing::gpu());
+  auto expect_refused = [&](const Tensor& given, const std::string& expected, const char* what) {
+    try {
+      flash_attention_backward(d_out.device_view(), qkv.device_view(), out.device_view(), logsumexp.device_view(),
+                               d_qkv.device_view(), shape, {}, stream, given);
+      FAIL() << what << " was accepted";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << what << ": " << error.what();
+    }
+    stream.synchronize();
+    testing::expect_bitwise_equal(d_qkv.download(), before, std::string("d_qkv after ") + what);
+  };
+  const std::string needs =
+      "needs " + std::to_string(needed) + " bytes (flash_attention_statistics_bytes), 16-byte aligned";
+  const Tensor whole = statistics.device_view();
+  expect_refused(Tensor{}, needs, "no statistics scratch");
+  expect_refused(Tensor(whole.data, DType::u8, whole.device, {static_cast<std::int64_t>(needed - 16)}),
+                 "statistics scratch of " + std::to_string(needed - 16) + " bytes", "a scratch 16 bytes short");
+  expect_refused(
+      Tensor(static_cast<char*>(whole.data) + 4, DType::u8, whole.device, {static_cast<std::int64_t>(needed)}), needs,
+      "a scratch 4 bytes off alignment");
+  const Tensor d_qkv_view = d_qkv.device_view();
+  expect_refused(Tensor(d_qkv_view.data, DType::u8, d_qkv_view.device, {static_cast<std::int64_t>(needed)}),
+                 "the statistics scratch overlaps an operand", "a scratch inside d_qkv");
+
+  const Workspace workspace(stream, WorkspaceNeeds{});
+  try {
+    flash_attention_backward(d_out.device_view(), qkv.device_view(), out.device_view(), logsumexp.device_view(),
+                             d_qkv.device_view(), shape, {}, workspace, stream);
+    FAIL() << "a workspace without a statistics scratch was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("WorkspaceNeeds::attention_statistics_bytes"), std::string::npos)
+        << error.what();
+  }
+  stream.synchronize();
+  testing::expect_bitwise_equal(d_qkv.download(), before, "d_qkv after a workspace without statistics");
 }
 
 }  // namespace

@@ -79,7 +79,7 @@ TEST_P(CpuFlashAttention, MatchesReferenceForwardAndBackward) {
 
   auto d_out_copy = d_out;
   std::vector<double> d_qkv(qkv.size(), 7.0), d_probs(probs.size()), expected_d_qkv(qkv.size());
-  flash_attention_backward(view(d_out_copy), view(qkv), view(out), view(lse), view(d_qkv), shape, drop, stream);
+  flash_attention_backward(view(d_out_copy), view(qkv), view(out), view(lse), view(d_qkv), shape, drop, stream, {});
   cpu::attention_backward(view(d_out_copy), view(qkv), view(probs), view(d_probs), view(expected_d_qkv), shape, drop);
   for (std::size_t i = 0; i < d_qkv.size(); ++i) ASSERT_NEAR(d_qkv[i], expected_d_qkv[i], 1e-11) << i;
 }
@@ -124,7 +124,7 @@ TEST(CpuFlashAttention, SampleOffsetInMemoryAddsToTheFirstSampleIndex) {
     auto q = qkv;
     auto d = d_out;
     flash_attention_forward(view(q), view(out), view(lse), shape, drop, stream);
-    flash_attention_backward(view(d), view(q), view(out), view(lse), view(d_qkv), shape, drop, stream);
+    flash_attention_backward(view(d), view(q), view(out), view(lse), view(d_qkv), shape, drop, stream, {});
     out.insert(out.end(), d_qkv.begin(), d_qkv.end());
     return out;
   };
@@ -149,7 +149,7 @@ TEST(CpuFlashAttention, BackwardMatchesFiniteDifferences) {
     loss();
     auto d_out = probe;
     std::vector<double> d_qkv(qkv.size(), 99.0);
-    flash_attention_backward(view(d_out), view(qkv), view(out), view(lse), view(d_qkv), shape, drop, stream);
+    flash_attention_backward(view(d_out), view(qkv), view(out), view(lse), view(d_qkv), shape, drop, stream, {});
     testing::expect_gradient(qkv, d_qkv, loss, p > 0 ? "d_qkv with dropout" : "d_qkv");
   }
 }
@@ -196,7 +196,7 @@ TEST(CpuFlashAttention, DispatcherRejectsBadOperands) {
   EXPECT_THROW(flash_attention_forward(view(qkv), view(short_out), view(lse), shape, {}, stream), Error);
   flash_attention_forward(view(qkv), view(out), view(lse), shape, {}, stream);
   // d_qkv over the inputs: backward writes it while it still reads them.
-  EXPECT_THROW(flash_attention_backward(view(out), view(qkv), view(out), view(lse), view(qkv), shape, {}, stream),
+  EXPECT_THROW(flash_attention_backward(view(out), view(qkv), view(out), view(lse), view(qkv), shape, {}, stream, {}),
                Error);
 }
 

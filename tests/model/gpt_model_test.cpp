@@ -535,10 +535,17 @@ TEST(ModelMemory, AttentionScoreScratchWithAttentionDropoutOnAGpu) {
   const ModelMemory without_scratch =
       model_memory(no_dropout, DType::bf16, 8, gpu, 0, pipeline_stage(no_dropout, 0), 1);
   EXPECT_EQ(without_scratch.attention_scores, 0u);
-  EXPECT_EQ(without_scratch.on_device(), without_scratch.weights + without_scratch.working_weights +
-                                             without_scratch.grads + without_scratch.micro_grads +
-                                             without_scratch.activations + without_scratch.tokens +
-                                             without_scratch.targets + without_scratch.pass_samples);
+  // The row statistics the backward's passes share are held on a GPU with or without dropout:
+  // 16 bytes a (sample, position, head).
+  EXPECT_EQ(without_scratch.attention_statistics, std::size_t{8} * 2048 * 12 * 16);
+  EXPECT_EQ(with_scratch.attention_statistics, without_scratch.attention_statistics);
+  EXPECT_EQ(
+      model_memory(no_dropout, DType::bf16, 8, Device::cpu(), 0, pipeline_stage(no_dropout, 0), 1).attention_statistics,
+      0u);
+  EXPECT_EQ(without_scratch.on_device(),
+            without_scratch.weights + without_scratch.working_weights + without_scratch.grads +
+                without_scratch.micro_grads + without_scratch.activations + without_scratch.tokens +
+                without_scratch.targets + without_scratch.pass_samples + without_scratch.attention_statistics);
 
   GptConfig head_size_128 = config;  // GPT-3 1.3B's head size: 4 samples of 16 heads
   head_size_128.hidden_size = 2048;

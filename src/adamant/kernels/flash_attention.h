@@ -28,6 +28,12 @@ namespace adamant::kernels {
 // The head sizes the CUDA kernels are instantiated for.
 inline constexpr std::array<std::int64_t, 4> kCudaFlashHeadDims{64, 80, 96, 128};
 
+// The GPU's backward needs flash_attention_statistics_bytes (kernels/flash_attention_scores.h)
+// of scratch for the row statistics its passes share.
+inline std::size_t flash_attention_statistics_bytes(const AttentionShape& shape) {
+  return flash_attention_statistics_bytes(shape.batch, shape.heads, shape.seq);
+}
+
 // A scratch of flash_attention_scores_bytes (kernels/flash_attention_scores.h) lets the GPU's
 // backward read the score gradients its key pass stored instead of recomputing them. A
 // scratch for fewer (sample, head) slots (at least one: flash_attention_scores_bytes(1, 1,
@@ -48,7 +54,7 @@ void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, co
                              const DropoutArgs& dropout_args, const Stream& stream);
 void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                               Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
-                              const Stream& stream, const Tensor& d_scores);
+                              const Stream& stream, const Tensor& statistics, const Tensor& d_scores);
 }  // namespace cuda
 
 namespace detail {
@@ -96,11 +102,13 @@ inline void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsum
 }
 
 // d_qkv (overwritten, must not overlap the inputs) from d_out, given forward's out
-// and logsumexp and the same dropout arguments. d_scores: empty, or a score scratch for
-// one or more (sample, head) slots (see flash_attention_scores_bytes).
+// and logsumexp and the same dropout arguments. statistics: on a GPU, a scratch of at least
+// flash_attention_statistics_bytes, 16-byte aligned (the CPU takes none and ignores it).
+// d_scores: empty, or a score scratch for one or more (sample, head) slots (see
+// flash_attention_scores_bytes).
 inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                                      Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
-                                     const Stream& stream, const Tensor& d_scores = {}) {
+                                     const Stream& stream, const Tensor& statistics, const Tensor& d_scores = {}) {
   const KernelCall call = KernelCall::model("flash_attention_backward", qkv, stream);
   detail::check_shape(call, shape);
   detail::check_dropout(call, dropout_args, shape.batch);
@@ -110,32 +118,50 @@ inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, con
   detail::check_activation(call, "out", out, tokens * channels);
   call.exact("logsumexp", logsumexp, tokens * shape.heads, Role::statistic);
   detail::check_activation(call, "d_qkv", d_qkv, tokens * 3 * channels);
-  // d_qkv is written while the inputs are still read (on a GPU it doubles as scratch).
-  const auto* d_qkv_begin = static_cast<const char*>(d_qkv.data);
-  const auto* d_qkv_end = d_qkv_begin + d_qkv.bytes();
+  // d_qkv is written while the inputs are still read.
+  auto overlaps = [](const Tensor& a, const Tensor& b) {
+    const auto* a_begin = static_cast<const char*>(a.data);
+    const auto* b_begin = static_cast<const char*>(b.data);
+    return a_begin < b_begin + b.bytes() && b_begin < a_begin + a.bytes();
+  };
   for (const Tensor* input : {&d_out, &qkv, &out, &logsumexp}) {
-    const auto* begin = static_cast<const char*>(input->data);
-    ADAMANT_CHECK(begin + input->bytes() <= d_qkv_begin || begin >= d_qkv_end,
-                  "{}: d_qkv overlaps an input; give d_qkv its own memory", call.op());
+    ADAMANT_CHECK(!overlaps(*input, d_qkv), "{}: d_qkv overlaps an input; give d_qkv its own memory", call.op());
+  }
+  if (call.on_cuda()) {
+    const std::size_t needed = flash_attention_statistics_bytes(shape);
+    ADAMANT_CHECK(
+        needed == 0 || (statistics.data != nullptr && statistics.device == qkv.device && statistics.bytes() >= needed &&
+                        reinterpret_cast<std::uintptr_t>(statistics.data) % 16 == 0),
+        "{}: a statistics scratch of {} bytes on {}; the GPU's backward needs {} bytes "
+        "(flash_attention_statistics_bytes), 16-byte aligned, on {} (a Workspace made with "
+        "WorkspaceNeeds::attention_statistics_bytes holds one)",
+        call.op(), statistics.bytes(), statistics.data != nullptr ? statistics.device.str() : "no device", needed,
+        qkv.device.str());
+    for (const Tensor* operand : {&d_out, &qkv, &out, &logsumexp, static_cast<const Tensor*>(&d_qkv), &d_scores}) {
+      ADAMANT_CHECK(operand->data == nullptr || statistics.data == nullptr || !overlaps(*operand, statistics),
+                    "{}: the statistics scratch overlaps an operand; give it its own memory", call.op());
+    }
   }
   if (tokens == 0) return;
   call.run([&] { cpu::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args); },
            ADAMANT_CUDA_CALL(cuda::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args,
-                                                            stream, d_scores)));
+                                                            stream, statistics, d_scores)));
 }
 
-// The model's call: the backward takes the score scratch `workspace` holds, if it holds one
-// (WorkspaceNeeds::attention_scores_bytes, one or more slots' flash_attention_scores_bytes).
+// The model's call: the backward takes the statistics scratch `workspace` holds
+// (WorkspaceNeeds::attention_statistics_bytes, which a GPU's needs) and its score scratch, if
+// it holds one (WorkspaceNeeds::attention_scores_bytes, one or more slots'
+// flash_attention_scores_bytes).
 inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                                      Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
                                      const Workspace& workspace, const Stream& stream) {
   KernelCall::model("flash_attention_backward", qkv, stream).uses(workspace);
-  Tensor scratch;
-  if (workspace.attention_scores() != nullptr) {
-    scratch = Tensor(workspace.attention_scores(), DType::u8, workspace.device(),
-                     {static_cast<std::int64_t>(workspace.needs().attention_scores_bytes)});
-  }
-  flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args, stream, scratch);
+  auto bytes_of = [&](void* data, std::size_t bytes) {
+    return data == nullptr ? Tensor{} : Tensor(data, DType::u8, workspace.device(), {static_cast<std::int64_t>(bytes)});
+  };
+  flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args, stream,
+                           bytes_of(workspace.attention_statistics(), workspace.needs().attention_statistics_bytes),
+                           bytes_of(workspace.attention_scores(), workspace.needs().attention_scores_bytes));
 }
 
 }  // namespace adamant::kernels

@@ -32,6 +32,10 @@ Tensor Workspace::weight_grad_scratch(DType dtype) {
                       static_cast<std::size_t>(needs_.weight_grad_elements));
 }
 
+void* Workspace::attention_statistics() const {
+  return resources_ ? cuda::attention_statistics_of(*resources_) : nullptr;
+}
+
 void* Workspace::attention_scores() const { return resources_ ? cuda::attention_scores_of(*resources_) : nullptr; }
 
 }  // namespace adamant::kernels

@@ -10,8 +10,8 @@
 //  - layernorm_backward's (and residual_layernorm_backward's) column sums, for up to
 //    `layernorm_rows` x `layernorm_cols`;
 //  - squared_norm's partial sums;
-//  - flash_attention_backward's score scratch, `attention_scores_bytes` of it
-//    (kernels/flash_attention_scores.h);
+//  - flash_attention_backward's row statistics, `attention_statistics_bytes` of them, and its
+//    score scratch, `attention_scores_bytes` of it (kernels/flash_attention_scores.h);
 //  - on the CPU, the product of a linear_backward that adds its weight gradient
 //    (WeightGrad::accumulate), `weight_grad_elements` of it.
 // A workspace serves one stream: calls on a stream run in order, so they can share one, and
@@ -38,6 +38,7 @@ struct WorkspaceNeeds {
   std::int64_t layernorm_rows = 0;
   std::int64_t layernorm_cols = 0;
   bool squared_norm = false;
+  std::size_t attention_statistics_bytes = 0;
   std::size_t attention_scores_bytes = 0;
   // The largest weight gradient a linear_backward adds to. The CPU kernel forms the product
   // whole in the workspace before adding it, so that the result is exactly the old value
@@ -56,6 +57,7 @@ namespace cuda {
 class WorkspaceResources;  // a GPU workspace's memory and handles (kernels/cuda/workspace_resources.h)
 // Made and freed by kernels/cuda/workspace_cuda.cpp; a build without CUDA refuses to make one.
 WorkspaceResources* make_workspace_resources(Device device, const WorkspaceNeeds& needs);
+void* attention_statistics_of(WorkspaceResources& resources);
 void* attention_scores_of(WorkspaceResources& resources);
 struct WorkspaceResourcesDeleter {
   void operator()(WorkspaceResources* resources) const noexcept;
@@ -82,8 +84,10 @@ class Workspace {
   bool serves(Device device, const Stream& stream) const {
     return device == device_ && stream.handle() == stream_handle_;
   }
-  // The score scratch as bytes on the workspace's GPU; empty where it has none (on the CPU, or
-  // made without attention_scores_bytes).
+  // The attention backward's statistics and score scratch as bytes on the workspace's GPU; null
+  // where it has none (on the CPU, or made without attention_statistics_bytes or
+  // attention_scores_bytes).
+  void* attention_statistics() const;
   void* attention_scores() const;
   // The CPU's weight-gradient product (WeightGrad::accumulate) as weight_grad_elements of
   // `dtype` (fp32 or fp64); empty on a GPU or where none was asked for.

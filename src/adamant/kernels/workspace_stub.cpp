@@ -10,7 +10,8 @@ WorkspaceResources* make_workspace_resources(Device device, const WorkspaceNeeds
        device.str());
 }
 
-void* attention_scores_of(WorkspaceResources&) { return nullptr; }  // never given one
+void* attention_statistics_of(WorkspaceResources&) { return nullptr; }  // never given one
+void* attention_scores_of(WorkspaceResources&) { return nullptr; }      // never given one
 
 void WorkspaceResourcesDeleter::operator()(WorkspaceResources*) const noexcept {}  // never given one
 

@@ -39,15 +39,17 @@ std::uint64_t init_stream(std::string_view name) {
 
 // What the model's kernels keep between calls (kernels/workspace.h): the GEMMs' cuBLASLt
 // state (with the recorded algorithms, if any), layernorm backward's column sums over up to a
-// micro-batch of rows, and the attention backward's score scratch where the model takes one
-// (ModelMemory::attention_scores).
-kernels::WorkspaceNeeds workspace_needs(const GptConfig& config, int micro_batch_size, std::size_t attention_scores,
+// micro-batch of rows, and the attention backward's row statistics (on a GPU) and score scratch
+// where the model takes one (ModelMemory::attention_statistics and attention_scores).
+kernels::WorkspaceNeeds workspace_needs(const GptConfig& config, int micro_batch_size, std::size_t attention_statistics,
+                                        std::size_t attention_scores,
                                         std::shared_ptr<const kernels::MatmulAlgorithmTable> matmul_algorithms) {
   kernels::WorkspaceNeeds needs;
   needs.matmul = true;
   needs.matmul_algorithms = std::move(matmul_algorithms);
   needs.layernorm_rows = static_cast<std::int64_t>(std::max(micro_batch_size, 0)) * config.seq_length;
   needs.layernorm_cols = config.hidden_size;
+  needs.attention_statistics_bytes = attention_statistics;
   needs.attention_scores_bytes = attention_scores;
   needs.weight_grad_elements = config.largest_linear_weight();
   return needs;
@@ -108,8 +110,9 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
   const ModelMemory memory =
       model_memory(config_, weight_dtype_, micro_batch_size_, device_, padded_numel, stage_, passes_in_flight_);
   layout_ = ActivationLayout::plan(config_, micro_batch_size_, dtypes_.activations, stage_.chunks.front().num_layers);
+  attention_statistics_ = memory.attention_statistics;
   attention_scores_ = memory.attention_scores;
-  remake_workspace();  // made once its score scratch is known
+  remake_workspace();  // made once its attention scratch is known
   weights_ = Buffer(memory.weights, device_);
   if (memory.working_weights > 0) working_weights_ = Buffer(memory.working_weights, device_);
   grads_ = Buffer(memory.grads, device_);
@@ -146,8 +149,8 @@ void GptModel::set_matmul_algorithms(std::shared_ptr<const kernels::MatmulAlgori
 void GptModel::remake_workspace() {
   // The old workspace goes before the new one is made, so that set-up never holds both.
   { const kernels::Workspace released = std::move(workspace_); }
-  workspace_ =
-      kernels::Workspace(*stream_, workspace_needs(config_, micro_batch_size_, attention_scores_, matmul_algorithms_));
+  workspace_ = kernels::Workspace(*stream_, workspace_needs(config_, micro_batch_size_, attention_statistics_,
+                                                            attention_scores_, matmul_algorithms_));
   pass_graphs_ = make_pass_graphs();  // recordings hold the old stream and workspace
 }
 

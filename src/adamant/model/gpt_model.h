@@ -339,9 +339,10 @@ class GptModel {
   Stream own_stream_;
   const Stream* stream_ = &own_stream_;
   std::shared_ptr<const kernels::MatmulAlgorithmTable> matmul_algorithms_;  // null: the heuristics choose
-  std::size_t attention_scores_ = 0;  // bytes of the workspace's score scratch (ModelMemory::attention_scores)
-  kernels::Workspace workspace_;      // for *stream_; made in the constructor's body
-  PassGraphs pass_graphs_;            // on *stream_, with workspace_
+  std::size_t attention_statistics_ = 0;  // bytes of the workspace's attention statistics (ModelMemory)
+  std::size_t attention_scores_ = 0;      // bytes of the workspace's score scratch (ModelMemory::attention_scores)
+  kernels::Workspace workspace_;          // for *stream_; made in the constructor's body
+  PassGraphs pass_graphs_;                // on *stream_, with workspace_
 
   Buffer weights_;
   Buffer

@@ -93,6 +93,10 @@ ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_
   m.pass_samples = static_cast<std::size_t>(passes_in_flight) * sizeof(std::uint64_t);
   m.host_statistics = static_cast<std::size_t>(config.padded_vocab_size()) * grad_size;
   m.host_loss_reads = LossReadback::host_bytes(tokens, dtypes.grad);
+  if (device.is_cuda()) {
+    m.attention_statistics = kernels::flash_attention_statistics_bytes(std::max(micro_batch_size, 0),
+                                                                       config.local_heads(), config.seq_length);
+  }
   m.attention_scores = attention_score_scratch_taken(config, micro_batch_size, device, m.activations);
   if (!device.is_cuda()) m.weight_grad_scratch = kernels::weight_grad_scratch_bytes(config.largest_linear_weight());
   return m;

@@ -47,12 +47,16 @@ struct ModelMemory {
   std::size_t activations = 0;  // activations_saved_per_pass * passes_in_flight + activations_scratch
   std::size_t activations_saved_per_pass = 0;
   std::size_t activations_scratch = 0;
-  std::size_t tokens = 0;            // token ids of every pass in flight
-  std::size_t targets = 0;           // target ids of the pass running
-  std::size_t pass_samples = 0;      // each pass in flight's first sample index (its dropout masks)
-  std::size_t host_statistics = 0;   // one row of logits copied back (next_token_logits)
-  std::size_t host_loss_reads = 0;   // LossReadback: page-locked on a GPU
-  std::size_t attention_scores = 0;  // in the model's kernel workspace: attention_score_scratch_taken
+  std::size_t tokens = 0;           // token ids of every pass in flight
+  std::size_t targets = 0;          // target ids of the pass running
+  std::size_t pass_samples = 0;     // each pass in flight's first sample index (its dropout masks)
+  std::size_t host_statistics = 0;  // one row of logits copied back (next_token_logits)
+  std::size_t host_loss_reads = 0;  // LossReadback: page-locked on a GPU
+  // In the model's kernel workspace on a GPU: the attention backward's row statistics
+  // (kernels::flash_attention_statistics_bytes of a micro-batch) and its score scratch
+  // (attention_score_scratch_taken).
+  std::size_t attention_statistics = 0;
+  std::size_t attention_scores = 0;
   // In the model's kernel workspace on the CPU: the product a linear backward adds to a weight
   // gradient (kernels::WorkspaceNeeds::weight_grad_elements, fp64-sized).
   std::size_t weight_grad_scratch = 0;
@@ -61,7 +65,7 @@ struct ModelMemory {
 
   std::size_t on_device() const {
     return weights + working_weights + grads + micro_grads + activations + tokens + targets + pass_samples +
-           attention_scores + weight_grad_scratch;
+           attention_statistics + attention_scores + weight_grad_scratch;
   }
 };
 

@@ -65,7 +65,7 @@ RankMemory stage_memory(const TrainConfig& config, const model::GptConfig& gpt, 
   r.optimizer_state = optimizer.state;
   r.activations = static_cast<double>(model.activations);
   r.workspaces = static_cast<double>(model.working_weights + model.micro_grads + model.tokens + model.targets +
-                                     model.attention_scores + model.weight_grad_scratch) +
+                                     model.attention_statistics + model.attention_scores + model.weight_grad_scratch) +
                  optimizer.workspaces;
   if (device.is_cuda()) {
     r.workspaces += kCudaGemmWorkspaceBytes;

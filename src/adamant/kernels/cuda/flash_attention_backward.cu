@@ -1,6 +1,7 @@
 // Causal flash attention backward (kernels/flash_attention.h), FlashAttention-2's
-// deterministic scheme without atomics (flash_attention_backward_passes.h): the row
-// statistics here, then the key pass (dk, dv) and the query pass (dq).
+// deterministic scheme without atomics (flash_attention_backward_passes.h): the query pass
+// (dq, and the row statistics) and then the key pass (dk, dv); or, with a score scratch, the
+// row statistics here, the key pass and the query pass from the stored score gradients.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -21,10 +22,10 @@ using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own hel
 
 constexpr int kStatisticsThreads = 256;
 
-// Per (token, head) row: D = sum_d d_out_d o_d, logsumexp * log2(e) and D (1 - p) (D
-// over the attention dropout's 1/(1-p); D without dropout), into the row's statistics slot. Each thread takes one
-// 16-byte chunk of kPasses rows (adjacent threads, adjacent chunks, so the loads coalesce, and all of a thread's loads
-// are in flight at once); a row's chunks are then summed in order.
+// Per (token, head) row, its record in the statistics (statistics_record): D = sum_d d_out_d o_d,
+// logsumexp * log2(e) and D (1 - p). Each thread takes one 16-byte chunk of kPasses rows (adjacent
+// threads, adjacent chunks, so the loads coalesce, and all of a thread's loads are in flight at
+// once); a row's chunks are then summed in order (chunk_dot).
 template <int kHeadDim>
 struct StatisticsConfig {
   static constexpr int kChunksPerRow = kHeadDim / kChunk;
@@ -35,7 +36,7 @@ struct StatisticsConfig {
 
 template <int kHeadDim>
 __global__ void __launch_bounds__(kStatisticsThreads)
-    flash_backward_statistics_kernel(BackwardOperands operands, Problem problem, float inverse_keep_scale) {
+    flash_backward_statistics_kernel(BackwardOperands operands, Problem problem, float inverse_keep) {
   using Config = StatisticsConfig<kHeadDim>;
   constexpr int kChunksPerRow = Config::kChunksPerRow;
   // One padding float per row keeps both the chunk writes and the row sums free of bank conflicts.
@@ -60,14 +61,7 @@ __global__ void __launch_bounds__(kStatisticsThreads)
   }
 #pragma unroll
   for (int pass = 0; pass < Config::kPasses; ++pass) {
-    const std::uint32_t o_words[4] = {o[pass].x, o[pass].y, o[pass].z, o[pass].w};
-    const std::uint32_t d_o_words[4] = {d_o[pass].x, d_o[pass].y, d_o[pass].z, d_o[pass].w};
-    float sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      sum = fmaf(__uint_as_float(o_words[w] << 16), __uint_as_float(d_o_words[w] << 16), sum);
-      sum = fmaf(__uint_as_float(o_words[w] & 0xffff0000u), __uint_as_float(d_o_words[w] & 0xffff0000u), sum);
-    }
+    const float sum = chunk_dot(o[pass], d_o[pass]);
     if (r < Config::kRowsPerPass) partial[(pass * Config::kRowsPerPass + r) * (kChunksPerRow + 1) + c] = sum;
   }
   __syncthreads();
@@ -81,9 +75,8 @@ __global__ void __launch_bounds__(kStatisticsThreads)
   const std::int64_t sample = token / problem.seq;
   const std::int64_t position = token % problem.seq;
   const float lse = operands.logsumexp[(sample * problem.heads + head) * problem.seq + position];
-  *reinterpret_cast<float4*>(row_statistics_slot(
-      operands.d_qkv, token, 3 * static_cast<std::int64_t>(problem.heads) * kHeadDim, head, kHeadDim)) =
-      make_float4(total, lse * kLog2E, total * inverse_keep_scale, 0.0f);
+  // The statistics are [token, head] records, so a row's is the row's index.
+  reinterpret_cast<float4*>(operands.statistics)[row] = statistics_record(total, lse, inverse_keep);
 }
 
 template <int kHeadDim>
@@ -94,7 +87,7 @@ cudaError_t launch_statistics(const BackwardOperands& operands, const Problem& p
   const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   if (blocks > INT_MAX) return cudaErrorInvalidConfiguration;
   flash_backward_statistics_kernel<kHeadDim><<<static_cast<unsigned>(blocks), kStatisticsThreads, 0, stream>>>(
-      operands, problem, dropout.enabled ? 1.0f / dropout.keep_scale : 1.0f);
+      operands, problem, inverse_keep_scale(dropout));
   return cudaGetLastError();
 }
 
@@ -105,8 +98,8 @@ cudaError_t encode_backward_maps(BackwardMaps& maps, const BackwardOperands& ope
   if (status != cudaSuccess) return status;
   status = flash_detail::encode_head_rows_map(maps.d_out, operands.d_out, problem);
   if (status != cudaSuccess) return status;
-  const std::int64_t qkv_floats = 3 * static_cast<std::int64_t>(problem.heads) * problem.head_dim / 2;
-  return detail::encode_fp32_rows_map(maps.statistics, operands.d_qkv, qkv_floats, qkv_floats, problem.seq,
+  const std::int64_t token_floats = static_cast<std::int64_t>(problem.heads) * kStatisticsRow;
+  return detail::encode_fp32_rows_map(maps.statistics, operands.statistics, token_floats, token_floats, problem.seq,
                                       problem.batch, kStatisticsRow, flash_detail::kStreamRows);
 }
 
@@ -114,7 +107,17 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
                                      cudaStream_t stream) {
   if (problem.batch == 0 || problem.seq == 0) return cudaSuccess;
   if (static_cast<std::int64_t>(problem.batch) * problem.heads > INT_MAX) return cudaErrorInvalidConfiguration;
-  cudaError_t status = cudaErrorInvalidValue;
+  BackwardMaps maps;
+  cudaError_t status = encode_backward_maps(maps, operands, problem);
+  if (status != cudaSuccess) return status;
+  if (operands.d_scores == nullptr) {
+    // The query pass makes its rows' statistics as it starts and leaves them for the key pass.
+    status = launch_backward_query_pass(maps, operands, problem, dropout, stream);
+    if (status != cudaSuccess) return status;
+    return launch_backward_key_pass(maps, operands, problem, dropout, stream);
+  }
+  // The key pass runs first, to store the score gradients: the statistics come before it.
+  status = cudaErrorInvalidValue;
   switch (problem.head_dim) {
     case 64:
       status = launch_statistics<64>(operands, problem, dropout, stream);
@@ -132,14 +135,6 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
       break;
   }
   if (status != cudaSuccess) return status;
-  BackwardMaps maps;
-  status = encode_backward_maps(maps, operands, problem);
-  if (status != cudaSuccess) return status;
-  if (operands.d_scores == nullptr) {
-    status = launch_backward_key_pass(maps, operands, problem, dropout, stream);
-    if (status != cudaSuccess) return status;
-    return launch_backward_query_pass(maps, operands, problem, dropout, stream);
-  }
   // A scratch that holds fewer slots than there are takes them in groups of as even a
   // size as the scratch allows, so that every group's launches end with the same tail.
   if (operands.score_slots < 1) return cudaErrorInvalidValue;

@@ -49,7 +49,7 @@ struct KeyPassConfig {
   static constexpr std::size_t kValues = kKeys + swizzled_tile_bytes<kHeadDim, kBlockRows>();  // and its dv
   static constexpr std::size_t kQueries = kValues + swizzled_tile_bytes<kHeadDim, kBlockRows>();
   static constexpr std::size_t kDOut = kQueries + kStages * kStreamTile;
-  // Stages of (D, lse log2 e, two more floats of the row's scratch): a copy's rows are 16 bytes.
+  // Stages of the rows' statistics records (D, lse log2 e, D (1 - p), 0): a copy's rows are 16 bytes.
   static constexpr std::size_t kStatisticsTile = kStreamRows * kStatisticsRow * sizeof(float);
   static constexpr std::size_t kStatistics = kDOut + kStages * kStreamTile;
   // With stored scores, each warpgroup stages its ds^T images here: two buffers where
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
     copy_rows_async<kHeadDim, kStreamRows>(d_out_tiles + stage * Config::kStreamTile, &maps.d_out, q_column, first,
                                            sample, full);
     detail::copy_box_async(reinterpret_cast<unsigned char*>(statistics + stage * kStatisticsRow * kStreamRows),
-                           &maps.statistics, q_column / 2, first, sample, full);
+                           &maps.statistics, head * kStatisticsRow, first, sample, full);
   };
   if (copier) stages.init();
   __syncthreads();

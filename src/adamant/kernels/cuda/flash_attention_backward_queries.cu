@@ -51,7 +51,7 @@ template <int kHeadDim, bool kDropout>
 __global__ void __launch_bounds__(block_threads<QueryPassConfig<kHeadDim, kDropout>::kRows>(),
                                   QueryPassConfig<kHeadDim, kDropout>::kMinBlocks)
     flash_backward_query_kernel(const __grid_constant__ BackwardMaps maps, BackwardOperands operands, Problem problem,
-                                Dropout dropout, float scale, float scale_log2) {
+                                Dropout dropout, float scale, float scale_log2, float inverse_keep) {
   using Config = QueryPassConfig<kHeadDim, kDropout>;
   constexpr int kRows = Config::kRows;
   constexpr int kStages = Config::kStages;
@@ -94,10 +94,10 @@ __global__ void __launch_bounds__(block_threads<QueryPassConfig<kHeadDim, kDropo
     for (int ahead = 0; ahead < kStages - 2 && ahead < key_blocks; ++ahead) load_keys(ahead);
   }
 
-  // This thread's rows (group and group + 8 of the warp): their statistics are read
-  // here, before this block (their only writer) stores dq over them.
+  // This thread's rows (group and group + 8 of the warp) and their statistics, made here
+  // while the copies above are in flight, and left for the key pass.
   const int rows[2] = {warp_first + group, warp_first + group + 8};
-  const RowStatistics<kHeadDim> statistics(place, operands.d_qkv, warp_first);
+  const RowStatistics<kHeadDim> statistics(place, operands, warp_first, inverse_keep);
   const float(&d_values)[2] = statistics.d_values;
   const float(&lse_log2)[2] = statistics.lse_log2;
   const attention_detail::DropoutMask mask(dropout, sample, head, seq);
@@ -206,7 +206,7 @@ cudaError_t launch_backward_query_pass(const BackwardMaps& maps, const BackwardO
     using Config = QueryPassConfig<kHeadDim, kDropout>;
     return launch_over_row_blocks<Config::kRows>(flash_backward_query_kernel<kHeadDim, kDropout>, Config::kBytes,
                                                  problem, stream, maps, operands, problem, dropout, scale,
-                                                 kLog2E * scale);
+                                                 kLog2E * scale, inverse_keep_scale(dropout));
   });
 }
 

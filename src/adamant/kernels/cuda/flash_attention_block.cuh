@@ -1,8 +1,8 @@
 #pragma once
 // What every flash attention kernel block knows about itself: its (sample, head), this
 // thread's place in the block, where the head's rows lie in qkv and in the [token, head,
-// head_dim] arrays, and the per-row statistics the backward passes share. Only for *.cu
-// files.
+// head_dim] arrays, and the per-row statistics the backward's query pass makes. Only for
+// *.cu files.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -92,9 +92,9 @@ struct BlockPlace {
   __device__ T* rows_of(T* array) const {
     return array + sample_token * channels + static_cast<std::int64_t>(head) * kHeadDim;
   }
-  // The two fp32 statistics (D, logsumexp log2 e) of `position` (flash_attention_tiles.cuh).
-  __device__ float* statistics(std::uint16_t* d_qkv, int position) const {
-    return row_statistics_slot(d_qkv, sample_token + position, token_stride, head, kHeadDim);
+  // The head's record of `position` in the backward's statistics ([token, head] records).
+  __device__ float4* statistics(float* records, int position) const {
+    return reinterpret_cast<float4*>(records) + (sample_token + position) * (channels / kHeadDim) + head;
   }
 
   int seq, sample, head;
@@ -102,19 +102,56 @@ struct BlockPlace {
   std::int64_t channels, token_stride, sample_token;
 };
 
-// The statistics of this thread's two rows (group and group + 8 of the warp starting
-// at warp_first); zero past seq.
+// The statistics of this thread's two rows (group and group + 8 of the warp starting at
+// warp_first; zero past seq), made from out, d_out and the logsumexp: each of a row's four
+// lanes (pair 0..3) sums the terms of every fourth 16-byte chunk, and every lane then adds
+// the chunks' sums in chunk order, as the statistics kernel does (chunk_dot), so both give
+// the same bits. Lane pair 0 writes each row's record for the key pass. Every lane of the
+// warp makes it (the sums cross lanes).
 template <int kHeadDim>
 struct RowStatistics {
-  __device__ RowStatistics(const BlockPlace<kHeadDim>& place, std::uint16_t* d_qkv, int warp_first) {
+  __device__ RowStatistics(const BlockPlace<kHeadDim>& place,
+                           const flash_attention_launchers::BackwardOperands& operands, int warp_first,
+                           float inverse_keep) {
+    constexpr int kChunks = kHeadDim / kChunk;
+    constexpr int kLaneChunks = (kChunks + 3) / 4;
+    const std::uint16_t* out = place.rows_of(operands.out);
+    const std::uint16_t* d_out = place.rows_of(operands.d_out);
+    const float* logsumexp =
+        operands.logsumexp +
+        (static_cast<std::int64_t>(place.sample) * (place.channels / kHeadDim) + place.head) * place.seq;
+    float sums[2][kLaneChunks];
+    float lse[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = warp_first + place.group + 8 * h;
+      const bool inside = row < place.seq;
+      lse[h] = inside ? logsumexp[row] : 0.0f;
+#pragma unroll
+      for (int k = 0; k < kLaneChunks; ++k) {
+        const int chunk = place.pair + 4 * k;
+        sums[h][k] = 0.0f;
+        if (inside && chunk < kChunks) {
+          const std::int64_t offset = static_cast<std::int64_t>(row) * place.channels + chunk * kChunk;
+          sums[h][k] = chunk_dot(__ldg(reinterpret_cast<const uint4*>(out + offset)),
+                                 __ldg(reinterpret_cast<const uint4*>(d_out + offset)));
+        }
+      }
+    }
+    const int quad = place.lane & ~3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_first + place.group + 8 * h;
+      float total = 0.0f;
+#pragma unroll
+      for (int chunk = 0; chunk < kChunks; ++chunk)
+        total += __shfl_sync(0xffffffffu, sums[h][chunk / 4], quad | (chunk % 4));
       d_values[h] = lse_log2[h] = 0.0f;
       if (row < place.seq) {
-        const float2 stats = *reinterpret_cast<const float2*>(place.statistics(d_qkv, row));
-        d_values[h] = stats.x;
-        lse_log2[h] = stats.y;
+        const float4 record = statistics_record(total, lse[h], inverse_keep);
+        d_values[h] = record.x;
+        lse_log2[h] = record.y;
+        if (place.pair == 0) *place.statistics(operands.statistics, row) = record;
       }
     }
   }

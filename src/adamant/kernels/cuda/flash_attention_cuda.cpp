@@ -66,12 +66,13 @@ void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, co
 
 void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                               Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
-                              const Stream& stream, const Tensor& d_scores) {
+                              const Stream& stream, const Tensor& statistics, const Tensor& d_scores) {
   constexpr const char* kOp = "flash_attention_backward";
   const CudaLaunchGuard guard(qkv.device, kOp);
   const bool stores_scores = d_scores.data != nullptr && shape.batch > 0 && shape.seq > 0;
-  launchers::BackwardOperands operands{bits_of(d_out), bits_of(qkv), bits_of(out),
-                                       static_cast<const float*>(logsumexp.data), mutable_bits_of(d_qkv)};
+  launchers::BackwardOperands operands{bits_of(d_out),         bits_of(qkv),
+                                       bits_of(out),           static_cast<const float*>(logsumexp.data),
+                                       mutable_bits_of(d_qkv), static_cast<float*>(statistics.data)};
   if (stores_scores) {
     const std::size_t slot_bytes = flash_attention_scores_bytes(1, 1, shape.seq);
     ADAMANT_CHECK(d_scores.device == qkv.device && d_scores.bytes() >= slot_bytes &&

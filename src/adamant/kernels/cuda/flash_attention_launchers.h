@@ -54,7 +54,11 @@ struct BackwardOperands {
   const std::uint16_t* qkv;
   const std::uint16_t* out;
   const float* logsumexp;
-  std::uint16_t* d_qkv;  // overwritten; its query part is scratch until dq is written
+  std::uint16_t* d_qkv;  // overwritten
+  // The row statistics the passes share (kernels::flash_attention_statistics_bytes, 16-byte
+  // aligned): per (token, head), fp32 (D = rowsum(d_out o), logsumexp log2(e), D (1 - p), 0),
+  // with D (1 - p) = D over the attention dropout's 1/(1-p) (D without dropout).
+  float* statistics;
   // Null, or room for the score gradients of score_slots (sample, head) slots
   // (kernels::flash_attention_scores_bytes of one slot each): the key pass then leaves each
   // tile's score gradients there and the query pass reads them instead of recomputing them.

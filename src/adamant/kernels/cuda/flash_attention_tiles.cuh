@@ -58,12 +58,25 @@ __device__ __forceinline__ void a_from_c(std::uint32_t (&a)[4], const float (&le
   a[3] = pack_bf16(right[2], right[3]);
 }
 
-// Backward's per-row statistics (D = rowsum(d_out o), logsumexp * log2(e)) of
-// (token, head): two fp32 at the start of that head's dq slice of d_qkv, which the
-// query pass overwrites with dq only after reading them.
-__device__ __forceinline__ float* row_statistics_slot(std::uint16_t* d_qkv, std::int64_t token,
-                                                      std::int64_t token_stride, int head, int head_dim) {
-  return reinterpret_cast<float*>(d_qkv + token * token_stride + static_cast<std::int64_t>(head) * head_dim);
+// D = rowsum(d_out o)'s terms over one 16-byte chunk of a row (eight bf16 of each), in
+// order. Both makers of the backward's row statistics (the statistics kernel and the query
+// pass) add a row's chunk sums in chunk order from zero, so they give the same bits.
+__device__ __forceinline__ float chunk_dot(const uint4& o, const uint4& d_o) {
+  const std::uint32_t o_words[4] = {o.x, o.y, o.z, o.w};
+  const std::uint32_t d_o_words[4] = {d_o.x, d_o.y, d_o.z, d_o.w};
+  float sum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    sum = fmaf(__uint_as_float(o_words[w] << 16), __uint_as_float(d_o_words[w] << 16), sum);
+    sum = fmaf(__uint_as_float(o_words[w] & 0xffff0000u), __uint_as_float(d_o_words[w] & 0xffff0000u), sum);
+  }
+  return sum;
+}
+
+// A row's record in BackwardOperands::statistics from its D and natural logsumexp:
+// (D, logsumexp log2(e), D over the dropout's 1/(1-p), 0).
+__device__ __forceinline__ float4 statistics_record(float d_value, float logsumexp, float inverse_keep_scale) {
+  return make_float4(d_value, logsumexp * kLog2E, d_value * inverse_keep_scale, 0.0f);
 }
 
 // A warp's 16 rows of fp32 C fragments (kHeadDim / 8 n8 tiles, row `group` times

@@ -13,9 +13,11 @@ WorkspaceResources::WorkspaceResources(Device device, const WorkspaceNeeds& need
     column_sums_ = Buffer(static_cast<std::size_t>(floats) * sizeof(float), device);
   }
   if (needs.squared_norm) partials_ = Buffer(launchers::kMaxSquaredNormPartials * sizeof(double), device);
+  if (needs.attention_statistics_bytes > 0) attention_statistics_ = Buffer(needs.attention_statistics_bytes, device);
   if (needs.attention_scores_bytes > 0) attention_scores_ = Buffer(needs.attention_scores_bytes, device);
 }
 
+void* attention_statistics_of(WorkspaceResources& resources) { return resources.attention_statistics(); }
 void* attention_scores_of(WorkspaceResources& resources) { return resources.attention_scores(); }
 
 WorkspaceResources* make_workspace_resources(Device device, const WorkspaceNeeds& needs) {

@@ -18,12 +18,14 @@ class WorkspaceResources {
   CublasLtContext& matmul() { return *matmul_; }
   float* layernorm_column_sums() { return static_cast<float*>(column_sums_.data()); }
   double* squared_norm_partials() { return static_cast<double*>(partials_.data()); }
+  void* attention_statistics() { return attention_statistics_.data(); }
   void* attention_scores() { return attention_scores_.data(); }
 
  private:
   std::unique_ptr<CublasLtContext> matmul_;
   Buffer column_sums_;
   Buffer partials_;
+  Buffer attention_statistics_;
   Buffer attention_scores_;
 };
 
