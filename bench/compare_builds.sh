@@ -9,7 +9,8 @@
 #   BEFORE  the revision to compare with (a commit, tag or branch), checked out in a
 #           worktree at $BEFORE_TREE (default .cache/compare-before) and built there; or a
 #           .tar.gz of its source (`git archive REV | gzip`), unpacked there, for a machine
-#           that gets the working tree without the repository's history.
+#           that gets the working tree without the repository's history; or a folder holding
+#           a packed build (scripts/pack_build.sh: its adamant and env.sh), built elsewhere.
 #   CASES   comma-separated, each SIZE[:dropout][:seqN][:mbN][:tanh|:fused] (SIZE as
 #           gpu_training_bench.sh takes it; dropout: hidden and attention 0.1; seqN: sequence N;
 #           mbN: micro-batch N; tanh, fused: its GELU=tanh or GELU=fused, the tanh GELU by separate
@@ -26,7 +27,10 @@
 #   RESULTS (default /tmp/adamant-compare) keeps each run's JSON; gpu_training_bench.sh's
 #   STEPS, PYTHON and EXTRA_ARGS pass through. SKIP_BUILDS=1 uses the two builds as they are,
 #   and BENCH names another script with gpu_training_bench.sh's arguments and RESULTS files
-#   (tests/bench/compare_builds_test.sh runs the script so, without a GPU).
+#   (tests/bench/compare_builds_test.sh runs the script so, without a GPU). BUILD too may be a
+#   packed build: then nothing is built for it, GPU_TESTS runs the test programs packed under
+#   BUILD/tests, and each packed build's runs load the libraries packed with it. With both
+#   builds packed on another machine, a call spends its time on the runs alone.
 set -uo pipefail  # no -e: a failed run shows in the table and the others go on
 before=${1:?usage: bench/compare_builds.sh BEFORE [CASES]}
 cases=${2:-126m:dropout,126m,1.3b:dropout,126m:seq8192:mb2}
@@ -66,7 +70,19 @@ for spec in ${cases//,/ }; do
   case_env[$spec]="${env_of[*]}"
 done
 
-if [[ "$before" == *.tar.gz ]]; then
+# A packed build (scripts/pack_build.sh): programs and an env.sh for the libraries beside them.
+is_packed() { [ -f "$1/env.sh" ] && [ -x "$1/adamant" ]; }
+# The environment a packed build's programs run in: its libraries first on the search path.
+packed_library_path() { echo "LD_LIBRARY_PATH=$(cd "$1" && pwd)/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; }
+
+before_packed=0
+after_packed=0
+is_packed "$build" && after_packed=1
+if is_packed "$before"; then
+  before_packed=1
+  before_build=$before
+  echo "== before: the packed build in $before"
+elif [[ "$before" == *.tar.gz ]]; then
   # A source archive: unpacked again only when it is newer than the last unpacking, so that a
   # second call keeps the earlier build's files (and their times) as they are.
   [ -f "$before" ] || { echo "BEFORE '$before': no such archive" >&2; exit 2; }
@@ -75,7 +91,6 @@ if [[ "$before" == *.tar.gz ]]; then
     touch "$before_tree/.unpacked"
   fi
   echo "== before: the source in $before"
-  echo "== after: the working tree"
 else
   # The revision as a commit of this repository (HEAD~1 means this tree's, not the worktree's).
   if ! before_commit=$(git rev-parse --verify --quiet "$before^{commit}"); then
@@ -88,7 +103,11 @@ else
     git worktree add --force --detach "$before_tree" "$before_commit" > /dev/null || exit 2
   fi
   echo "== before: $(git -C "$before_tree" log -1 --format='%h %s' | cut -c1-100)"
-  echo "== after: the working tree at $(git log -1 --format='%h') $(git diff --quiet HEAD || echo '(with changes)')"
+fi
+if [ "$after_packed" = 1 ]; then
+  echo "== after: the packed build in $build"
+else
+  echo "== after: the working tree at $(git log -1 --format='%h' 2> /dev/null) $(git diff --quiet HEAD 2> /dev/null || echo '(with changes)')"
 fi
 
 configure() {  # SOURCE BUILD
@@ -96,29 +115,46 @@ configure() {  # SOURCE BUILD
     > "$2.configure.log" 2>&1
 }
 
-# Both builds at once: the earlier one needs only the trainer.
+# Both builds at once (a packed one is not built): the earlier one needs only the trainer.
 build_both() {
-  local before_jobs=$(((jobs + 3) / 4)) after_targets=(--target adamant) before_pid after_rc before_rc
-  (configure "$before_tree" "$before_build" && cmake --build "$before_build" -j "$before_jobs" --target adamant \
-    > "$before_build.log" 2>&1) &
-  before_pid=$!
+  local before_jobs=$(((jobs + 3) / 4)) after_targets=(--target adamant) before_pid after_rc=0 before_rc=0
+  [ "$after_packed" = 1 ] && before_jobs=$jobs
+  if [ "$before_packed" = 0 ]; then
+    (configure "$before_tree" "$before_build" && cmake --build "$before_build" -j "$before_jobs" --target adamant \
+      > "$before_build.log" 2>&1) &
+    before_pid=$!
+  fi
   [ "${GPU_TESTS:-0}" = 1 ] && after_targets=()
-  configure . "$build" && cmake --build "$build" -j $((jobs - before_jobs > 0 ? jobs - before_jobs : 1)) \
-    "${after_targets[@]}" > "$build.log" 2>&1
-  after_rc=$?
-  wait "$before_pid"
-  before_rc=$?
+  if [ "$after_packed" = 0 ]; then
+    [ "$before_packed" = 1 ] && before_jobs=0
+    configure . "$build" && cmake --build "$build" -j $((jobs - before_jobs > 0 ? jobs - before_jobs : 1)) \
+      "${after_targets[@]}" > "$build.log" 2>&1
+    after_rc=$?
+  fi
+  if [ "$before_packed" = 0 ]; then
+    wait "$before_pid"
+    before_rc=$?
+  fi
   if [ "$after_rc" -ne 0 ] || [ "$before_rc" -ne 0 ]; then
     echo "a build failed (after: exit $after_rc, before: exit $before_rc); the last lines of each log:"
     tail -20 "$build.log" "$before_build.log" 2>/dev/null
     return 1
   fi
-  echo "== built both in $((SECONDS - started)) s"
+  echo "== built in $((SECONDS - started)) s"
 }
-[ "${SKIP_BUILDS:-0}" = 1 ] || build_both || exit 1
+if [ "${SKIP_BUILDS:-0}" != 1 ] && [ "$before_packed$after_packed" != 11 ]; then build_both || exit 1; fi
 
 if [ "${GPU_TESTS:-0}" = 1 ]; then
-  (cd "$build" && NCCL_NVLS_ENABLE=0 ctest -L gpu --output-on-failure) | tail -30
+  if [ "$after_packed" = 1 ]; then
+    # The test programs packed with the build (ctest needs the build folder).
+    for test in "$build"/tests/*/*; do
+      [ -f "$test" ] && [ -x "$test" ] || continue
+      echo "== test ${test#"$build"/}"
+      env "$(packed_library_path "$build")" NCCL_NVLS_ENABLE=0 "$test" 2>&1 | grep -E "PASSED|FAILED|tests ran" | tail -12
+    done
+  else
+    (cd "$build" && NCCL_NVLS_ENABLE=0 ctest -L gpu --output-on-failure) | tail -30
+  fi
 fi
 
 # run NAME BUILD RUNS: one gpu_training_bench.sh call of the current case into $results/<case>/NAME.
@@ -136,8 +172,10 @@ run() {
     return
   fi
   rm -rf "$folder"
-  # shellcheck disable=SC2086 # the case's settings are words VAR=value
-  env ${case_env[$spec]} RESULTS="$folder" BUILD="$2" "$bench" "${case_size[$spec]}" 1 "$3" | show_run
+  # shellcheck disable=SC2206 # the case's settings are words VAR=value
+  local settings=(${case_env[$spec]})
+  is_packed "$2" && settings+=("$(packed_library_path "$2")")
+  env "${settings[@]}" RESULTS="$folder" BUILD="$2" "$bench" "${case_size[$spec]}" 1 "$3" | show_run
 }
 
 # A run's headline lines, and after a failure the log's last lines that the bench prints after

@@ -3,7 +3,8 @@
 # and a stand-in for gpu_training_bench.sh whose tokens/s depend on the build and the case, so the
 # table's figures are known. Three calls: every run in order with the cases' settings and the
 # table; a second call that keeps every result and runs nothing; FRESH=1 with no time left, which
-# skips every run and says so. Then BEFORE as a source archive, and a failed run's reason.
+# skips every run and says so. Then BEFORE as a source archive, a failed run's reason, and both
+# builds packed (scripts/pack_build.sh's folders).
 set -euo pipefail
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -17,6 +18,7 @@ cat > "$repo/bench/stand_in_bench.sh" << 'STAND_IN'
 # "status" that script adds.
 set -eu
 echo "$BUILD $1 $3 dropout ${HIDDEN_DROPOUT:-0}/${ATTENTION_DROPOUT:-0} seq ${SEQ:-2048} mb ${MICRO_BATCH:-default} gelu ${GELU:-exact}" >> "$CALLS"
+[ -z "${LIBS:-}" ] || echo "$BUILD ${LD_LIBRARY_PATH:-}" >> "$LIBS"
 mkdir -p "$RESULTS"
 echo "model: a line the call's output leaves out"
 if [ "${FAIL_AFTER:-0}" = 1 ] && [ "$BUILD" = build-gpu ]; then
@@ -31,7 +33,7 @@ if [ "$3" = single ]; then
   echo '{"tokens_per_s": 400000, "peak_gib": 8.7, "status": "ok"}' > "$RESULTS/peer-single-$1.json"
 else
   tokens=440000
-  [ "$BUILD" = build-before ] && tokens=400000
+  [ "$BUILD" = build-before ] || [ "$BUILD" = packed-before ] && tokens=400000
   [ "${HIDDEN_DROPOUT:-0}" = 0.1 ] && tokens=$((tokens - 40000))
   echo "{\"status\": \"ok\", \"tokens_per_s\": $tokens, \"peak_allocated_gib\": 7.4, \"mfu\": 0.466}" \
     > "$RESULTS/ours-$1.json"
@@ -110,4 +112,28 @@ compare "$work/eighth" FRESH=1 FAIL_AFTER=1
 grep -qF "error: data prefix 'corpus': no corpus.bin; run adamant preprocess" "$work/eighth" ||
   fail "a failed run's reason" "$work/eighth"
 ! grep -q "a line the call's output leaves out" "$work/eighth" || fail "a line outside a failure's last lines" "$work/eighth"
-echo "compare_builds.sh: runs, table, kept results, time budget, source archives and failures' reasons as expected"
+# Both builds packed elsewhere: nothing is built (no SKIP_BUILDS, and the scratch repository has
+# no CMake project to build), each build's runs load the libraries packed with it first, and
+# GPU_TESTS runs the test programs packed with the after build, with its libraries.
+for packed in packed-before packed-after; do
+  mkdir -p "$repo/$packed/lib"
+  printf '#!/bin/sh\n' > "$repo/$packed/adamant"
+  chmod +x "$repo/$packed/adamant"
+  echo 'export LD_LIBRARY_PATH=packed' > "$repo/$packed/env.sh"
+done
+mkdir -p "$repo/packed-after/tests/kernels"
+printf '#!/bin/sh\necho "model: a line the call leaves out"\necho "[  PASSED  ] 3 tests. (libraries: $LD_LIBRARY_PATH)"\n' \
+  > "$repo/packed-after/tests/kernels/stand_in_tests"
+chmod +x "$repo/packed-after/tests/kernels/stand_in_tests"
+rm -rf "$work/results" "$work/calls"
+(cd "$repo" && env -u LD_LIBRARY_PATH CALLS="$work/calls" LIBS="$work/libs" BENCH=bench/stand_in_bench.sh \
+  RESULTS="$work/results" BUILD=packed-after GPU_TESTS=1 PEER=0 ROUNDS=1 bench/compare_builds.sh packed-before \
+  126m:dropout > "$work/ninth" 2>&1) || fail "two packed builds" "$work/ninth"
+grep -q "== before: the packed build in packed-before" "$work/ninth" || fail "the packed before build" "$work/ninth"
+grep -q "== after: the packed build in packed-after" "$work/ninth" || fail "the packed after build" "$work/ninth"
+grep -qF "[  PASSED  ] 3 tests. (libraries: $repo/packed-after/lib)" "$work/ninth" ||
+  fail "the packed test programs, with their libraries" "$work/ninth"
+[ "$(cat "$work/libs")" = "packed-before $repo/packed-before/lib
+packed-after $repo/packed-after/lib" ] || fail "each packed build's libraries first" "$work/libs"
+grep -qF "| +11.1% |" "$work/ninth" || fail "the table of two packed builds" "$work/ninth"
+echo "compare_builds.sh: runs, table, kept results, time budget, source archives, failures' reasons and packed builds as expected"
