@@ -70,10 +70,9 @@ for spec in ${cases//,/ }; do
   case_env[$spec]="${env_of[*]}"
 done
 
-# A packed build (scripts/pack_build.sh): programs and an env.sh for the libraries beside them.
+# A packed build (scripts/pack_build.sh): programs and an env.sh for the libraries beside them,
+# which its programs run under (in a subshell, so that each build's runs get only its own).
 is_packed() { [ -f "$1/env.sh" ] && [ -x "$1/adamant" ]; }
-# The environment a packed build's programs run in: its libraries first on the search path.
-packed_library_path() { echo "LD_LIBRARY_PATH=$(cd "$1" && pwd)/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; }
 
 before_packed=0
 after_packed=0
@@ -150,7 +149,7 @@ if [ "${GPU_TESTS:-0}" = 1 ]; then
     for test in "$build"/tests/*/*; do
       [ -f "$test" ] && [ -x "$test" ] || continue
       echo "== test ${test#"$build"/}"
-      env "$(packed_library_path "$build")" NCCL_NVLS_ENABLE=0 "$test" 2>&1 | grep -E "PASSED|FAILED|tests ran" | tail -12
+      (source "$build/env.sh" && NCCL_NVLS_ENABLE=0 "$test" 2>&1) | grep -E "PASSED|FAILED|tests ran" | tail -12
     done
   else
     (cd "$build" && NCCL_NVLS_ENABLE=0 ctest -L gpu --output-on-failure) | tail -30
@@ -174,8 +173,8 @@ run() {
   rm -rf "$folder"
   # shellcheck disable=SC2206 # the case's settings are words VAR=value
   local settings=(${case_env[$spec]})
-  is_packed "$2" && settings+=("$(packed_library_path "$2")")
-  env "${settings[@]}" RESULTS="$folder" BUILD="$2" "$bench" "${case_size[$spec]}" 1 "$3" | show_run
+  (if is_packed "$2"; then source "$2/env.sh"; fi
+    env "${settings[@]}" RESULTS="$folder" BUILD="$2" "$bench" "${case_size[$spec]}" 1 "$3") | show_run
 }
 
 # A run's headline lines, and after a failure the log's last lines that the bench prints after

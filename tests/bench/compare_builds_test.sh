@@ -113,13 +113,14 @@ grep -qF "error: data prefix 'corpus': no corpus.bin; run adamant preprocess" "$
   fail "a failed run's reason" "$work/eighth"
 ! grep -q "a line the call's output leaves out" "$work/eighth" || fail "a line outside a failure's last lines" "$work/eighth"
 # Both builds packed elsewhere: nothing is built (no SKIP_BUILDS, and the scratch repository has
-# no CMake project to build), each build's runs load the libraries packed with it first, and
-# GPU_TESTS runs the test programs packed with the after build, with its libraries.
+# no CMake project to build), each build's runs are set up by its own env.sh (the stand-ins name
+# the build's libraries), and GPU_TESTS runs the test programs packed with the after build under
+# its env.sh.
 for packed in packed-before packed-after; do
   mkdir -p "$repo/$packed/lib"
   printf '#!/bin/sh\n' > "$repo/$packed/adamant"
   chmod +x "$repo/$packed/adamant"
-  echo 'export LD_LIBRARY_PATH=packed' > "$repo/$packed/env.sh"
+  echo "export LD_LIBRARY_PATH=$packed-libraries" > "$repo/$packed/env.sh"
 done
 mkdir -p "$repo/packed-after/tests/kernels"
 printf '#!/bin/sh\necho "model: a line the call leaves out"\necho "[  PASSED  ] 3 tests. (libraries: $LD_LIBRARY_PATH)"\n' \
@@ -131,9 +132,9 @@ rm -rf "$work/results" "$work/calls"
   126m:dropout > "$work/ninth" 2>&1) || fail "two packed builds" "$work/ninth"
 grep -q "== before: the packed build in packed-before" "$work/ninth" || fail "the packed before build" "$work/ninth"
 grep -q "== after: the packed build in packed-after" "$work/ninth" || fail "the packed after build" "$work/ninth"
-grep -qF "[  PASSED  ] 3 tests. (libraries: $repo/packed-after/lib)" "$work/ninth" ||
+grep -qF "[  PASSED  ] 3 tests. (libraries: packed-after-libraries)" "$work/ninth" ||
   fail "the packed test programs, with their libraries" "$work/ninth"
-[ "$(cat "$work/libs")" = "packed-before $repo/packed-before/lib
-packed-after $repo/packed-after/lib" ] || fail "each packed build's libraries first" "$work/libs"
+[ "$(cat "$work/libs")" = "packed-before packed-before-libraries
+packed-after packed-after-libraries" ] || fail "each packed build's own env.sh" "$work/libs"
 grep -qF "| +11.1% |" "$work/ninth" || fail "the table of two packed builds" "$work/ninth"
 echo "compare_builds.sh: runs, table, kept results, time budget, source archives, failures' reasons and packed builds as expected"
