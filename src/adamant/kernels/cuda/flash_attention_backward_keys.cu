@@ -10,7 +10,11 @@
 //   dv += (p^T f) d_out, dk += ds^T q  (p^T and ds^T as register operands),
 // with f the dropout factor from the draws of kernels/attention_dropout_layout.h
 // (attention_philox.cuh): two neighbouring lanes share two draws, and the two warps of a
-// 32-key pair each make every other step's draws and hand each other the words.
+// 32-key pair need the same draws. At head size 64 a third warpgroup (the drawers, 24
+// registers a thread, setmaxnreg) makes them into two shared-memory stages while the
+// product warpgroups wait on their products and exponentials; at the other head sizes,
+// whose products need every register, the two warps of a pair each make every other
+// step's draws and hand each other the words.
 // dk is scaled by 1/sqrt(d) once at the end. With dropout, f = m / (1 - p) for the mask m,
 // and the products take m p^T and ds^T (1 - p) = (m p^T) dp^T - p^T D (1 - p) (the row
 // statistics carry D (1 - p)): the 1/(1-p) multiplies dk and dv once at the end, and the
@@ -37,12 +41,28 @@ namespace {
 
 using namespace flash_detail;  // NOLINT(build/namespaces): the kernels' own helpers
 
-template <int kHeadDim>
+template <int kHeadDim, bool kDropout>
 struct KeyPassConfig {
   static constexpr int kMinBlocks = 1;
   // Overlapping one tile's gradient products with the next tile's probabilities holds
   // both tiles' operands: registers enough at head size 64 only.
   static constexpr bool kOverlap = kHeadDim == 64;
+  // With dropout, a third warpgroup makes the mask's draws into shared memory, in the issue
+  // slots the two product warpgroups leave empty while they wait on their products and
+  // exponentials (at head size 64, whose products fit in the 240 registers a thread that
+  // leaves the drawers 24).
+  static constexpr bool kDrawers = kDropout && kHeadDim == 64;
+  static constexpr int kBlockThreads = kThreads + (kDrawers ? kGroupRows * 2 : 0);
+  // setmaxnreg moves registers within the block's own allocation (its threads times the
+  // kernel's register count, which the launch bounds make 168 for 384 threads): the product
+  // warpgroups' 240 must come from what the drawers give back, so the drawers keep 24. (With
+  // 32 the products' request could never be met: the block hung on an H100.)
+  static constexpr int kLaunchRegisters = 65536 / kBlockThreads / 8 * 8;
+  static constexpr int kDrawerRegisters = 24;
+  static constexpr int kProductRegisters = 240;
+  static_assert(!kDrawers || kThreads * kProductRegisters + (kBlockThreads - kThreads) * kDrawerRegisters <=
+                                 kBlockThreads * kLaunchRegisters,
+                "the product warpgroups' registers come from the drawers' within the block's allocation");
   static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
   static constexpr std::size_t kKeys = 0;  // 128 rows; each warp's own rows stage its dk at the end
@@ -56,19 +76,34 @@ struct KeyPassConfig {
   // there is room, so that a tile's image waits for the copy of the tile before last.
   static constexpr std::size_t kStaging = kStatistics + kStages * kStatisticsTile;
   static constexpr int kStagingBuffers = kHeadDim < 128 ? 2 : 1;
-  // With dropout, the words each warp makes for the other warp of its pair: two tiles'
-  // (double-buffered) of every other 16-query step, 8 bytes a lane.
+  // With dropout, the words of the draws: without drawers, those each warp makes for the
+  // other warp of its pair, two tiles' (double-buffered) of every other 16-query step, 8
+  // bytes a lane; with them, every product warp's words of every step, kDrawStages tiles.
   static constexpr int kDrawSteps = kStreamRows / 16;  // 16-query steps of a tile
+  static constexpr int kDrawStages = 2;
+  static constexpr std::size_t kDrawTileBytes = kWarps * kDrawSteps * kWarpSize * sizeof(uint2);
   static constexpr std::size_t kDrawExchangeBytes =
-      (kThreads / kWarpSize) * 2 * (kDrawSteps / 2) * kWarpSize * sizeof(uint2);
+      kDrawers ? kDrawStages * kDrawTileBytes
+               : (kThreads / kWarpSize) * 2 * (kDrawSteps / 2) * kWarpSize * sizeof(uint2);
   static constexpr std::size_t draw_exchange(bool store_scores) {
     return kStaging + (store_scores ? kStagingBuffers * 2 * kScoreTileBytes : 0);
   }
-  static constexpr std::size_t bytes(bool store_scores, bool dropout) {
-    return draw_exchange(store_scores) + (dropout ? kDrawExchangeBytes : 0) + kSwizzleAlignment;
+  static constexpr std::size_t bytes(bool store_scores) {
+    return draw_exchange(store_scores) + (kDropout ? kDrawExchangeBytes : 0) + kSwizzleAlignment;
   }
-  static_assert(bytes(true, true) <= 227 * 1024, "a Hopper block holds at most 227 KiB of shared memory");
+  static_assert(bytes(true) <= 227 * 1024, "a Hopper block holds at most 227 KiB of shared memory");
 };
+
+// Gives this warpgroup's registers back to the block's pool, or takes more from it
+// (setmaxnreg: every thread of the warpgroup runs it).
+template <int kRegisters>
+__device__ __forceinline__ void release_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void take_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
 
 // Waits until both warps of warp pair `pair` (64 threads) have arrived; named barrier 1 + pair.
 __device__ __forceinline__ void warp_pair_barrier(int pair) {
@@ -76,15 +111,21 @@ __device__ __forceinline__ void warp_pair_barrier(int pair) {
 }
 
 template <int kHeadDim, bool kDropout, bool kStoreScores>
-__global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
+__global__ void __launch_bounds__(KeyPassConfig<kHeadDim, kDropout>::kBlockThreads,
+                                  KeyPassConfig<kHeadDim, kDropout>::kMinBlocks)
     flash_backward_key_kernel(const __grid_constant__ BackwardMaps maps, BackwardOperands operands, Problem problem,
                               Dropout dropout, float scale, float scale_log2) {
-  using Config = KeyPassConfig<kHeadDim>;
+  using Config = KeyPassConfig<kHeadDim, kDropout>;
   constexpr int kStages = Config::kStages;
   constexpr int kOutTiles = kHeadDim / 8;
   constexpr int kQueryTiles = kStreamRows / 8;  // n8 tiles of a 64-query step
   extern __shared__ unsigned char shared_raw[];
   __shared__ StageBarriers<kStages> stages;
+  // With drawers: a stage of draws' words is full once every drawer thread has written its
+  // words, and empty once every product warp has read its own.
+  constexpr int kDrawStages = Config::kDrawStages;
+  [[maybe_unused]] __shared__ std::uint64_t draws_full[kDrawStages];
+  [[maybe_unused]] __shared__ std::uint64_t draws_empty[kDrawStages];
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
   unsigned char* key_tile = shared + Config::kKeys;
   unsigned char* value_tile = shared + Config::kValues;
@@ -119,8 +160,47 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
     detail::copy_box_async(reinterpret_cast<unsigned char*>(statistics + stage * kStatisticsRow * kStreamRows),
                            &maps.statistics, head * kStatisticsRow, first, sample, full);
   };
-  if (copier) stages.init();
+  constexpr int kDrawSteps = Config::kDrawSteps;
+  if (copier) {
+    if constexpr (Config::kDrawers) {
+      for (int stage = 0; stage < kDrawStages; ++stage) {
+        detail::barrier_init(&draws_full[stage], static_cast<std::uint32_t>(Config::kBlockThreads - kThreads));
+        detail::barrier_init(&draws_empty[stage], kWarps);
+      }
+    }
+    stages.init();  // and the fence that publishes every barrier's initialisation
+  }
   __syncthreads();
+  // The draws' words of product warp w, step i of stage s: words + ((s kWarps + w) kDrawSteps + i) kWarpSize + lane.
+  [[maybe_unused]] auto* words = reinterpret_cast<uint2*>(shared + Config::draw_exchange(kStoreScores));
+  if constexpr (Config::kDrawers) {
+    if (warp >= kWarps) {
+      // Drawer warp k makes, for every tile, the draws of the block's keys 32 k to 32 k + 31 (product
+      // warps 2 k and 2 k + 1, which need the same draws: attention_dropout_layout.h) at each of its
+      // 16-query steps, and hands each warp its words (the first two for the first warp's keys).
+      release_registers<Config::kDrawerRegisters>();
+      const attention_detail::DropoutMask drawer_mask(dropout, sample, head, seq);
+      const int key_pair = warp - kWarps;
+      for (int block = first_query_block; block < query_blocks; ++block) {
+        const int tile = block - first_query_block;
+        const int stage = tile % kDrawStages;
+        if (tile >= kDrawStages) {
+          detail::barrier_wait(&draws_empty[stage], static_cast<std::uint32_t>(tile / kDrawStages - 1) & 1u);
+        }
+        uint2* first_warp = words + ((stage * kWarps + 2 * key_pair) * kDrawSteps) * kWarpSize + lane;
+#pragma unroll
+        for (int step = 0; step < kDrawSteps; ++step) {
+          const uint4 draw =
+              drawer_mask.key_draw(block * kStreamRows / 16 + step, first_key / 32 + key_pair, group, pair);
+          first_warp[step * kWarpSize] = make_uint2(draw.x, draw.y);
+          first_warp[(kDrawSteps + step) * kWarpSize] = make_uint2(draw.z, draw.w);
+        }
+        detail::barrier_arrive(&draws_full[stage]);
+      }
+      return;
+    }
+    take_registers<Config::kProductRegisters>();
+  }
   if (copier) {
     std::uint64_t* keys_landed =
         stages.reserve_block(static_cast<std::uint32_t>(2 * swizzled_tile_bytes<kHeadDim, kBlockRows>()));
@@ -145,15 +225,14 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
   const std::uint32_t key_address = shared_address(key_tile);
   const std::uint32_t value_address = shared_address(value_tile);
 
-  // With dropout, the two warps of a pair (the block's keys 32 b to 32 b + 31) need the same
-  // draws, each the words of its own 16 keys: each makes every other 16-query step's draws and
-  // hands its partner the partner's words through shared memory, so that a draw is made once.
-  constexpr int kDrawSteps = Config::kDrawSteps;
+  // With dropout and without drawers, the two warps of a pair (the block's keys 32 b to
+  // 32 b + 31) need the same draws, each the words of its own 16 keys: each makes every other
+  // 16-query step's draws and hands its partner the partner's words through shared memory, so
+  // that a draw is made once.
   static_assert(kDrawSteps % 2 == 0, "the warps of a pair make every other step's draws");
-  [[maybe_unused]] auto* draw_exchange = reinterpret_cast<uint2*>(shared + Config::draw_exchange(kStoreScores));
   [[maybe_unused]] const int key_half = warp & 1;
   [[maybe_unused]] auto exchange_slot = [&](int writer, int tile_parity, int i) {
-    return draw_exchange + ((writer * 2 + tile_parity) * (kDrawSteps / 2) + i) * kWarpSize + lane;
+    return words + ((writer * 2 + tile_parity) * (kDrawSteps / 2) + i) * kWarpSize + lane;
   };
 
   float s[kQueryTiles][4];
@@ -222,7 +301,17 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
     // into the exchange.
     [[maybe_unused]] const int tile_parity = tile_of(block) & 1;
     [[maybe_unused]] uint2 own_words[kDrawSteps / 2];
-    if constexpr (kDropout) {
+    [[maybe_unused]] uint2 step_words[kDrawSteps];
+    if constexpr (Config::kDrawers) {
+      // The drawers' words of this warp's keys, every step of the tile.
+      const int stage = tile_of(block) % kDrawStages;
+      detail::barrier_wait(&draws_full[stage], static_cast<std::uint32_t>(tile_of(block) / kDrawStages) & 1u);
+      const uint2* mine = words + ((stage * kWarps + warp) * kDrawSteps) * kWarpSize + lane;
+#pragma unroll
+      for (int step = 0; step < kDrawSteps; ++step) step_words[step] = mine[step * kWarpSize];
+      __syncwarp();
+      if (lane == 0) detail::barrier_arrive(&draws_empty[stage]);
+    } else if constexpr (kDropout) {
 #pragma unroll
       for (int i = 0; i < kDrawSteps / 2; ++i) {
         const uint4 words = mask.key_draw(block_first / 16 + 2 * i + key_half, warp_first / 32, group, pair);
@@ -247,8 +336,13 @@ __global__ void __launch_bounds__(kThreads, KeyPassConfig<kHeadDim>::kMinBlocks)
         // neighbouring lane (attention_dropout_layout.h).
         [[maybe_unused]] std::uint32_t tile_words[2] = {};
         if constexpr (kDropout) {
-          uint2 key_words = own_words[chunk / 2];
-          if ((chunk & 1) != key_half) key_words = *exchange_slot(warp ^ 1, tile_parity, chunk / 2);
+          uint2 key_words;
+          if constexpr (Config::kDrawers) {
+            key_words = step_words[chunk];
+          } else {
+            key_words = own_words[chunk / 2];
+            if ((chunk & 1) != key_half) key_words = *exchange_slot(warp ^ 1, tile_parity, chunk / 2);
+          }
           mask.column_words(key_words, group, tile_words);
         }
 #pragma unroll
@@ -355,15 +449,16 @@ cudaError_t launch_backward_key_pass(const BackwardMaps& maps, const BackwardOpe
   return with_supported_head_dim_and_dropout(problem.head_dim, dropout.enabled, [&](auto head, auto with_dropout) {
     constexpr int kHeadDim = decltype(head)::value;
     constexpr bool kDropout = decltype(with_dropout)::value;
+    using Config = KeyPassConfig<kHeadDim, kDropout>;
     const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
     if (operands.d_scores != nullptr) {
-      return launch_over_row_blocks(flash_backward_key_kernel<kHeadDim, kDropout, true>,
-                                    KeyPassConfig<kHeadDim>::bytes(true, kDropout), problem, stream, maps, operands,
-                                    problem, dropout, scale, kLog2E * scale);
+      return launch_over_row_blocks<kBlockRows, Config::kBlockThreads>(
+          flash_backward_key_kernel<kHeadDim, kDropout, true>, Config::bytes(true), problem, stream, maps, operands,
+          problem, dropout, scale, kLog2E * scale);
     }
-    return launch_over_row_blocks(flash_backward_key_kernel<kHeadDim, kDropout, false>,
-                                  KeyPassConfig<kHeadDim>::bytes(false, kDropout), problem, stream, maps, operands,
-                                  problem, dropout, scale, kLog2E * scale);
+    return launch_over_row_blocks<kBlockRows, Config::kBlockThreads>(
+        flash_backward_key_kernel<kHeadDim, kDropout, false>, Config::bytes(false), problem, stream, maps, operands,
+        problem, dropout, scale, kLog2E * scale);
   });
 }
 

@@ -44,9 +44,10 @@ __device__ __forceinline__ unsigned char* align_shared(unsigned char* shared) {
   return shared + ((kAlignment - address % kAlignment) % kAlignment);
 }
 
-// kernel<<<(problem's slots, blocks of kRows rows), a warp per kWarpRows rows, shared_bytes,
-// stream>>>(args...), after raising the kernel's dynamic shared memory limit to shared_bytes.
-template <int kRows = kBlockRows, typename Kernel, typename... Args>
+// kernel<<<(problem's slots, blocks of kRows rows), a warp per kWarpRows rows (or
+// kBlockThreadCount threads), shared_bytes, stream>>>(args...), after raising the kernel's
+// dynamic shared memory limit to shared_bytes.
+template <int kRows = kBlockRows, int kBlockThreadCount = block_threads<kRows>(), typename Kernel, typename... Args>
 cudaError_t launch_over_row_blocks(Kernel kernel, std::size_t shared_bytes,
                                    const flash_attention_launchers::Problem& problem, cudaStream_t stream,
                                    const Args&... args) {
@@ -54,7 +55,7 @@ cudaError_t launch_over_row_blocks(Kernel kernel, std::size_t shared_bytes,
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned>(problem.slots()), static_cast<unsigned>((problem.seq + kRows - 1) / kRows));
-  kernel<<<grid, block_threads<kRows>(), shared_bytes, stream>>>(args...);
+  kernel<<<grid, kBlockThreadCount, shared_bytes, stream>>>(args...);
   return cudaGetLastError();
 }
 
