@@ -8,9 +8,12 @@
 // configurations, then the per-step totals (layer GEMMs x layers + classifier).
 //
 // With --no-split-k it asks only for algorithms that reduce over k inside the kernel
-// (no split-K partial sums added by a second pass).
+// (no split-K partial sums added by a second pass). With --weight-grad-bf16 the weight
+// and embedding gradients are written as bf16 (beta 0) instead of added to fp32, as an
+// autocast program computes them before casting to its fp32 gradients: what writing
+// fp32 costs those GEMMs.
 //
-//   matmul_algorithm_bench [--reps 15] [--model 126m|1.3b] [--no-split-k]
+//   matmul_algorithm_bench [--reps 15] [--model 126m|1.3b] [--no-split-k] [--weight-grad-bf16]
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -220,8 +223,8 @@ std::vector<Gemm> step_gemms(std::uint64_t tokens, std::uint64_t hidden, std::ui
 
 int main(int argc, char** argv) {
   const adamant::bench::BenchFlags flags(argc, argv, "matmul_algorithm_bench",
-                                         "[--reps N] [--model 126m|1.3b] [--no-split-k]", {"--reps", "--model"},
-                                         {"--no-split-k"});
+                                         "[--reps N] [--model 126m|1.3b] [--no-split-k] [--weight-grad-bf16]",
+                                         {"--reps", "--model"}, {"--no-split-k", "--weight-grad-bf16"});
   const int reps = flags.whole_number("--reps", 15, 1);
   const bool no_split_k = flags.switch_given("--no-split-k");
   const std::string model = flags.one_of("--model", "126m", {"126m", "1.3b"});
@@ -230,7 +233,16 @@ int main(int argc, char** argv) {
   const std::uint64_t tokens = large ? 8192 : 16384, hidden = large ? 2048 : 768, vocab = 50304;
   const int layers = large ? 24 : 12;
   const std::uint64_t chunk_rows = (std::uint64_t{1} << 27) / vocab;
-  const std::vector<Gemm> gemms = step_gemms(tokens, hidden, 4 * hidden, layers, vocab, chunk_rows);
+  std::vector<Gemm> gemms = step_gemms(tokens, hidden, 4 * hidden, layers, vocab, chunk_rows);
+  if (flags.switch_given("--weight-grad-bf16")) {
+    for (Gemm& g : gemms) {
+      if (g.beta != 0.0f) {
+        g.c_type = CUDA_R_16BF;
+        g.beta = 0.0f;
+        g.name += " bf16";
+      }
+    }
+  }
 
   cublasLtHandle_t handle = nullptr;
   check(cublasLtCreate(&handle), "cublasLtCreate");
@@ -241,13 +253,16 @@ int main(int argc, char** argv) {
 
   std::printf("GPT-3 %s, %llu tokens: cuBLASLt's first algorithm against the fastest of its candidates\n",
               model.c_str(), static_cast<unsigned long long>(tokens));
-  std::printf("%-22s %6s %10s %10s %6s %5s %10s\n", "gemm", "count", "first ms", "best ms", "ratio", "best",
-              "candidates");
+  std::printf("%-22s %6s %10s %10s %6s %7s %5s %10s\n", "gemm", "count", "first ms", "best ms", "ratio", "TFLOP/s",
+              "best", "candidates");
   double first_total = 0, best_total = 0;
   for (const Gemm& g : gemms) {
     const Timing t = time_gemm(handle, g, workspace.get(), kWorkspace, no_split_k, reps, stream);
-    std::printf("%-22s %6d %10.4f %10.4f %6.3f %5d %10d  %s -> %s\n", g.name.c_str(), g.per_step, t.first_ms, t.best_ms,
-                t.first_ms / t.best_ms, t.best_index, t.candidates, t.first_config.c_str(), t.best_config.c_str());
+    const double tflops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) /
+                          (t.best_ms * 1e-3) * 1e-12;  // the best algorithm's
+    std::printf("%-22s %6d %10.4f %10.4f %6.3f %7.0f %5d %10d  %s -> %s\n", g.name.c_str(), g.per_step, t.first_ms,
+                t.best_ms, t.first_ms / t.best_ms, tflops, t.best_index, t.candidates, t.first_config.c_str(),
+                t.best_config.c_str());
     first_total += g.per_step * t.first_ms;
     best_total += g.per_step * t.best_ms;
   }
