@@ -510,7 +510,8 @@ TEST(ModelMemory, Bf16ClassifierLogitsOnAGpu) {
 
 // The attention backward's score scratch: one 64 x 64 bf16 tile per key and query tile pair on
 // or below the diagonal, per sample and local head (kernels/flash_attention_scores.h), on a
-// GPU with attention dropout only, and taken into the model's memory where it adds at most a sixth of the activations.
+// GPU with attention dropout or at head size 128, and taken into the model's memory where it
+// adds at most a sixth of the activations.
 TEST(ModelMemory, AttentionScoreScratchWithAttentionDropoutOnAGpu) {
   GptConfig config = testing::two_layer_config(768, 12, 2048, 50257);  // GPT-3 126M
   config.num_layers = 12;
@@ -529,7 +530,7 @@ TEST(ModelMemory, AttentionScoreScratchWithAttentionDropoutOnAGpu) {
   tensor_parallel.tensor_parallel_size = 2;
   EXPECT_EQ(attention_score_scratch_bytes(tensor_parallel, 8, gpu), scores / 2);
 
-  GptConfig no_dropout = config;  // without dropout, recomputing is as fast: none
+  GptConfig no_dropout = config;  // without dropout at head size 64, recomputing is faster: none
   no_dropout.attention_dropout = 0.0f;
   EXPECT_EQ(attention_score_scratch_bytes(no_dropout, 8, gpu), 0u);
   const ModelMemory without_scratch =
@@ -553,6 +554,10 @@ TEST(ModelMemory, AttentionScoreScratchWithAttentionDropoutOnAGpu) {
   EXPECT_EQ(attention_score_scratch_bytes(head_size_128, 4, gpu), std::size_t{4} * 16 * 528 * 8192);
   EXPECT_EQ(model_memory(head_size_128, DType::bf16, 4, gpu, 0, pipeline_stage(head_size_128, 0), 1).attention_scores,
             std::size_t{4} * 16 * 528 * 8192);
+  GptConfig head_size_128_no_dropout = head_size_128;  // reading them is faster there without dropout too
+  head_size_128_no_dropout.attention_dropout = 0.0f;
+  EXPECT_EQ(attention_score_scratch_bytes(head_size_128_no_dropout, 4, gpu), std::size_t{4} * 16 * 528 * 8192);
+  EXPECT_EQ(attention_score_scratch_bytes(head_size_128_no_dropout, 4, Device::cpu()), 0u);
   GptConfig head_size_80 = config;  // GPT-3 2.7B's: 4 samples of 32 heads, the same tiles a head
   head_size_80.hidden_size = 2560;
   head_size_80.num_attention_heads = 32;

@@ -50,7 +50,9 @@ ModelDtypes model_dtypes(DType weight_dtype, Device device, DType classifier_log
 }
 
 std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_batch_size, Device device) {
-  if (!device.is_cuda() || config.attention_dropout <= 0.0f) return 0;
+  if (!device.is_cuda() || (config.attention_dropout <= 0.0f && config.head_dim() < kScoresWithoutDropoutHeadDim)) {
+    return 0;
+  }
   return kernels::flash_attention_scores_bytes(std::max(micro_batch_size, 0), config.local_heads(), config.seq_length);
 }
 

@@ -73,9 +73,10 @@ struct ModelMemory {
 // all of a micro-batch's (sample, head) slots with attention dropout, where reading the stored
 // score gradients beats recomputing them and drawing the mask again in the query pass (up to
 // 14% of the attention backward on an H100, most at head size 128 and sequence 8192; at GPT-3
-// 126M's shape the backward alone is 2% slower, yet training is 0.8% faster: BENCHMARKS.md);
-// none without dropout, where recomputing is within 3% or faster (21% at head size 64 and
-// sequence 8192) and the memory is better kept.
+// 126M's shape the backward alone is 2% slower, yet training is 0.8% faster: BENCHMARKS.md),
+// and without dropout at head size 128 (8% faster at GPT-3 1.3B's shape, 4% at sequence 8192,
+// on an H100); none without dropout at the smaller head sizes, where the stored form takes longer
+// (13% at head size 64, 24% at head size 64 and sequence 8192) and the memory is better kept.
 std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_batch_size, Device device);
 // What the model takes of it: the scratch grows with the square of the sequence, so only as
 // many slots as fit in kAttentionScoresShare of the activations, rounded down to the largest
@@ -88,6 +89,7 @@ std::size_t attention_score_scratch_bytes(const GptConfig& config, int micro_bat
 std::size_t attention_score_scratch_taken(const GptConfig& config, int micro_batch_size, Device device,
                                           std::size_t activations);
 inline constexpr std::size_t kAttentionScoresShare = 6;           // at most 1 / 6
+inline constexpr int kScoresWithoutDropoutHeadDim = 128;          // and from this head size without dropout
 inline constexpr std::size_t kAttentionScoreGroupKeyTiles = 512;  // 256 key-pass blocks of 128 keys
 
 // GptModel(config, weight_dtype, micro_batch_size, device, seed, padded_numel, tp, stage, passes_in_flight).
