@@ -30,6 +30,7 @@
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
 #include "adamant/kernels/cuda/flash_attention_block.cuh"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
+#include "adamant/kernels/cuda/flash_attention_drawers.cuh"
 #include "adamant/kernels/cuda/flash_attention_stages.cuh"
 #include "adamant/kernels/cuda/flash_attention_stored_scores.cuh"
 #include "adamant/kernels/cuda/flash_attention_tiles.cuh"
@@ -53,15 +54,11 @@ struct KeyPassConfig {
   // leaves the drawers 24).
   static constexpr bool kDrawers = kDropout && kHeadDim == 64;
   static constexpr int kBlockThreads = kThreads + (kDrawers ? kGroupRows * 2 : 0);
-  // setmaxnreg moves registers within the block's own allocation (its threads times the
-  // kernel's register count, which the launch bounds make 168 for 384 threads): the product
-  // warpgroups' 240 must come from what the drawers give back, so the drawers keep 24. (With
-  // 32 the products' request could never be met: the block hung on an H100.)
-  static constexpr int kLaunchRegisters = 65536 / kBlockThreads / 8 * 8;
+  // The launch bounds make 168 registers a thread for 384 threads: the product warpgroups'
+  // 240 come from what the drawers give back, so the drawers keep 24 (flash_attention_drawers.cuh).
   static constexpr int kDrawerRegisters = 24;
   static constexpr int kProductRegisters = 240;
-  static_assert(!kDrawers || kThreads * kProductRegisters + (kBlockThreads - kThreads) * kDrawerRegisters <=
-                                 kBlockThreads * kLaunchRegisters,
+  static_assert(!kDrawers || registers_fit(kBlockThreads, kMinBlocks, kThreads, kProductRegisters, kDrawerRegisters),
                 "the product warpgroups' registers come from the drawers' within the block's allocation");
   static constexpr int kStages = 4;  // at least 3: tiles i and i - 1 in use, copies ahead
   static constexpr std::size_t kStreamTile = swizzled_tile_bytes<kHeadDim, kStreamRows>();
@@ -94,17 +91,6 @@ struct KeyPassConfig {
   static_assert(bytes(true) <= 227 * 1024, "a Hopper block holds at most 227 KiB of shared memory");
 };
 
-// Gives this warpgroup's registers back to the block's pool, or takes more from it
-// (setmaxnreg: every thread of the warpgroup runs it).
-template <int kRegisters>
-__device__ __forceinline__ void release_registers() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-template <int kRegisters>
-__device__ __forceinline__ void take_registers() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-
 // Waits until both warps of warp pair `pair` (64 threads) have arrived; named barrier 1 + pair.
 __device__ __forceinline__ void warp_pair_barrier(int pair) {
   asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
@@ -121,11 +107,8 @@ __global__ void __launch_bounds__(KeyPassConfig<kHeadDim, kDropout>::kBlockThrea
   constexpr int kQueryTiles = kStreamRows / 8;  // n8 tiles of a 64-query step
   extern __shared__ unsigned char shared_raw[];
   __shared__ StageBarriers<kStages> stages;
-  // With drawers: a stage of draws' words is full once every drawer thread has written its
-  // words, and empty once every product warp has read its own.
   constexpr int kDrawStages = Config::kDrawStages;
-  [[maybe_unused]] __shared__ std::uint64_t draws_full[kDrawStages];
-  [[maybe_unused]] __shared__ std::uint64_t draws_empty[kDrawStages];
+  [[maybe_unused]] __shared__ DrawBarriers<kDrawStages, Config::kBlockThreads - kThreads, kWarps> draws;
   unsigned char* shared = align_shared<kSwizzleAlignment>(shared_raw);
   unsigned char* key_tile = shared + Config::kKeys;
   unsigned char* value_tile = shared + Config::kValues;
@@ -162,12 +145,7 @@ __global__ void __launch_bounds__(KeyPassConfig<kHeadDim, kDropout>::kBlockThrea
   };
   constexpr int kDrawSteps = Config::kDrawSteps;
   if (copier) {
-    if constexpr (Config::kDrawers) {
-      for (int stage = 0; stage < kDrawStages; ++stage) {
-        detail::barrier_init(&draws_full[stage], static_cast<std::uint32_t>(Config::kBlockThreads - kThreads));
-        detail::barrier_init(&draws_empty[stage], kWarps);
-      }
-    }
+    if constexpr (Config::kDrawers) draws.init();
     stages.init();  // and the fence that publishes every barrier's initialisation
   }
   __syncthreads();
@@ -183,10 +161,7 @@ __global__ void __launch_bounds__(KeyPassConfig<kHeadDim, kDropout>::kBlockThrea
       const int key_pair = warp - kWarps;
       for (int block = first_query_block; block < query_blocks; ++block) {
         const int tile = block - first_query_block;
-        const int stage = tile % kDrawStages;
-        if (tile >= kDrawStages) {
-          detail::barrier_wait(&draws_empty[stage], static_cast<std::uint32_t>(tile / kDrawStages - 1) & 1u);
-        }
+        const int stage = draws.acquire(tile);
         uint2* first_warp = words + ((stage * kWarps + 2 * key_pair) * kDrawSteps) * kWarpSize + lane;
 #pragma unroll
         for (int step = 0; step < kDrawSteps; ++step) {
@@ -195,7 +170,7 @@ __global__ void __launch_bounds__(KeyPassConfig<kHeadDim, kDropout>::kBlockThrea
           first_warp[step * kWarpSize] = make_uint2(draw.x, draw.y);
           first_warp[(kDrawSteps + step) * kWarpSize] = make_uint2(draw.z, draw.w);
         }
-        detail::barrier_arrive(&draws_full[stage]);
+        draws.publish(tile);
       }
       return;
     }
@@ -304,13 +279,11 @@ __global__ void __launch_bounds__(KeyPassConfig<kHeadDim, kDropout>::kBlockThrea
     [[maybe_unused]] uint2 step_words[kDrawSteps];
     if constexpr (Config::kDrawers) {
       // The drawers' words of this warp's keys, every step of the tile.
-      const int stage = tile_of(block) % kDrawStages;
-      detail::barrier_wait(&draws_full[stage], static_cast<std::uint32_t>(tile_of(block) / kDrawStages) & 1u);
+      const int stage = draws.wait(tile_of(block));
       const uint2* mine = words + ((stage * kWarps + warp) * kDrawSteps) * kWarpSize + lane;
 #pragma unroll
       for (int step = 0; step < kDrawSteps; ++step) step_words[step] = mine[step * kWarpSize];
-      __syncwarp();
-      if (lane == 0) detail::barrier_arrive(&draws_empty[stage]);
+      draws.release(tile_of(block), lane);
     } else if constexpr (kDropout) {
 #pragma unroll
       for (int i = 0; i < kDrawSteps / 2; ++i) {
