@@ -94,8 +94,14 @@ struct BlockPlace {
   }
   // The head's record of `position` in the backward's statistics ([token, head] records).
   __device__ float4* statistics(float* records, int position) const {
-    return reinterpret_cast<float4*>(records) + (sample_token + position) * (channels / kHeadDim) + head;
+    return reinterpret_cast<float4*>(records) + (sample_token + position) * heads() + head;
   }
+  // The head's row of the sample in a [batch, heads, seq] array (the logsumexp).
+  template <typename T>
+  __device__ T* head_row_of(T* array) const {
+    return array + (static_cast<std::int64_t>(sample) * heads() + head) * seq;
+  }
+  __device__ std::int64_t heads() const { return channels / kHeadDim; }
 
   int seq, sample, head;
   int warp, lane, group, pair;  // lane = 4 group + pair
@@ -117,9 +123,7 @@ struct RowStatistics {
     constexpr int kLaneChunks = (kChunks + 3) / 4;
     const std::uint16_t* out = place.rows_of(operands.out);
     const std::uint16_t* d_out = place.rows_of(operands.d_out);
-    const float* logsumexp =
-        operands.logsumexp +
-        (static_cast<std::int64_t>(place.sample) * (place.channels / kHeadDim) + place.head) * place.seq;
+    const float* logsumexp = place.head_row_of(operands.logsumexp);
     float sums[2][kLaneChunks];
     float lse[2];
 #pragma unroll

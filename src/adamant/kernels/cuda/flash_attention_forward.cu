@@ -179,8 +179,7 @@ __global__ void __launch_bounds__(block_threads<ForwardConfig<kHeadDim, kDropout
   const float kept_scale = kDropout ? mask.keep_scale() : 1.0f;  // the kept probabilities' 1/(1-p)
   store_warp_rows_swizzled<kHeadDim, kRows>(out, kept_scale / row_sums[0], kept_scale / row_sums[1], query_tile,
                                             warp * kWarpRows, place.rows_of(operands.out), channels, warp_first, seq);
-  softmax.write_logsumexp(operands.logsumexp + (static_cast<std::int64_t>(sample) * problem.heads + head) * seq, rows,
-                          row_sums, seq, pair, scale_log2);
+  softmax.write_logsumexp(place.head_row_of(operands.logsumexp), rows, row_sums, seq, pair, scale_log2);
 }
 
 }  // namespace
