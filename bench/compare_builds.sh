@@ -117,7 +117,9 @@ configure() {  # SOURCE BUILD
 # Both builds at once (a packed one is not built): the earlier one needs only the trainer.
 build_both() {
   local before_jobs=$(((jobs + 3) / 4)) after_targets=(--target adamant) before_pid after_rc=0 before_rc=0
+  # A quarter of the jobs to the earlier build when both are made here, all to the one that is.
   [ "$after_packed" = 1 ] && before_jobs=$jobs
+  [ "$before_packed" = 1 ] && before_jobs=0
   if [ "$before_packed" = 0 ]; then
     (configure "$before_tree" "$before_build" && cmake --build "$before_build" -j "$before_jobs" --target adamant \
       > "$before_build.log" 2>&1) &
@@ -125,7 +127,6 @@ build_both() {
   fi
   [ "${GPU_TESTS:-0}" = 1 ] && after_targets=()
   if [ "$after_packed" = 0 ]; then
-    [ "$before_packed" = 1 ] && before_jobs=0
     configure . "$build" && cmake --build "$build" -j $((jobs - before_jobs > 0 ? jobs - before_jobs : 1)) \
       "${after_targets[@]}" > "$build.log" 2>&1
     after_rc=$?
