@@ -50,8 +50,7 @@ struct KeyPassConfig {
   static constexpr bool kOverlap = kHeadDim == 64;
   // With dropout, a third warpgroup makes the mask's draws into shared memory, in the issue
   // slots the two product warpgroups leave empty while they wait on their products and
-  // exponentials (at head size 64, whose products fit in the 240 registers a thread that
-  // leaves the drawers 24).
+  // exponentials: at head size 64 only, whose products fit in 240 registers a thread.
   static constexpr bool kDrawers = kDropout && kHeadDim == 64;
   static constexpr int kBlockThreads = kThreads + (kDrawers ? kGroupRows * 2 : 0);
   // The launch bounds make 168 registers a thread for 384 threads: the product warpgroups'
