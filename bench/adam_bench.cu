@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
     check(launchers::cast(param.as<void>(), DType::f32, model.as<void>(), DType::bf16, n, shape, nullptr), "cast");
   }));
   results.push_back(time_it("accumulate bf16 into fp32", 10 * weights, weights, reps, [&] {
-    check(launchers::accumulate(grad_bf16.as<void>(), DType::bf16, exp_avg.as<float>(), n, shape, nullptr),
+    check(launchers::accumulate(grad_bf16.as<void>(), DType::bf16, exp_avg.as<void>(), DType::f32, n, shape, nullptr),
           "accumulate");
   }));
   check(cudaDeviceSynchronize(), "benchmarks");

@@ -227,7 +227,8 @@ class ActivationArray {
 };
 
 // Runs the CPU reference and the GPU kernel three ways: without gradients, with
-// gradients (d_embedding overwritten), and accumulating onto an existing d_embedding.
+// gradients (d_embedding overwritten), and accumulating onto an existing d_embedding; with
+// bf16 operands also both ways into a bf16 d_embedding.
 void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
   const auto& s = c.shape;
   const bool bf16 = c.dtype == DType::bf16;
@@ -318,6 +319,38 @@ void check_classifier(const ClassifierCase& c, std::uint64_t seed) {
   expect_close(d_embedding_gpu.download(), accumulated, 1e-6, accumulate_tolerance, "d_embedding accumulated, " + what);
   expect_close(download_d_x(), d_x_again, d_x_relative, scaled(d_x_magnitude, gradient_factor),
                "d_x (accumulating run), " + what);
+  if (!bf16) return;
+
+  // 4. Into a bf16 gradient buffer (GptConfig::grad_buffer), written and then added to: each
+  // chunk's product is added with one rounding, half a bf16 unit (2^-9) of the sum at most.
+  const std::int64_t chunks = (s.rows + c.chunk_rows - 1) / c.chunk_rows;
+  const double rounding = static_cast<double>(chunks) * 0x1p-9;
+  auto d_embedding_bf16 = bf16_on_gpu(std::vector<float>(d_embedding.size(), std::nanf("")));
+  cuda::fused_classifier(x_view, embedding_view, targets_gpu.device_view(), losses_gpu.device_view(),
+                         scratch_gpu.view(), grad_scale, d_x_view, d_embedding_bf16.device_view(), false, s, workspace,
+                         stream);
+  stream.synchronize();
+  std::vector<double> written_tolerance = scaled(d_embedding_magnitude, gradient_factor);
+  for (std::size_t i = 0; i < written_tolerance.size(); ++i)
+    written_tolerance[i] += rounding * d_embedding_magnitude[i];
+  expect_close(bf16_values(d_embedding_bf16.download()), d_embedding, 0.0, written_tolerance,
+               "bf16 d_embedding, " + what);
+
+  std::vector<float> old_bf16(old_d_embedding.size()), accumulated_bf16(accumulated.size());
+  for (std::size_t i = 0; i < old_bf16.size(); ++i) {
+    old_bf16[i] = bf16_to_f32(f32_to_bf16(old_d_embedding[i]));
+    accumulated_bf16[i] = static_cast<float>(static_cast<double>(accumulated[i]) - old_d_embedding[i] + old_bf16[i]);
+  }
+  d_embedding_bf16 = bf16_on_gpu(old_bf16);
+  cuda::fused_classifier(x_view, embedding_view, targets_gpu.device_view(), losses_gpu.device_view(),
+                         scratch_gpu.view(), grad_scale, d_x_view, d_embedding_bf16.device_view(), true, s, workspace,
+                         stream);
+  stream.synchronize();
+  for (std::size_t i = 0; i < accumulate_tolerance.size(); ++i) {
+    accumulate_tolerance[i] += (rounding + 0x1p-9) * (d_embedding_magnitude[i] + std::abs(old_bf16[i]));
+  }
+  expect_close(bf16_values(d_embedding_bf16.download()), accumulated_bf16, 0.0, accumulate_tolerance,
+               "bf16 d_embedding accumulated, " + what);
 }
 
 TEST(CudaFusedClassifier, MatchesTheCpu) {

@@ -151,6 +151,60 @@ TEST(CudaEmbedding, BackwardMatchesCpuAndIsDeterministic) {
   }
 }
 
+// Into a bf16 gradient buffer (GptConfig::grad_buffer): each row's fp32 sum, started from the
+// buffer's value, is rounded once. The position gradient sums in the CPU's order, so it is the
+// CPU's fp32 result rounded to bf16, bit for bit; the word gradient is within the fp32 bound
+// above plus half a bf16 unit.
+TEST(CudaEmbedding, BackwardIntoBf16GradientsRoundsEachSumOnce) {
+  ADAMANT_REQUIRE_GPU();
+  const Stream stream(testing::gpu());
+  for (const EmbeddingCase& c : kEmbeddingCases) {
+    const EmbeddingShape& s = c.shape;
+    SCOPED_TRACE(name_of(s));
+    const auto rows = static_cast<std::size_t>(s.batch * s.seq);
+    const auto channels = static_cast<std::size_t>(s.channels);
+    std::vector<float> d_out = rounded_normal(rows * channels, 171, 0.0, 1.0);
+    auto tokens = repetitive_tokens_on_gpu(rows, s.vocab, 172);
+    const std::vector<float> d_word_initial =
+        rounded_uniform(static_cast<std::size_t>(s.vocab * s.channels), 173, 0.5f);
+    const std::vector<float> d_position_initial =
+        rounded_normal(static_cast<std::size_t>(c.position_rows) * channels, 174, 0.0, 0.5);
+    std::vector<float> d_word = d_word_initial, d_position = d_position_initial;
+    cpu::embedding_backward(view(d_out), tokens.host_view(), view(d_word), view(d_position), s);
+    std::vector<float> word_terms(d_word.size());
+    for (std::size_t i = 0; i < d_word.size(); ++i) word_terms[i] = std::abs(d_word_initial[i]);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const auto token = static_cast<std::size_t>(tokens.host[r]);
+      for (std::size_t k = 0; k < channels; ++k) word_terms[token * channels + k] += std::abs(d_out[r * channels + k]);
+    }
+
+    auto d_out_gpu = bf16_on_gpu(d_out);
+    auto d_word_gpu = bf16_on_gpu(d_word_initial);
+    auto d_position_gpu = bf16_on_gpu(d_position_initial);
+    MirroredArray<float> scratch(
+        static_cast<std::size_t>(embedding_backward_scratch_floats(testing::gpu(), s.batch * s.seq, s.channels)),
+        DType::f32);
+    embedding_backward(d_out_gpu.device_view(), tokens.device_view(), d_word_gpu.device_view(),
+                       d_position_gpu.device_view(), scratch.device_view(), s, stream);
+    stream.synchronize();
+    expect_near_all(
+        download_bf16(d_word_gpu), d_word,
+        [&](std::size_t i) { return 1e-5 * word_terms[i] + std::ldexp(std::abs(d_word[i]), -8); }, "bf16 d_word");
+    testing::expect_bitwise_equal(d_position_gpu.download(), to_bf16_bits(d_position), "bf16 d_position");
+    // A row no token touches keeps its bits.
+    const std::vector<std::uint16_t> word_bits = d_word_gpu.download();
+    const std::vector<std::uint16_t> initial_bits = to_bf16_bits(d_word_initial);
+    std::vector<bool> touched(static_cast<std::size_t>(s.vocab), false);
+    for (std::size_t r = 0; r < rows; ++r) touched[static_cast<std::size_t>(tokens.host[r])] = true;
+    for (std::size_t row = 0; row < touched.size(); ++row) {
+      if (touched[row]) continue;
+      for (std::size_t k = 0; k < channels; ++k) {
+        ASSERT_EQ(word_bits[row * channels + k], initial_bits[row * channels + k]) << "untouched row " << row;
+      }
+    }
+  }
+}
+
 // A token beyond the table belongs to another rank's slice: a zero word row. A negative one is invalid: NaN.
 TEST(CudaEmbedding, TokenOutsideTheTableGivesZeroWordRowAndNegativeGivesNaN) {
   ADAMANT_REQUIRE_GPU();

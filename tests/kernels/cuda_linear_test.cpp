@@ -22,6 +22,7 @@
 #include "adamant/core/half.h"
 #include "adamant/kernels/cpu/model_kernels_cpu.h"
 #include "adamant/kernels/cuda/column_sums.h"
+#include "adamant/kernels/linear.h"
 #include "kernels/cuda_linear_test_util.h"
 #include "kernels/cuda_test_util.h"
 #include "workspace_test_util.h"
@@ -284,6 +285,60 @@ TEST(CudaLinear, AccumulatedWeightGradientAddsToTheOldValue) {
       expect_close(d_bias_gpu.download(), d_bias, abs_bias, 1e-6, kAccumulation, "bias gradient beside accumulation");
     }
   }
+}
+
+// A bf16 gradient buffer (GptConfig::grad_buffer): the weight-gradient GEMM writes the fp32
+// product rounded to bf16 (beta 0), or adds it to the bf16 old value with one rounding (beta 1),
+// through the dispatcher that checks the operands; against the CPU's fp32 results within the
+// fp32 bound plus half a bf16 unit.
+TEST(CudaLinear, WeightGradientIntoABf16BufferMatchesTheCpuRounded) {
+  ADAMANT_REQUIRE_GPU();
+  for (const WeightGrad mode : {WeightGrad::overwrite, WeightGrad::accumulate}) {
+    const bool adds = mode == WeightGrad::accumulate;
+    SCOPED_TRACE(adds ? "accumulate" : "overwrite");
+    const LinearShape s{512, 768, 1280};  // within the test workspace's weight_grad_elements
+    std::mt19937_64 rng(adds ? 43 : 44);
+    const auto in = random_values(s.rows * s.in_features, rng, 1.0f, true);
+    const auto weight = random_values(s.out_features * s.in_features, rng, 0.02f, true);
+    const auto d_out = random_values(s.rows * s.out_features, rng, 1e-3f, true);
+    const auto old = random_values(s.out_features * s.in_features, rng, 0.05f, true);  // bf16 values
+    auto host = [](std::vector<float>& v) { return Tensor::flat(v.data(), DType::f32, Device::cpu(), v.size()); };
+    std::vector<float> in_c = in, weight_c = weight, d_out_c = d_out, expected = old;
+    std::vector<float> product(s.out_features * s.in_features);
+    cpu::linear_backward(host(d_out_c), host(in_c), host(weight_c), Tensor{}, host(expected), Tensor{}, s, mode,
+                         host(product));
+    auto abs_in = absolute(in), abs_d_out = absolute(d_out), abs_weight = absolute(weight);
+    std::vector<float> magnitude = absolute(old);
+    cpu::linear_backward(host(abs_d_out), host(abs_in), host(abs_weight), Tensor{}, host(magnitude), Tensor{}, s, mode,
+                         host(product));
+
+    DeviceMatrix in_gpu(in, DType::bf16), weight_gpu(weight, DType::bf16), d_out_gpu(d_out, DType::bf16);
+    DeviceMatrix d_weight_gpu(old, DType::bf16);
+    Stream stream(testing::gpu());
+    kernels::Workspace workspace(stream, testing::all_workspace_needs());
+    kernels::linear_backward(d_out_gpu.view(), in_gpu.view(), weight_gpu.view(), Tensor{}, d_weight_gpu.view(),
+                             Tensor{}, s, workspace, stream, mode);
+    stream.synchronize();
+    expect_close(d_weight_gpu.download(), expected, magnitude, kBf16OutputRelative, kAccumulation,
+                 adds ? "bf16 d_weight accumulated" : "bf16 d_weight written");
+  }
+}
+
+// A bias gradient stays fp32 (it is summed in the micro-batch scratch): a bf16 one is refused.
+TEST(CudaLinear, RefusesABf16BiasGradient) {
+  ADAMANT_REQUIRE_GPU();
+  const LinearShape s{64, 32, 48};
+  std::mt19937_64 rng(45);
+  DeviceMatrix in_gpu(random_values(s.rows * s.in_features, rng, 1.0f, true), DType::bf16);
+  DeviceMatrix weight_gpu(random_values(s.out_features * s.in_features, rng, 0.02f, true), DType::bf16);
+  DeviceMatrix d_out_gpu(random_values(s.rows * s.out_features, rng, 1e-3f, true), DType::bf16);
+  DeviceMatrix d_weight_gpu(std::vector<float>(s.out_features * s.in_features, 0.0f), DType::bf16);
+  DeviceMatrix d_bias_gpu(std::vector<float>(s.out_features, 0.0f), DType::bf16);
+  Stream stream(testing::gpu());
+  kernels::Workspace workspace(stream, testing::all_workspace_needs());
+  EXPECT_THROW(kernels::linear_backward(d_out_gpu.view(), in_gpu.view(), weight_gpu.view(), Tensor{},
+                                        d_weight_gpu.view(), d_bias_gpu.view(), s, workspace, stream),
+               Error);
 }
 
 // The data gradient and the parameter gradients as two calls, as selective recomputation

@@ -273,30 +273,41 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, CudaScale,
                                   (std::get<1>(info.param) ? "Unaligned" : "Aligned");
                          });
 
-class CudaAccumulate : public ::testing::TestWithParam<ScaleCase> {};
+// fp32 or bf16 into fp32, and fp32 into bf16 (a bf16 gradient buffer: each sum rounded once).
+class CudaAccumulate : public ::testing::TestWithParam<CastCase> {};
 
 TEST_P(CudaAccumulate, MatchesCpuBitwise) {
   ADAMANT_REQUIRE_GPU();
-  const auto [src_dtype, unaligned] = GetParam();
+  const auto [src_dtype, dst_dtype, unaligned] = GetParam();
   const std::size_t n = 654'321;
   const std::size_t offset = unaligned ? 1 : 0;
   AnyArray src(n, src_dtype, offset);
-  AnyArray dst(n, DType::f32, offset);
+  AnyArray dst(n, dst_dtype, offset);
   src.fill(element_values(n, 403));
   dst.fill(element_values(n, 404));
   const Stream stream(testing::gpu());
   accumulate(src.device_view(), dst.device_view(), stream);
   stream.synchronize();
   cpu::accumulate(src.host_view(), dst.host_view());
-  dst.expect_device_equals_host("accumulate " + dtype_label(src_dtype));
+  dst.expect_device_equals_host("accumulate " + dtype_label(src_dtype) + " into " + dtype_label(dst_dtype));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fp32AndBf16, CudaAccumulate,
-                         ::testing::Combine(::testing::Values(DType::f32, DType::bf16), ::testing::Bool()),
-                         [](const ::testing::TestParamInfo<ScaleCase>& info) {
-                           return dtype_label(std::get<0>(info.param)) +
-                                  (std::get<1>(info.param) ? "Unaligned" : "Aligned");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    IntoFp32AndBf16, CudaAccumulate,
+    ::testing::Values(CastCase{DType::f32, DType::f32, false}, CastCase{DType::f32, DType::f32, true},
+                      CastCase{DType::bf16, DType::f32, false}, CastCase{DType::bf16, DType::f32, true},
+                      CastCase{DType::f32, DType::bf16, false}, CastCase{DType::f32, DType::bf16, true}),
+    [](const ::testing::TestParamInfo<CastCase>& info) {
+      return dtype_label(std::get<0>(info.param)) + "Into" + dtype_label(std::get<1>(info.param)) +
+             (std::get<2>(info.param) ? "Unaligned" : "Aligned");
+    });
+
+TEST(CudaAccumulateOperands, RefusesBf16IntoBf16) {
+  ADAMANT_REQUIRE_GPU();
+  MirroredArray<std::uint16_t> src(16, DType::bf16), dst(16, DType::bf16);
+  const Stream stream(testing::gpu());
+  EXPECT_THROW(accumulate(src.device_view(), dst.device_view(), stream), Error);
+}
 
 TEST(CudaFillZero, ZeroesExactlyTheView) {
   ADAMANT_REQUIRE_GPU();

@@ -429,6 +429,13 @@ TEST(Elementwise, ScaleAccumulateFillZero) {
   std::vector<std::uint16_t> src_bf16 = {f32_to_bf16(0.1f), f32_to_bf16(2.0f), f32_to_bf16(-1.0f)};
   accumulate(view(src_bf16, DType::bf16), view(dst), Stream());
   EXPECT_EQ(dst, (std::vector<float>{1.5f + bf16_to_f32(src_bf16[0]), 4.25f, -1.0f}));
+  // fp32 into a bf16 gradient buffer: each sum rounded once, to nearest (bf16 steps by 2^-7 in [1, 2)).
+  std::vector<std::uint16_t> dst_bf16 = {f32_to_bf16(1.0f), f32_to_bf16(1.0f), f32_to_bf16(-2.0f)};
+  std::vector<float> small = {0x1p-9f, 3 * 0x1p-9f, 0x1p-7f};
+  accumulate(view(small), view(dst_bf16, DType::bf16), Stream());
+  EXPECT_EQ(dst_bf16,
+            (std::vector<std::uint16_t>{f32_to_bf16(1.0f), f32_to_bf16(1.0078125f), f32_to_bf16(-1.9921875f)}));
+  EXPECT_THROW(accumulate(view(src_bf16, DType::bf16), view(dst_bf16, DType::bf16), Stream()), Error);
 
   fill_zero(view(dst), Stream());
   EXPECT_EQ(dst, (std::vector<float>{0.0f, 0.0f, 0.0f}));

@@ -480,6 +480,28 @@ TEST(GptModel, RejectsBadInputWithClearErrors) {
   EXPECT_THROW(GptModel(config, DType::i32, 1, Device::cpu(), 1), Error);
 }
 
+// GptConfig::grad_buffer (model.optim.grad_sync_dtype): bf16 halves the GPU's gradient buffer;
+// the micro-batch scratch and the statistics stay fp32, and the CPU keeps its compute dtype.
+TEST(ModelMemory, Bf16GradientBufferOnAGpu) {
+  GptConfig config = testing::two_layer_config(768, 12, 2048, 50257);
+  const Device gpu = Device::cuda(0);
+  EXPECT_EQ(model_dtypes(DType::bf16, gpu).grad_buffer, DType::f32);
+  const ModelDtypes bf16_grads = model_dtypes(DType::bf16, gpu, DType::f32, DType::bf16);
+  EXPECT_EQ(bf16_grads.grad_buffer, DType::bf16);
+  EXPECT_EQ(bf16_grads.grad, DType::f32);
+  EXPECT_EQ(model_dtypes(DType::bf16, Device::cpu(), DType::f32, DType::bf16).grad_buffer, DType::f32);
+  EXPECT_EQ(model_dtypes(DType::f64, Device::cpu(), DType::f32, DType::bf16).grad_buffer, DType::f64);
+
+  const ModelMemory f32_memory = model_memory(config, DType::bf16, 8, gpu, 0, pipeline_stage(config, 0), 1);
+  config.grad_buffer = DType::bf16;
+  const ModelMemory bf16_memory = model_memory(config, DType::bf16, 8, gpu, 0, pipeline_stage(config, 0), 1);
+  EXPECT_EQ(bf16_memory.grads * 2, f32_memory.grads);
+  EXPECT_EQ(bf16_memory.micro_grads, f32_memory.micro_grads);
+  EXPECT_EQ(bf16_memory.on_device() + f32_memory.grads / 2, f32_memory.on_device());
+  const ModelMemory cpu_memory = model_memory(config, DType::bf16, 8, Device::cpu(), 0, pipeline_stage(config, 0), 1);
+  EXPECT_EQ(cpu_memory.grads, f32_memory.grads);
+}
+
 // model.classifier_logits_dtype: bf16 makes the GPU's logits chunk bf16, the same rows in half
 // the bytes; the CPU keeps its compute dtype. The chunk always holds a row of fp32 statistics
 // (next_token_logits writes one there).

@@ -22,6 +22,7 @@
 #include "adamant/core/buffer.h"
 #include "adamant/core/device.h"
 #include "adamant/core/error.h"
+#include "adamant/core/half.h"
 #include "adamant/core/memory_stats.h"
 #include "adamant/core/stream.h"
 #include "adamant/model/loss_readback.h"
@@ -130,6 +131,9 @@ PassResult run_passes(GptModel& model, const std::vector<MicroBatch>& batches, f
   if (model.device().is_cpu()) {
     const auto grads = model.grads().span<float>();
     out.grads.assign(grads.begin(), grads.end());
+  } else if (model.grads().dtype == DType::bf16) {
+    for (const std::uint16_t bits : download<std::uint16_t>(model, model.grads()))
+      out.grads.push_back(bf16_to_f32(bits));
   } else {
     out.grads = download<float>(model, model.grads());
   }
@@ -295,6 +299,41 @@ TEST(GpuGptModel, GradientsAccumulateOverMicroBatches) {
   for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = alone_first.grads[i] + alone_second.grads[i];
   expect_gradients_close(cpu.params(), actual.grads, sum, config.hidden_size, 1e-3, "accumulated vs summed",
                          KeyBias::compare);
+}
+
+// A bf16 gradient buffer (GptConfig::grad_buffer, which model.optim.grad_sync_dtype bf16 sets):
+// the linear layers' weight-gradient GEMMs and the embeddings' kernels write and add bf16, the
+// other parameters are summed in the fp32 scratch and rounded as they are added. Over two
+// micro-batches (the second added in bf16) the gradients stay within the tolerances above of the
+// CPU model's, which keeps fp32, and close to the fp32-buffer GPU model's, yet not its bits.
+TEST(GpuGptModel, Bf16GradientBufferMatchesTheCpuModel) {
+  ADAMANT_REQUIRE_GPU();
+  GptConfig config = gpu_config_with_dropout();
+  config.grad_buffer = DType::bf16;
+  const auto first = random_batch(config, 2, 41), second = random_batch(config, 2, 42);
+  GptModel cpu(config, DType::bf16, 2, Device::cpu(), 5);
+  GptModel gpu_model(config, DType::bf16, 2, gpu(), 5);
+  GptModel gpu_f32(gpu_config_with_dropout(), DType::bf16, 2, gpu(), 5);
+  EXPECT_EQ(cpu.grads().dtype, DType::f32) << "the CPU keeps fp32 gradients";
+  EXPECT_EQ(gpu_model.grads().dtype, DType::bf16);
+  EXPECT_EQ(gpu_model.grads().bytes(), gpu_model.buffer_numel() * 2);
+  EXPECT_EQ(gpu_model.grad_dtype(), DType::f32) << "statistics stay fp32";
+  const std::vector<MicroBatch> both = {first.view(0), second.view(0)};
+  const PassResult expected = run_passes(cpu, both, 2.0f);
+  const PassResult actual = run_passes(gpu_model, both, 2.0f);
+  const PassResult f32_buffer = run_passes(gpu_f32, both, 2.0f);
+  for (std::size_t i = 0; i < both.size(); ++i) {
+    EXPECT_NEAR(actual.losses[i], expected.losses[i], kLossTolerance * expected.losses[i]) << "micro-batch " << i;
+    EXPECT_EQ(actual.losses[i], f32_buffer.losses[i]) << "the forward does not read the gradients";
+  }
+  EXPECT_EQ(actual.ready_order, expected.ready_order);
+  expect_gradients_close(cpu.params(), actual.grads, expected.grads, config.hidden_size, kGradientTolerance,
+                         "bf16 gradient buffer, two micro-batches");
+  // A few roundings to bf16 (2^-9 each) a value: the word embedding's takes four (the classifier's
+  // and the embedding's share, each micro-batch).
+  expect_gradients_close(cpu.params(), actual.grads, f32_buffer.grads, config.hidden_size, 1e-2,
+                         "bf16 against fp32 gradient buffer", KeyBias::compare);
+  EXPECT_NE(actual.grads, f32_buffer.grads) << "the bf16 buffer held fp32 sums";
 }
 
 // Selective recomputation (the GELU outputs recomputed in backward) runs the same kernels on

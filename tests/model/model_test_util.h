@@ -135,6 +135,8 @@ inline void poison_and_discard_grads(GptModel& model) {
   for (const ParamSpec& spec : model.params().params) {
     if (grads.dtype == DType::f64) {
       std::ranges::fill(on_host.span<double>().subspan(spec.offset, spec.numel), std::nan(""));
+    } else if (grads.dtype == DType::bf16) {  // a bf16 gradient buffer (GptConfig::grad_buffer)
+      std::ranges::fill(on_host.span<std::uint16_t>().subspan(spec.offset, spec.numel), std::uint16_t{0x7fc0});
     } else {
       std::ranges::fill(on_host.span<float>().subspan(spec.offset, spec.numel), std::nanf(""));
     }

@@ -230,6 +230,49 @@ TEST(DistributedFusedAdam, Bf16GradSyncStaysClose) {
   remove_shared_dir(dir);
 }
 
+// A bf16 gradient buffer (a GPU model's with grad_sync_dtype bf16: model/gpt_config.h) is sent as it
+// is. With one micro-batch per rank it holds the bf16 values an fp32 buffer is cast to before its bf16
+// sync, so from two ranks on the run is the fp32 buffer's bit for bit; one rank sends nothing, and
+// updates from the rounded gradients where an fp32 buffer keeps them unrounded.
+TEST(DistributedFusedAdam, Bf16GradientBufferIsSentAsItIs) {
+  comm::MpiCommunicator world;
+  const int dp = world.size();
+  const ParamList params = synthetic_params();
+  OptimizerOptions options = test_options("distributed_fused_adam");
+  options.grad_sync_dtype = DType::bf16;
+  RunConfig config;
+  config.steps = 6;
+  Trained f32_buffer(options, params, &world);
+  Trained bf16_buffer(options, params, &world, DType::bf16);
+  ASSERT_EQ(bf16_buffer.model->grads().dtype, DType::bf16);
+  f32_buffer.run(config);
+  bf16_buffer.run(config);
+  const auto dir = shared_temp_dir("dfa-bf16-buffer");
+  const Snapshot a = snapshot(bf16_buffer, dir / "bf16");
+  const Snapshot b = snapshot(f32_buffer, dir / "f32");
+  if (dp > 1) {
+    expect_same_run(a, b, true, "bf16 against fp32 gradient buffer");
+    for (std::size_t s = 0; s < f32_buffer.results.size(); ++s) {
+      EXPECT_EQ(bf16_buffer.results[s].grad_norm, f32_buffer.results[s].grad_norm) << "step " << s;
+    }
+  } else {
+    double mean_difference = 0;
+    for (std::size_t i = 0; i < params.total_numel; ++i) mean_difference += std::abs(a.state.main[i] - b.state.main[i]);
+    mean_difference /= static_cast<double>(params.total_numel);
+    EXPECT_GT(mean_difference, 0.0) << "one rank's bf16 buffer held unrounded gradients";
+    EXPECT_LE(mean_difference, 3e-4);  // as Bf16GradSyncStaysClose
+  }
+  remove_shared_dir(dir);
+}
+
+// Only distributed_fused_adam with bf16 sync takes a bf16 gradient buffer.
+TEST(DistributedFusedAdam, Bf16GradientBufferNeedsBf16Sync) {
+  comm::MpiCommunicator world;
+  const ParamList params = synthetic_params();
+  EXPECT_THROW(Trained(test_options("distributed_fused_adam"), params, &world, DType::bf16), Error);
+  EXPECT_THROW(Trained(test_options("fused_adam"), params, nullptr, DType::bf16), Error);
+}
+
 TEST(DistributedFusedAdam, StoreParamRemaindersIsBitwiseEqual) {
   comm::MpiCommunicator world;
   const ParamList params = synthetic_params();

@@ -10,7 +10,8 @@
 
 namespace adamant::optim::testing {
 
-Trained::Trained(const OptimizerOptions& options, const ParamList& params, comm::Communicator* communicator)
+Trained::Trained(const OptimizerOptions& options, const ParamList& params, comm::Communicator* communicator,
+                 DType grad_dtype)
     : stream(std::make_unique<Stream>()) {
   if (communicator == nullptr) {
     local_comm = std::make_unique<comm::SingleProcessCommunicator>();
@@ -18,7 +19,7 @@ Trained::Trained(const OptimizerOptions& options, const ParamList& params, comm:
   }
   comm = communicator;
   optimizer = make_optimizer(options, params, *comm, *stream);
-  model = std::make_unique<SyntheticModel>(params, options.model_dtype, optimizer->padded_numel());
+  model = std::make_unique<SyntheticModel>(params, options.model_dtype, optimizer->padded_numel(), grad_dtype);
   model->init_weights();
   optimizer->attach(model->weights(), model->grads());
 }

@@ -21,7 +21,9 @@ namespace adamant::optim::testing {
 // An optimizer, its model and what it references. With comm == nullptr it runs on
 // a private single-process communicator (the one-rank reference).
 struct Trained {
-  Trained(const OptimizerOptions& options, const ParamList& params, comm::Communicator* comm);
+  // `grad_dtype`: the model's gradient buffer, fp32 or bf16 (SyntheticModel).
+  Trained(const OptimizerOptions& options, const ParamList& params, comm::Communicator* comm,
+          DType grad_dtype = DType::f32);
   void run(const RunConfig& config);  // appends to results
   std::filesystem::path save(const std::filesystem::path& dir) const;
 

@@ -66,13 +66,16 @@ ParamList gpt3_126m_params() {
   return make_param_list(sizes);
 }
 
-SyntheticModel::SyntheticModel(const ParamList& params, DType dtype, std::size_t padded_numel)
+SyntheticModel::SyntheticModel(const ParamList& params, DType dtype, std::size_t padded_numel, DType grad_dtype)
     : params_(params),
       dtype_(dtype),
+      grad_dtype_(grad_dtype),
       weight_buffer_(padded_numel * dtype_size(dtype), Device::cpu()),
-      grad_buffer_(padded_numel * sizeof(float), Device::cpu()),
+      grad_buffer_(padded_numel * dtype_size(grad_dtype), Device::cpu()),
       weights_(Tensor::flat(weight_buffer_.data(), dtype, Device::cpu(), padded_numel)),
-      grads_(Tensor::flat(grad_buffer_.data(), DType::f32, Device::cpu(), padded_numel)) {}
+      grads_(Tensor::flat(grad_buffer_.data(), grad_dtype, Device::cpu(), padded_numel)) {
+  std::memset(grad_buffer_.data(), 0, grad_buffer_.bytes());
+}
 
 void SyntheticModel::init_weights() {
   for (const ParamSpec& spec : params_.params) {
@@ -126,18 +129,26 @@ float SyntheticModel::sample_gradient(float weight, std::int64_t sample, std::si
 }
 
 void SyntheticModel::zero_grads() {
-  for (const ParamSpec& spec : params_.params)
-    std::memset(grads_.ptr<float>() + spec.offset, 0, spec.numel * sizeof(float));
+  const std::size_t element = dtype_size(grad_dtype_);
+  for (const ParamSpec& spec : params_.params) {
+    std::memset(static_cast<char*>(grads_.data) + spec.offset * element, 0, spec.numel * element);
+  }
 }
 
 void SyntheticModel::accumulate_micro_batch(std::int64_t sample, float loss_scale, Optimizer* notify,
                                             Optimizer* weights_from) {
   auto* grads = static_cast<float*>(grads_.data);
+  auto* grads_bf16 = static_cast<bf16_bits*>(grads_.data);
   for (std::size_t p = 0; p < params_.size(); ++p) {
     if (weights_from != nullptr) weights_from->wait_for_param(p);
     const ParamSpec& spec = params_[p];
     for (std::size_t i = spec.offset; i < spec.offset + spec.numel; ++i) {
-      grads[i] += sample_gradient(weight(i), sample, i) * loss_scale;
+      const float g = sample_gradient(weight(i), sample, i) * loss_scale;
+      if (grad_dtype_ == DType::bf16) {
+        grads_bf16[i] = f32_to_bf16(bf16_to_f32(grads_bf16[i]) + g);
+      } else {
+        grads[i] += g;
+      }
     }
     if (notify != nullptr) notify->on_grad_ready(p);
   }

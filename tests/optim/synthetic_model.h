@@ -32,7 +32,8 @@ ParamList gpt3_126m_params();
 
 class SyntheticModel {
  public:
-  SyntheticModel(const ParamList& params, DType dtype, std::size_t padded_numel);
+  // `grad_dtype`: fp32, or bf16 as a GPU model's gradient buffer with grad_sync_dtype bf16 (each sum rounded).
+  SyntheticModel(const ParamList& params, DType dtype, std::size_t padded_numel, DType grad_dtype = DType::f32);
 
   Tensor weights() const { return weights_; }
   Tensor grads() const { return grads_; }
@@ -58,6 +59,7 @@ class SyntheticModel {
  private:
   ParamList params_;
   DType dtype_;
+  DType grad_dtype_;
   Buffer weight_buffer_, grad_buffer_;
   Tensor weights_, grads_;
 };

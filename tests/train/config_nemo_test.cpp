@@ -371,6 +371,7 @@ TEST(ConfigRoundTrip, ToYamlThenParseGivesTheSameConfig) {
   config.optim.eps = 1e-15;
   config.optim.name = "distributed_fused_adam";
   config.optim.grad_sync_dtype = DType::bf16;
+  config.model.grad_buffer = DType::bf16;  // derived from grad_sync_dtype, not a key of its own
   config.optim.adam_w_mode = false;
   config.optim.average_grad_sync = false;
   config.sched = {"constant", 1.0 / 3.0, 7, 3, 1e-7, 123};

@@ -182,8 +182,11 @@ TEST(ConfigTypes, GradSyncDtypeSpellings) {
   for (const auto& [text, expected] : std::vector<std::pair<std::string, DType>>{
            {"fp32", DType::f32}, {"float32", DType::f32}, {"bf16", DType::bf16}, {"bfloat16", DType::bf16}}) {
     const std::string dfa = "model:\n  megatron_amp_O2: true\n  optim:\n    name: distributed_fused_adam\n";
-    EXPECT_EQ(parse(dfa + "    grad_sync_dtype: " + text + "\n").optim.grad_sync_dtype, expected);
+    const TrainConfig config = parse(dfa + "    grad_sync_dtype: " + text + "\n");
+    EXPECT_EQ(config.optim.grad_sync_dtype, expected);
+    EXPECT_EQ(config.model.grad_buffer, expected) << "gradients accumulate in the dtype they sync in";
   }
+  EXPECT_EQ(parse("model:\n  optim:\n    name: fused_adam\n").model.grad_buffer, DType::f32);
   // A bf16 gradient sync is distributed_fused_adam's.
   EXPECT_THAT(error_of("model:\n  optim:\n    grad_sync_dtype: bf16\n"),
               HasSubstr("model.optim.grad_sync_dtype=bf16 is supported by distributed_fused_adam only (in test.yaml, "

@@ -135,7 +135,7 @@ inline void fused_classifier(const Tensor& x, const Tensor& embedding, const Ten
   detail::check_logits_scratch(call, x, logits_scratch, shape.vocab);
   if (d_x.data != nullptr) {
     call.exact("d_x", d_x, shape.rows * shape.channels, Role::activation);
-    call.exact("d_embedding", d_embedding, shape.vocab * shape.channels, Role::weight_grad);
+    call.exact("d_embedding", d_embedding, shape.vocab * shape.channels, Role::buffer_grad);
   }
   call.run(
       [&] {
@@ -208,7 +208,7 @@ inline void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& em
   detail::check_vocab_parallel(call, x, embedding, targets, logits_scratch, shape);
   call.exact("lse", lse, shape.rows, Role::statistic);
   call.exact("d_x", d_x, shape.rows * shape.channels, Role::activation);
-  call.exact("d_embedding", d_embedding, shape.vocab * shape.channels, Role::weight_grad);
+  call.exact("d_embedding", d_embedding, shape.vocab * shape.channels, Role::buffer_grad);
   call.run(
       [&] {
         cpu::vocab_parallel_classifier_backward(x, embedding, targets, lse, grad_scale, logits_scratch, d_x,

@@ -76,6 +76,9 @@ enum class Role {
   weight,       // model weights: bf16 on a GPU
   weight_grad,  // gradients of weights: fp32 on a GPU
   statistic,    // layernorm mean/rstd, logsumexp, losses, logits: fp32 on a GPU
+  // Gradients a kernel adds into the model's gradient buffer in place (the linear layers'
+  // weights, the embeddings): fp32 on a GPU, or bf16 where the buffer is (GptConfig::grad_buffer).
+  buffer_grad,
 };
 
 // The dtype the model kernels take for an operand of `role` on `device`; `cpu_dtype`
@@ -105,6 +108,10 @@ class KernelCall {
 
   // The dtype of an operand of `role`.
   DType dtype(Role role) const { return model_dtype(device_, role, dtype_); }
+  // The dtype operand `t` of `role` must have: dtype(role), or bf16 for a bf16 gradient buffer on a GPU.
+  DType dtype_for(Role role, const Tensor& t) const {
+    return role == Role::buffer_grad && on_cuda() && t.dtype == DType::bf16 ? DType::bf16 : dtype(role);
+  }
 
   // Exactly `numel` elements of `dtype` on the call's device.
   void exact(const char* name, const Tensor& t, std::int64_t numel, DType dtype) const {
@@ -113,7 +120,7 @@ class KernelCall {
                   name, t.numel(), numel);
   }
   void exact(const char* name, const Tensor& t, std::int64_t numel, Role role) const {
-    exact(name, t, numel, dtype(role));
+    exact(name, t, numel, dtype_for(role, t));
   }
   void at_least(const char* name, const Tensor& t, std::int64_t numel, DType dtype) const {
     check_common(name, t, dtype);
@@ -121,7 +128,7 @@ class KernelCall {
                   op_, name, t.numel(), numel);
   }
   void at_least(const char* name, const Tensor& t, std::int64_t numel, Role role) const {
-    at_least(name, t, numel, dtype(role));
+    at_least(name, t, numel, dtype_for(role, t));
   }
   // On the call's device, any dtype and size (an empty operand passes).
   void same_device(const char* name, const Tensor& t) const {

@@ -54,10 +54,12 @@ inline void scale(Tensor x, float s, const Stream& stream) {
 inline void accumulate(const Tensor& src, Tensor dst, const Stream& stream) {
   const KernelCall call("accumulate", dst, stream);
   const bool f64 = !call.on_cuda() && dst.dtype == DType::f64;
-  ADAMANT_CHECK(
-      f64 ? src.dtype == DType::f64 : dst.dtype == DType::f32 && (src.dtype == DType::f32 || src.dtype == DType::bf16),
-      "accumulate: {} into {}; the destination is fp32 (source fp32 or bf16), or fp64 from fp64 on the CPU",
-      dtype_name(src.dtype), dtype_name(dst.dtype));
+  const bool into_f32 = dst.dtype == DType::f32 && (src.dtype == DType::f32 || src.dtype == DType::bf16);
+  const bool into_bf16 = dst.dtype == DType::bf16 && src.dtype == DType::f32;  // a bf16 gradient buffer
+  ADAMANT_CHECK(f64 ? src.dtype == DType::f64 : into_f32 || into_bf16,
+                "accumulate: {} into {}; the destination is fp32 (source fp32 or bf16), bf16 (source fp32), or fp64 "
+                "from fp64 on the CPU",
+                dtype_name(src.dtype), dtype_name(dst.dtype));
   call.same_device("src", src);
   ADAMANT_CHECK(src.numel() == dst.numel(), "accumulate: {} elements into {}", src.numel(), dst.numel());
   call.run([&] { cpu::accumulate(src, dst); }, ADAMANT_CUDA_CALL(cuda::accumulate(src, dst, stream)));

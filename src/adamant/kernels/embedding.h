@@ -29,7 +29,7 @@ void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor d_word
                         const EmbeddingShape& shape);
 }  // namespace cpu
 
-// Launchers in kernels/cuda/embedding.cu (bf16 tables and activations, fp32 gradients);
+// Launchers in kernels/cuda/embedding.cu (bf16 tables and activations, fp32 or bf16 gradients);
 // each returns its cudaError_t. Token ids are not checked on the GPU: forward writes NaN
 // rows for negative ids and zero word rows for ids outside the slice, which backward
 // ignores. A null position / d_position is skipped.
@@ -39,8 +39,8 @@ int embedding_forward(const std::int32_t* tokens, const std::uint16_t* word, con
                       std::int64_t vocab, std::int64_t vocab_start, const CudaLaunch& launch);
 // The word gradient sorts the positions by table row in `scratch`, laid out by
 // kernels/embedding_scratch.h.
-int embedding_backward(const std::uint16_t* d_out, const std::int32_t* tokens, float* d_word, float* d_position,
-                       void* scratch, std::size_t scratch_bytes, std::int64_t batch, std::int64_t seq,
+int embedding_backward(const std::uint16_t* d_out, const std::int32_t* tokens, void* d_word, void* d_position,
+                       DType grad_dtype, void* scratch, std::size_t scratch_bytes, std::int64_t batch, std::int64_t seq,
                        std::int64_t channels, std::int64_t vocab, std::int64_t vocab_start, const CudaLaunch& launch);
 }  // namespace cuda
 
@@ -96,7 +96,8 @@ inline void embedding_forward(const Tensor& tokens, const Tensor& word, const Te
 
 // d_word[tokens[b, t] - vocab_start] += d_out[b, t] for the tokens of the slice, and
 // d_position[t] += sum over b of d_out[b, t] (both accumulate: the word table is shared
-// with the output layer). An empty d_position (data == nullptr) is skipped. `scratch`
+// with the output layer; on a GPU both fp32 or both bf16, Role::buffer_grad). An empty
+// d_position (data == nullptr) is skipped. `scratch`
 // (fp32, at least embedding_backward_scratch_floats elements) is the GPU kernel's; the
 // CPU needs none.
 inline void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor d_word, Tensor d_position,
@@ -104,9 +105,13 @@ inline void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor
   const KernelCall call = KernelCall::model("embedding_backward", d_out, stream);
   detail::check_tokens(call, tokens, shape);
   call.exact("d_out", d_out, shape.batch * shape.seq * shape.channels, Role::activation);
-  call.exact("d_word", d_word, shape.vocab * shape.channels, Role::weight_grad);
+  call.exact("d_word", d_word, shape.vocab * shape.channels, Role::buffer_grad);
   if (d_position.data != nullptr) {
-    call.at_least("d_position", d_position, shape.seq * shape.channels, Role::weight_grad);
+    call.at_least("d_position", d_position, shape.seq * shape.channels, Role::buffer_grad);
+    ADAMANT_CHECK(d_position.dtype == d_word.dtype,
+                  "embedding_backward: d_position is {}, d_word {}; both are the "
+                  "gradient buffer's",
+                  dtype_name(d_position.dtype), dtype_name(d_word.dtype));
   }
   if (call.on_cuda()) {
     call.at_least("scratch", scratch,
@@ -114,10 +119,9 @@ inline void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor
   }
   call.run([&] { cpu::embedding_backward(d_out, tokens, d_word, d_position, shape); },
            ADAMANT_CUDA_CALL(cuda::embedding_backward(
-               bits16_of(d_out), static_cast<const std::int32_t*>(tokens.data), static_cast<float*>(d_word.data),
-               static_cast<float*>(d_position.data), scratch.data, scratch.numel() * sizeof(float), shape.batch,
-               shape.seq, shape.channels, shape.vocab, shape.vocab_start,
-               launch.vectorized_if(aligned_to(16, {&d_out, &d_word, &d_position})))));
+               bits16_of(d_out), static_cast<const std::int32_t*>(tokens.data), d_word.data, d_position.data,
+               d_word.dtype, scratch.data, scratch.numel() * sizeof(float), shape.batch, shape.seq, shape.channels,
+               shape.vocab, shape.vocab_start, launch.vectorized_if(aligned_to(16, {&d_out, &d_word, &d_position})))));
 }
 
 }  // namespace adamant::kernels

@@ -116,7 +116,7 @@ inline void linear_backward(const Tensor& d_out, const Tensor& in, const Tensor&
   if (d_in.data != nullptr) call.exact("d_in", d_in, shape.rows * shape.in_features, Role::activation);
   if (d_weight.data != nullptr) {
     call.exact("in", in, shape.rows * shape.in_features, Role::activation);
-    call.exact("d_weight", d_weight, shape.out_features * shape.in_features, Role::weight_grad);
+    call.exact("d_weight", d_weight, shape.out_features * shape.in_features, Role::buffer_grad);
   }
   if (d_bias.data != nullptr) {
     ADAMANT_CHECK(d_weight.data != nullptr,

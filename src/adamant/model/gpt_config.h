@@ -47,6 +47,12 @@ struct GptConfig {
   // bf16 (as Megatron's bf16 output layer: half the bytes written and read by the
   // cross-entropy, whose sums stay fp32). The CPU computes them in its fp32 or fp64.
   DType classifier_logits = DType::f32;
+  // The gradient buffer's dtype on a GPU: model.optim.grad_sync_dtype (the train config sets it
+  // from there). bf16, as Apex's DistributedFusedAdam buckets and Megatron's buffers without
+  // grad_reduce_in_fp32: the gradients are accumulated in the dtype they are reduced in, so the
+  // weight-gradient GEMMs write bf16, the sync sends the buffer itself, and the norm and Adam read
+  // half the bytes. The CPU keeps its fp32 or fp64, and so does a GPU for any value but bf16.
+  DType grad_buffer = DType::f32;
 
   bool operator==(const GptConfig&) const = default;
 

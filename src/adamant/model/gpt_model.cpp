@@ -71,7 +71,7 @@ GptModel::GptModel(const GptConfig& config, DType weight_dtype, int micro_batch_
       tp_rank_(tensor_parallel_ != nullptr ? tensor_parallel_->rank() : 0),
       stage_(pipeline_stage(config, pipeline_stage_index)),
       params_(build_stage_param_list(config, stage_)),
-      dtypes_(model_dtypes(weight_dtype, device, config.classifier_logits)),
+      dtypes_(model_dtypes(weight_dtype, device, config.classifier_logits, config.grad_buffer)),
       weight_dtype_(weight_dtype),
       grad_dtype_(dtypes_.grad),
       activation_dtype_(dtypes_.activations.activation),
@@ -172,7 +172,7 @@ void GptModel::run_pass(const Pass& pass, PassKind kind, float loss_scale, const
 
 Tensor GptModel::weights() { return Tensor::flat(weights_.data(), weight_dtype_, device_, buffer_numel_); }
 
-Tensor GptModel::grads() { return Tensor::flat(grads_.data(), grad_dtype_, device_, buffer_numel_); }
+Tensor GptModel::grads() { return Tensor::flat(grads_.data(), dtypes_.grad_buffer, device_, buffer_numel_); }
 
 void GptModel::zero_grads() { zero(grads()); }
 
@@ -269,6 +269,8 @@ Tensor GptModel::weight(std::size_t param) {
 bool GptModel::grad_in_place(const Pass& pass, std::size_t param) const {
   if (micro_offsets_[param] == kAccumulatedInPlace) return true;
   // A writing pass needs no scratch to add from; the kernels get the alignment the scratch gives them.
+  // Their sums are fp32 (a bf16 buffer gets them rounded in finish_grad).
+  if (dtypes_.grad_buffer != grad_dtype_) return false;
   const std::size_t byte_offset = params_[param].offset * dtype_size(grad_dtype_);
   return pass.writes_grads && byte_offset % (MicroGradLayout::kAlignment * dtype_size(grad_dtype_)) == 0;
 }

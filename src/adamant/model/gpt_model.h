@@ -145,10 +145,13 @@ class GptModel {
   int micro_batch_size() const { return micro_batch_size_; }
   DType weight_dtype() const { return weight_dtype_; }
   DType grad_dtype() const { return grad_dtype_; }
+  DType grad_buffer_dtype() const {
+    return dtypes_.grad_buffer;
+  }  // grads(): grad_dtype(), or bf16 (GptConfig::grad_buffer)
   DType activation_dtype() const { return activation_dtype_; }
 
   Tensor weights();  // flat, weight_dtype, every parameter at its ParamSpec::offset (buffer_numel() elements)
-  Tensor grads();    // flat, fp32 (fp64 for fp64 weights), same offsets, accumulated over micro-batches
+  Tensor grads();    // flat, grad_buffer_dtype(), same offsets, accumulated over micro-batches
   std::size_t buffer_numel() const { return buffer_numel_; }
 
   // normal(0, init_method_std) weights, output projections std / sqrt(2 * num_layers), biases 0,
@@ -311,8 +314,8 @@ class GptModel {
   Tensor weight(std::size_t param);
   // Where the backward `pass` writes `param`'s gradient: its slice of grads() for the linear
   // weights and embeddings (their kernels add, or write in a writing pass), and for every
-  // parameter in a writing pass where the slice is aligned as the scratch is; else its place
-  // in the micro-batch scratch.
+  // parameter in a writing pass where the slice is aligned as the scratch is and of its dtype
+  // (not a bf16 buffer); else its place in the micro-batch scratch.
   Tensor micro_grad(const Pass& pass, std::size_t param);
   bool grad_in_place(const Pass& pass, std::size_t param) const;
   kernels::DropoutArgs dropout_at(const Pass& pass, float probability, std::uint32_t site,

@@ -36,10 +36,11 @@ MicroGradLayout micro_grad_layout(const ParamList& params, const PipelineStage& 
   return layout;
 }
 
-ModelDtypes model_dtypes(DType weight_dtype, Device device, DType classifier_logits) {
+ModelDtypes model_dtypes(DType weight_dtype, Device device, DType classifier_logits, DType grad_buffer) {
   ModelDtypes d;
   d.weight = weight_dtype;
   d.grad = weight_dtype == DType::f64 ? DType::f64 : DType::f32;
+  d.grad_buffer = device.is_cuda() && grad_buffer == DType::bf16 ? DType::bf16 : d.grad;
   d.compute_weight = kernels::model_dtype(device, kernels::Role::weight, d.grad);
   d.activations.activation = kernels::model_dtype(device, kernels::Role::activation, d.grad);
   d.activations.statistic = d.grad;
@@ -76,7 +77,7 @@ std::size_t attention_score_scratch_taken(const GptConfig& config, int micro_bat
 ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_batch_size, Device device,
                          std::size_t padded_numel, const PipelineStage& stage, int passes_in_flight) {
   const ParamList params = build_stage_param_list(config, stage);
-  const ModelDtypes dtypes = model_dtypes(weight_dtype, device, config.classifier_logits);
+  const ModelDtypes dtypes = model_dtypes(weight_dtype, device, config.classifier_logits, config.grad_buffer);
   const std::size_t buffer_numel = std::max(params.total_numel, padded_numel);
   const std::size_t grad_size = dtype_size(dtypes.grad);
   const ActivationLayout layout =
@@ -85,7 +86,7 @@ ModelMemory model_memory(const GptConfig& config, DType weight_dtype, int micro_
   ModelMemory m;
   m.weights = buffer_numel * dtype_size(weight_dtype);
   if (dtypes.compute_weight != weight_dtype) m.working_weights = params.total_numel * dtype_size(dtypes.compute_weight);
-  m.grads = buffer_numel * grad_size;
+  m.grads = buffer_numel * dtype_size(dtypes.grad_buffer);
   m.micro_grads = micro_grad_layout(params, stage).scratch_numel * grad_size;
   m.activations_saved_per_pass = layout.saved_bytes;
   m.activations_scratch = layout.scratch_bytes;

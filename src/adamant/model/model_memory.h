@@ -29,14 +29,16 @@ struct MicroGradLayout {
 MicroGradLayout micro_grad_layout(const ParamList& params, const PipelineStage& stage);
 
 // The dtypes GptModel computes in on `device` with `weight_dtype` weights; `classifier_logits`
-// (model.classifier_logits_dtype) applies on a GPU only.
+// (model.classifier_logits_dtype) and `grad_buffer` (GptConfig::grad_buffer) apply on a GPU only.
 struct ModelDtypes {
   DType weight = DType::f32;
   DType compute_weight = DType::f32;  // what the kernels read: an fp32 working copy of 16-bit weights on the CPU
-  DType grad = DType::f32;
+  DType grad = DType::f32;            // statistics, and the per-micro-batch gradient scratch
+  DType grad_buffer = DType::f32;     // the gradient buffer: grad, or bf16 on a GPU
   ActivationDtypes activations;
 };
-ModelDtypes model_dtypes(DType weight_dtype, Device device, DType classifier_logits = DType::f32);
+ModelDtypes model_dtypes(DType weight_dtype, Device device, DType classifier_logits = DType::f32,
+                         DType grad_buffer = DType::f32);
 
 // Bytes of each buffer; host_statistics and host_loss_reads are on the host, the others on the model's device.
 struct ModelMemory {

@@ -26,7 +26,8 @@ void BucketedAdam::check_attached(const char* what) const {
 
 void BucketedAdam::attach(Tensor model_weights, Tensor model_grads) {
   ADAMANT_CHECK(!attached_, "{}: attach() called twice", name_);
-  check_model_buffers(model_weights, model_grads, padded_numel(), options_.model_dtype, comm_.device());
+  check_model_buffers(model_weights, model_grads, padded_numel(), options_.model_dtype, comm_.device(),
+                      grads_.syncs_bf16());
   weights_ = model_weights;
   state_.attach(model_weights, stream_);
   grads_.attach(model_grads);

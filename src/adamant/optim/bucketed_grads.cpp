@@ -38,7 +38,6 @@ BucketedGrads::BucketedGrads(const OptimizerOptions& options, const ParamList& p
       norm_scope_(norm_scope),
       sync_(sync),
       sync_dtype_(layout == GradLayout::sharded ? options.grad_sync_dtype : DType::f32),
-      staged_(sync_dtype_ == DType::bf16 && data_parallel.size() > 1),
       plan_(params_, BucketPlan::capacity_for(options.bucket_cap_mb, dtype_size(sync_dtype_)),
             layout == GradLayout::sharded ? data_parallel.size() : 1),
       readiness_(plan_, params_),
@@ -49,6 +48,7 @@ BucketedGrads::BucketedGrads(const OptimizerOptions& options, const ParamList& p
 
 void BucketedGrads::attach(Tensor model_grads) {
   grads_ = model_grads;
+  staged_ = sync_dtype_ == DType::bf16 && comm_.size() > 1 && grads_.dtype == DType::f32;
   const Device device = comm_.device();
   segments_ = upload_table(ranges_.segments(), device, segments_buffer_);
   norm_segments_ = upload_table(ranges_.norm_segments(), device, norm_segments_buffer_);

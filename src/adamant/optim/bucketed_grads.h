@@ -58,8 +58,11 @@ class BucketedGrads {
   const BucketPlan& plan() const { return plan_; }
   const UpdateRanges& ranges() const { return ranges_; }
 
-  // The model's fp32 gradient buffer (plan().padded_numel() elements); allocates the device tables.
+  // The model's gradient buffer (plan().padded_numel() elements): fp32, or bf16 when syncs_bf16() (the
+  // gradients accumulated in the sync dtype, as Apex's buckets; sent as they are). Allocates the
+  // device tables, and the bf16 copy an fp32 buffer is sent from when several ranks sync bf16.
   void attach(Tensor model_grads);
+  bool syncs_bf16() const { return sync_dtype_ == DType::bf16; }
 
   // Parameter `param`'s gradient is final: starts the sync of every bucket this completes (overlap_grad_sync).
   void on_grad_ready(std::size_t param);
@@ -94,8 +97,8 @@ class BucketedGrads {
   kernels::Workspace workspace_;  // squared_norm's partial sums, on stream_
   GradNormScope norm_scope_;
   GradSync& sync_;
-  DType sync_dtype_;  // sizes the buckets
-  bool staged_;       // bf16 sync over more than one rank: the gradients are sent from a bf16 copy
+  DType sync_dtype_;     // sizes the buckets
+  bool staged_ = false;  // fp32 gradients, bf16 sync over more than one rank: sent from a bf16 copy
   BucketPlan plan_;
   BucketReadiness readiness_;
   UpdateRanges ranges_;

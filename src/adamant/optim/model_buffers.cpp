@@ -8,7 +8,7 @@
 namespace adamant::optim {
 
 void check_model_buffers(const Tensor& weights, const Tensor& grads, std::size_t padded_numel, DType model_dtype,
-                         Device device) {
+                         Device device, bool bf16_grads) {
   ADAMANT_CHECK(weights.data != nullptr && grads.data != nullptr, "optimizer attach: empty weight or grad buffer");
   ADAMANT_CHECK(weights.numel() == padded_numel && grads.numel() == padded_numel,
                 "optimizer attach: the model's flat buffers hold {} weights and {} grads; the optimizer needs {} "
@@ -17,7 +17,11 @@ void check_model_buffers(const Tensor& weights, const Tensor& grads, std::size_t
   ADAMANT_CHECK(weights.dtype == model_dtype,
                 "optimizer attach: model weights are {} but the optimizer was built for {}", dtype_name(weights.dtype),
                 dtype_name(model_dtype));
-  ADAMANT_CHECK(grads.dtype == DType::f32, "optimizer attach: gradients must be fp32, not {}", dtype_name(grads.dtype));
+  ADAMANT_CHECK(
+      grads.dtype == DType::f32 || (bf16_grads && grads.dtype == DType::bf16),
+      "optimizer attach: gradients must be fp32{}, not {}",
+      bf16_grads ? " or bf16" : " (bf16 takes model.optim.name: distributed_fused_adam with grad_sync_dtype: bf16)",
+      dtype_name(grads.dtype));
   ADAMANT_CHECK(weights.device == device && grads.device == device,
                 "optimizer attach: buffers on {} and {} but the data-parallel communicator works on {}",
                 weights.device.str(), grads.device.str(), device.str());

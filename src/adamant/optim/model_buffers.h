@@ -9,9 +9,11 @@
 
 namespace adamant::optim {
 
-// weights: padded_numel elements of model_dtype; grads: padded_numel fp32; both on `device`.
+// weights: padded_numel elements of model_dtype; grads: padded_numel fp32, or bf16 where the
+// optimizer syncs bf16 gradients (`bf16_grads`: distributed_fused_adam, grad_sync_dtype bf16);
+// both on `device`.
 void check_model_buffers(const Tensor& weights, const Tensor& grads, std::size_t padded_numel, DType model_dtype,
-                         Device device);
+                         Device device, bool bf16_grads);
 
 // The model-dtype value the optimizer writes for main weight `main` (the rounding of adam.h).
 void round_main_to_model(const float* main, void* model, DType model_dtype, std::size_t count);

@@ -174,8 +174,11 @@ FieldSpec fp32_or_bf16_field(const std::string& path, const std::string& help, M
 FieldSpec grad_sync_dtype_field() {
   return fp32_or_bf16_field(
       "model.optim.grad_sync_dtype",
-      "`fp32`, or `bf16` to halve the gradient traffic (`distributed_fused_adam`; a single data-parallel rank sends "
-      "nothing and keeps its fp32 gradients)",
+      "`fp32`, or `bf16` to halve the gradient traffic (`distributed_fused_adam`). On a GPU the gradients also "
+      "accumulate in this dtype, as Apex's buckets and Megatron's buffers without `grad_reduce_in_fp32` do: the "
+      "model's gradient buffer is bf16 (half its memory), the weight-gradient GEMMs write it, the sync sends it as it "
+      "is, and the norm and Adam read 2 bytes a weight instead of 4; a CPU run keeps fp32 gradients and sends a bf16 "
+      "copy (a single data-parallel rank sends nothing and keeps its fp32 gradients there)",
       [](auto& c) -> auto& { return c.optim.grad_sync_dtype; });
 }
 

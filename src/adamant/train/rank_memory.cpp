@@ -24,8 +24,9 @@ struct OptimizerMemory {
 
 // What BucketedAdam (fused_adam or distributed_fused_adam) allocates for `params`: its bucket plan's
 // padding, the state of data-parallel rank 0's ranges (every rank's shards are of equal size), the
-// segment tables and the grad norm, and the bf16 staging copy of the gradients when they sync in bf16.
-OptimizerMemory optimizer_memory(const optim::OptimizerOptions& o, const ParamList& params, int dp) {
+// segment tables and the grad norm, and the bf16 staging copy of fp32 gradients when they sync in bf16
+// (`grad_buffer`: the model's gradient buffer dtype).
+OptimizerMemory optimizer_memory(const optim::OptimizerOptions& o, const ParamList& params, int dp, DType grad_buffer) {
   const bool sharded = o.name == "distributed_fused_adam";
   const DType sync_dtype = sharded ? o.grad_sync_dtype : DType::f32;
   const optim::BucketPlan plan(params, optim::BucketPlan::capacity_for(o.bucket_cap_mb, dtype_size(sync_dtype)),
@@ -41,8 +42,9 @@ OptimizerMemory optimizer_memory(const optim::OptimizerOptions& o, const ParamLi
   m.workspaces =
       static_cast<double>((ranges.segments().size() + ranges.norm_segments().size()) * sizeof(std::int64_t)) +
       sizeof(double);
-  // bf16 sync sends from a bf16 copy, which one rank alone does not make (optim/bucketed_grads.h).
-  if (sync_dtype == DType::bf16 && dp > 1) m.workspaces += 2.0 * static_cast<double>(plan.padded_numel());
+  // bf16 sync sends an fp32 buffer from a bf16 copy, which one rank alone does not make (optim/bucketed_grads.h).
+  if (sync_dtype == DType::bf16 && dp > 1 && grad_buffer == DType::f32)
+    m.workspaces += 2.0 * static_cast<double>(plan.padded_numel());
   return m;
 }
 
@@ -52,7 +54,9 @@ RankMemory stage_memory(const TrainConfig& config, const model::GptConfig& gpt, 
                         Device device) {
   const model::PipelineStage place = model::pipeline_stage(gpt, stage);
   const ParamList params = model::build_stage_param_list(gpt, place);
-  const OptimizerMemory optimizer = optimizer_memory(optimizer_options_of(config), params, dp);
+  const DType grad_buffer =
+      model::model_dtypes(weight_dtype_of(config), device, gpt.classifier_logits, gpt.grad_buffer).grad_buffer;
+  const OptimizerMemory optimizer = optimizer_memory(optimizer_options_of(config), params, dp, grad_buffer);
   const PipelineLayout pipeline{gpt.pipeline_parallel_size, gpt.virtual_pipeline_size, micro_batches};
   RankMemory r;
   r.stage = stage;

@@ -165,7 +165,7 @@ std::string RunSetup::describe() const {
   const optim::OptimizerOptions& o = config_.optim;
   const bool distributed = o.name == "distributed_fused_adam";
   const double main_bytes = !o.megatron_amp_O2 ? 0.0 : (o.store_param_remainders ? 2.0 : 4.0);
-  const double formula = n * (dtype_size(weight_dtype_of(config_)) + 4.0 +
+  const double formula = n * (dtype_size(weight_dtype_of(config_)) + dtype_size(model_->grad_buffer_dtype()) +
                               (main_bytes + 8.0) / (distributed ? static_cast<double>(d) : 1.0));
   constexpr double MiB = 1024.0 * 1024.0;
   return fmt::format(

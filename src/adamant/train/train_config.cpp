@@ -109,6 +109,8 @@ void derive_defaults(TrainConfig& config, const ConfigDocument& document) {
   auto& model = config.model;
   if (!document.raw("model.max_position_embeddings")) model.max_position_embeddings = model.seq_length;
   if (!document.raw("model.ffn_hidden_size")) model.ffn_hidden_size = 4 * model.hidden_size;
+  // Gradients accumulate in the dtype they sync in (model/gpt_config.h).
+  model.grad_buffer = config.optim.grad_sync_dtype;
 }
 
 }  // namespace

@@ -259,6 +259,13 @@ void accumulate(const Tensor& src, Tensor dst) {
     for (std::size_t i = 0; i < n; ++i) out[i] += in[i];
     return;
   }
+  if (dst.dtype == DType::bf16) {  // a bf16 gradient buffer: each sum rounded once
+    auto* const out = static_cast<bf16_bits*>(dst.data);
+    const float* const in = src.ptr<float>();
+#pragma omp parallel for schedule(static)
+    for (std::size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(bf16_to_f32(out[i]) + in[i]);
+    return;
+  }
   float* const out = dst.ptr<float>();
   if (src.dtype == DType::f32) {
     const float* const in = src.ptr<float>();

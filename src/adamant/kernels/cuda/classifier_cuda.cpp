@@ -74,9 +74,9 @@ void compute_logits(const ClassifierChunk& chunk, Workspace& workspace, const St
 // From g in the scratch (bf16 rows at the logits' row pitch: 2 * vocab elements over fp32
 // logits, vocab over bf16 ones; or fp32 in place):
 // d_x_chunk[rows, C] = g embedding (overwritten, in the activation dtype) and
-// d_embedding[vocab, C] = g^T x_chunk + beta * d_embedding (fp32).
-void backpropagate(const ClassifierChunk& chunk, void* d_x_chunk, float* d_embedding, float beta, Workspace& workspace,
-                   const Stream& stream, const char* op) {
+// d_embedding[vocab, C] = g^T x_chunk + beta * d_embedding (the gradient buffer's fp32 or bf16).
+void backpropagate(const ClassifierChunk& chunk, void* d_x_chunk, const Tensor& d_embedding, float beta,
+                   Workspace& workspace, const Stream& stream, const char* op) {
   const DType dtype = chunk.x.dtype;
   const std::int64_t pitch =
       static_cast<std::int64_t>(dtype_size(chunk.logits_dtype) / dtype_size(dtype)) * chunk.vocab;
@@ -101,8 +101,8 @@ void backpropagate(const ClassifierChunk& chunk, void* d_x_chunk, float* d_embed
   embedding_grad.beta = beta;
   embedding_grad.a = gradient;
   embedding_grad.b = chunk.x;
-  embedding_grad.c = d_embedding;
-  embedding_grad.c_dtype = DType::f32;
+  embedding_grad.c = d_embedding.data;
+  embedding_grad.c_dtype = d_embedding.dtype;
   embedding_grad.c_row_stride = chunk.channels;
   matmul(embedding_grad, workspace, stream);
 }
@@ -157,8 +157,8 @@ void fused_classifier(const Tensor& x, const Tensor& embedding, const Tensor& ta
                          static_cast<float*>(losses.data) + r0, chunk.rows, vocab, mode, grad_scale, stream);
     if (!with_grad) continue;
     const float beta = (r0 == 0 && !accumulate_d_embedding) ? 0.0f : 1.0f;
-    backpropagate(chunk, static_cast<char*>(d_x.data) + r0 * channels * element, static_cast<float*>(d_embedding.data),
-                  beta, workspace, stream, op);
+    backpropagate(chunk, static_cast<char*>(d_x.data) + r0 * channels * element, d_embedding, beta, workspace, stream,
+                  op);
   }
 }
 
@@ -196,9 +196,7 @@ void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding
                                         const VocabParallelShape& shape, Workspace& workspace, const Stream& stream) {
   const char* op = "vocab_parallel_classifier_backward";
   if (shape.rows == 0 && !accumulate_d_embedding) {  // no chunk overwrites it
-    check_launch(
-        op, "zero fill",
-        cudaMemsetAsync(d_embedding.data, 0, shape.vocab * shape.channels * sizeof(float), stream_handle(stream)));
+    check_launch(op, "zero fill", cudaMemsetAsync(d_embedding.data, 0, d_embedding.bytes(), stream_handle(stream)));
     return;
   }
   const std::int64_t chunk_rows = static_cast<std::int64_t>(logits_scratch.numel()) / shape.vocab;
@@ -213,8 +211,8 @@ void vocab_parallel_classifier_backward(const Tensor& x, const Tensor& embedding
                      shape.vocab_start, static_cast<const float*>(lse.data) + r0, chunk.rows, shape.vocab,
                      gradient_mode(x.dtype), static_cast<float>(grad_scale), stream_handle(stream)));
     const float beta = (r0 == 0 && !accumulate_d_embedding) ? 0.0f : 1.0f;
-    backpropagate(chunk, static_cast<char*>(d_x.data) + r0 * shape.channels * element,
-                  static_cast<float*>(d_embedding.data), beta, workspace, stream, op);
+    backpropagate(chunk, static_cast<char*>(d_x.data) + r0 * shape.channels * element, d_embedding, beta, workspace,
+                  stream, op);
   }
 }
 

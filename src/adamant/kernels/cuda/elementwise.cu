@@ -55,17 +55,21 @@ __global__ void __launch_bounds__(kThreads) scale_kernel(void* data, float facto
   });
 }
 
-template <DType kSrc, bool kVectorized>
-__global__ void __launch_bounds__(kThreads) accumulate_kernel(const void* src, float* dst, std::int64_t numel) {
+template <DType kSrc, DType kDst, bool kVectorized>
+__global__ void __launch_bounds__(kThreads) accumulate_kernel(const void* src, void* dst, std::int64_t numel) {
   const auto* in = static_cast<const detail::Storage<kSrc>*>(src);
+  auto* out = static_cast<detail::Storage<kDst>*>(dst);
   for_each_group(numel, [&](std::int64_t first) {
     detail::Storage<kSrc> values[kLanes] = {};
-    float sums[kLanes] = {};
+    detail::Storage<kDst> sums[kLanes] = {};
     detail::load_group<kVectorized>(in, first, 0, numel, values);
-    detail::load_group<kVectorized>(static_cast<const float*>(dst), first, 0, numel, sums);
+    detail::load_group<kVectorized>(out, first, 0, numel, sums);
 #pragma unroll
-    for (int lane = 0; lane < kLanes; ++lane) sums[lane] = __fadd_rn(sums[lane], detail::to_f32<kSrc>(values[lane]));
-    detail::store_group<kVectorized>(dst, first, 0, numel, sums);
+    for (int lane = 0; lane < kLanes; ++lane) {
+      sums[lane] =
+          detail::from_f32<kDst>(__fadd_rn(detail::to_f32<kDst>(sums[lane]), detail::to_f32<kSrc>(values[lane])));
+    }
+    detail::store_group<kVectorized>(out, first, 0, numel, sums);
   });
 }
 
@@ -140,18 +144,21 @@ cudaError_t scale(void* x, DType dtype, float factor, std::int64_t numel, Launch
   }
 }
 
-cudaError_t accumulate(const void* src, DType src_dtype, float* dst, std::int64_t numel, LaunchShape shape,
-                       cudaStream_t stream) {
-  switch (src_dtype) {
-    case DType::f32:
-      return launch(accumulate_kernel<DType::f32, true>, accumulate_kernel<DType::f32, false>, numel, shape, stream,
-                    src, dst);
-    case DType::bf16:
-      return launch(accumulate_kernel<DType::bf16, true>, accumulate_kernel<DType::bf16, false>, numel, shape, stream,
-                    src, dst);
-    default:
-      return cudaErrorInvalidValue;
+cudaError_t accumulate(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::int64_t numel,
+                       LaunchShape shape, cudaStream_t stream) {
+  if (src_dtype == DType::f32 && dst_dtype == DType::f32) {
+    return launch(accumulate_kernel<DType::f32, DType::f32, true>, accumulate_kernel<DType::f32, DType::f32, false>,
+                  numel, shape, stream, src, dst);
   }
+  if (src_dtype == DType::bf16 && dst_dtype == DType::f32) {
+    return launch(accumulate_kernel<DType::bf16, DType::f32, true>, accumulate_kernel<DType::bf16, DType::f32, false>,
+                  numel, shape, stream, src, dst);
+  }
+  if (src_dtype == DType::f32 && dst_dtype == DType::bf16) {
+    return launch(accumulate_kernel<DType::f32, DType::bf16, true>, accumulate_kernel<DType::f32, DType::bf16, false>,
+                  numel, shape, stream, src, dst);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace adamant::kernels::cuda::launchers

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "adamant/kernels/cuda/embedding_word_grad.h"
+#include "adamant/kernels/cuda/grad_rows.cuh"
 #include "adamant/kernels/cuda/model_launchers_pointwise.h"
 #include "adamant/kernels/cuda/pointwise_model_device.cuh"
 
@@ -21,9 +22,7 @@ namespace {
 
 using pointwise_detail::kVectorWidth;
 using pointwise_detail::load_bf16;
-using pointwise_detail::load_f32;
 using pointwise_detail::store_bf16;
-using pointwise_detail::store_f32;
 
 constexpr int kThreads = 256;
 constexpr int kBlocksPerMultiprocessor = 8;
@@ -65,10 +64,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// d_position[t, c] += d_out[0, t, c] + d_out[1, t, c] + ... in batch order.
-template <int kWidth>
+// d_position[t, c] += d_out[0, t, c] + d_out[1, t, c] + ... in batch order (rounded once, in a bf16 buffer).
+template <int kWidth, typename Grad>
 __global__ void __launch_bounds__(kThreads)
-    embedding_position_backward_kernel(const std::uint16_t* d_out, float* d_position, std::int64_t batch,
+    embedding_position_backward_kernel(const std::uint16_t* d_out, Grad* d_position, std::int64_t batch,
                                        std::int64_t seq, std::int64_t channels) {
   const std::int64_t groups_per_row = channels / kWidth;
   const std::int64_t total = seq * groups_per_row;
@@ -77,19 +76,31 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t t = i / groups_per_row;
     const std::int64_t c = (i - t * groups_per_row) * kWidth;
     float sum[kWidth];
-    load_f32<kWidth>(d_position + t * channels + c, sum);
+    grad_rows::load<kWidth>(d_position + t * channels + c, sum);
     for (std::int64_t b = 0; b < batch; ++b) {
       float g[kWidth];
       load_bf16<kWidth>(d_out + (b * seq + t) * channels + c, g);
 #pragma unroll
       for (int k = 0; k < kWidth; ++k) sum[k] += g[k];
     }
-    store_f32<kWidth>(d_position + t * channels + c, sum);
+    grad_rows::store<kWidth>(d_position + t * channels + c, sum);
   }
 }
 
 bool use_vectors(std::int64_t channels, const CudaLaunch& launch) {
   return launch.vectorized && channels % kVectorWidth == 0;
+}
+
+template <typename Grad>
+cudaError_t position_backward(const std::uint16_t* d_out, Grad* d_position, std::int64_t batch, std::int64_t seq,
+                              std::int64_t channels, const CudaLaunch& launch) {
+  const bool vectors = use_vectors(channels, launch);
+  const std::int64_t groups = seq * (vectors ? channels / kVectorWidth : channels);
+  const int grid = pointwise_detail::capped_grid(groups, kThreads, launch.multiprocessors, kBlocksPerMultiprocessor);
+  auto* kernel =
+      vectors ? embedding_position_backward_kernel<kVectorWidth, Grad> : embedding_position_backward_kernel<1, Grad>;
+  kernel<<<grid, kThreads, 0, stream_of(launch)>>>(d_out, d_position, batch, seq, channels);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -109,26 +120,23 @@ int embedding_forward(const std::int32_t* tokens, const std::uint16_t* word, con
   return cudaGetLastError();
 }
 
-int embedding_backward(const std::uint16_t* d_out, const std::int32_t* tokens, float* d_word, float* d_position,
-                       void* scratch, std::size_t scratch_bytes, std::int64_t batch, std::int64_t seq,
+int embedding_backward(const std::uint16_t* d_out, const std::int32_t* tokens, void* d_word, void* d_position,
+                       DType grad_dtype, void* scratch, std::size_t scratch_bytes, std::int64_t batch, std::int64_t seq,
                        std::int64_t channels, std::int64_t vocab, std::int64_t vocab_start, const CudaLaunch& launch) {
   if (channels <= 0 || seq <= 0 || vocab <= 0 || vocab_start < 0) return cudaErrorInvalidValue;
   const std::int64_t rows = batch * seq;
   if (rows <= 0) return cudaSuccess;
 
+  if (grad_dtype != DType::f32 && grad_dtype != DType::bf16) return cudaErrorInvalidValue;
   if (d_position != nullptr) {
-    const bool vectors = use_vectors(channels, launch);
-    const std::int64_t groups = seq * (vectors ? channels / kVectorWidth : channels);
-    const int position_grid =
-        pointwise_detail::capped_grid(groups, kThreads, launch.multiprocessors, kBlocksPerMultiprocessor);
-    auto* position_kernel =
-        vectors ? embedding_position_backward_kernel<kVectorWidth> : embedding_position_backward_kernel<1>;
-    position_kernel<<<position_grid, kThreads, 0, stream_of(launch)>>>(d_out, d_position, batch, seq, channels);
-    const cudaError_t status = cudaGetLastError();
+    const cudaError_t status =
+        grad_dtype == DType::f32
+            ? position_backward(d_out, static_cast<float*>(d_position), batch, seq, channels, launch)
+            : position_backward(d_out, static_cast<std::uint16_t*>(d_position), batch, seq, channels, launch);
     if (status != cudaSuccess) return status;
   }
-  return embedding_detail::word_grad(d_out, tokens, d_word, rows, channels, vocab, vocab_start, scratch, scratch_bytes,
-                                     launch.vectorized, stream_of(launch));
+  return embedding_detail::word_grad(d_out, tokens, d_word, grad_dtype, rows, channels, vocab, vocab_start, scratch,
+                                     scratch_bytes, launch.vectorized, stream_of(launch));
 }
 
 }  // namespace adamant::kernels::cuda

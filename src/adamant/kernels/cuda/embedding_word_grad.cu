@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "adamant/kernels/cuda/embedding_word_grad.h"
+#include "adamant/kernels/cuda/grad_rows.cuh"
 #include "adamant/kernels/cuda/pointwise_model_device.cuh"
 #include "adamant/kernels/cuda/stable_key_sort.h"
 #include "adamant/kernels/embedding_scratch.h"
@@ -53,21 +54,22 @@ __global__ void word_grad_keys_kernel(const std::int32_t* tokens, std::uint32_t*
   positions[r] = static_cast<std::uint32_t>(r);
 }
 
-// d_word's kWidth channels at `out` += sum: one run's or one segment's total, added once.
-template <int kWidth>
-__device__ __forceinline__ void add_to_word_row(float* out, const float (&sum)[kWidth]) {
+// d_word's kWidth channels at `out` += sum: one run's or one segment's total, added once
+// (and rounded once, in a bf16 buffer).
+template <int kWidth, typename Grad>
+__device__ __forceinline__ void add_to_word_row(Grad* out, const float (&sum)[kWidth]) {
   float old[kWidth];
-  load_f32<kWidth>(out, old);
+  grad_rows::load<kWidth>(out, old);
 #pragma unroll
   for (int k = 0; k < kWidth; ++k) old[k] += sum[k];
-  store_f32<kWidth>(out, old);
+  grad_rows::store<kWidth>(out, old);
 }
 
 // Step 3: block = chunk of sorted entries; thread = channel group (kWidth channels).
-template <int kWidth>
+template <int kWidth, typename Grad>
 __global__ void __launch_bounds__(kChunk)
     word_grad_runs_kernel(const std::uint16_t* __restrict__ d_out, const std::uint32_t* __restrict__ keys,
-                          const std::uint32_t* __restrict__ positions, float* __restrict__ d_word,
+                          const std::uint32_t* __restrict__ positions, Grad* __restrict__ d_word,
                           float* __restrict__ partial_first, float* __restrict__ partial_last,
                           std::uint32_t* __restrict__ chunk_first_row, std::uint32_t* __restrict__ chunk_whole_run,
                           std::uint32_t* __restrict__ chunk_owned_row, std::int64_t rows, std::int64_t channels,
@@ -155,12 +157,12 @@ __global__ void __launch_bounds__(kChunk)
 }
 
 // Step 4: block = chunk; it finishes the segment its last run starts, if any.
-template <int kWidth>
+template <int kWidth, typename Grad>
 __global__ void __launch_bounds__(kChunk)
     word_grad_segments_kernel(const float* __restrict__ partial_first, const float* __restrict__ partial_last,
                               const std::uint32_t* __restrict__ chunk_first_row,
                               const std::uint32_t* __restrict__ chunk_whole_run,
-                              const std::uint32_t* __restrict__ chunk_owned_row, float* __restrict__ d_word,
+                              const std::uint32_t* __restrict__ chunk_owned_row, Grad* __restrict__ d_word,
                               std::int64_t chunks, std::int64_t channels) {
   const std::int64_t chunk = blockIdx.x;
   const std::uint32_t row = chunk_owned_row[chunk];
@@ -184,11 +186,10 @@ __global__ void __launch_bounds__(kChunk)
   }
 }
 
-}  // namespace
-
-cudaError_t word_grad(const std::uint16_t* d_out, const std::int32_t* tokens, float* d_word, std::int64_t rows,
-                      std::int64_t channels, std::int64_t vocab, std::int64_t vocab_start, void* scratch,
-                      std::size_t scratch_bytes, bool vectorized, cudaStream_t stream) {
+template <typename Grad>
+cudaError_t launch_word_grad(const std::uint16_t* d_out, const std::int32_t* tokens, Grad* d_word, std::int64_t rows,
+                             std::int64_t channels, std::int64_t vocab, std::int64_t vocab_start, void* scratch,
+                             std::size_t scratch_bytes, bool vectorized, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   if (rows > INT32_MAX || vocab >= INT32_MAX) return cudaErrorInvalidValue;
   const embedding_scratch::Layout s = embedding_scratch::layout(rows, channels);
@@ -212,17 +213,34 @@ cudaError_t word_grad(const std::uint16_t* d_out, const std::int32_t* tokens, fl
 
   const std::int64_t chunks = embedding_scratch::chunks(rows);
   const bool vectors = vectorized && channels % kVectorWidth == 0;
-  auto* runs = vectors ? word_grad_runs_kernel<kVectorWidth> : word_grad_runs_kernel<1>;
+  auto* runs = vectors ? word_grad_runs_kernel<kVectorWidth, Grad> : word_grad_runs_kernel<1, Grad>;
   runs<<<static_cast<unsigned>(chunks), kChunk, 0, stream>>>(
       d_out, keys[sorted], positions[sorted], d_word, floats(s.partial_first), floats(s.partial_last),
       words(s.chunk_first_row), words(s.chunk_whole_run), words(s.chunk_owned_row), rows, channels, vocab);
   status = cudaGetLastError();
   if (status != cudaSuccess) return status;
-  auto* segments = vectors ? word_grad_segments_kernel<kVectorWidth> : word_grad_segments_kernel<1>;
+  auto* segments = vectors ? word_grad_segments_kernel<kVectorWidth, Grad> : word_grad_segments_kernel<1, Grad>;
   segments<<<static_cast<unsigned>(chunks), kChunk, 0, stream>>>(floats(s.partial_first), floats(s.partial_last),
                                                                  words(s.chunk_first_row), words(s.chunk_whole_run),
                                                                  words(s.chunk_owned_row), d_word, chunks, channels);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t word_grad(const std::uint16_t* d_out, const std::int32_t* tokens, void* d_word, DType grad_dtype,
+                      std::int64_t rows, std::int64_t channels, std::int64_t vocab, std::int64_t vocab_start,
+                      void* scratch, std::size_t scratch_bytes, bool vectorized, cudaStream_t stream) {
+  switch (grad_dtype) {
+    case DType::f32:
+      return launch_word_grad(d_out, tokens, static_cast<float*>(d_word), rows, channels, vocab, vocab_start, scratch,
+                              scratch_bytes, vectorized, stream);
+    case DType::bf16:
+      return launch_word_grad(d_out, tokens, static_cast<std::uint16_t*>(d_word), rows, channels, vocab, vocab_start,
+                              scratch, scratch_bytes, vectorized, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace adamant::kernels::cuda::embedding_detail

@@ -70,7 +70,8 @@ cudaError_t squared_norm(const void* x, DType x_dtype, std::int64_t numel, const
 cudaError_t cast(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::int64_t numel, LaunchShape shape,
                  cudaStream_t stream);
 cudaError_t scale(void* x, DType dtype, float factor, std::int64_t numel, LaunchShape shape, cudaStream_t stream);
-cudaError_t accumulate(const void* src, DType src_dtype, float* dst, std::int64_t numel, LaunchShape shape,
-                       cudaStream_t stream);
+// dst += src: fp32 or bf16 into fp32, or fp32 into bf16 (each sum rounded once).
+cudaError_t accumulate(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::int64_t numel,
+                       LaunchShape shape, cudaStream_t stream);
 
 }  // namespace adamant::kernels::cuda::launchers

@@ -176,10 +176,9 @@ void scale(Tensor x, float s, const Stream& stream) {
 
 void accumulate(const Tensor& src, Tensor dst, const Stream& stream) {
   const CurrentDeviceGuard guard(src.device);
-  check_status(
-      launchers::accumulate(src.data, src.dtype, static_cast<float*>(dst.data), static_cast<std::int64_t>(src.numel()),
-                            shape_for(src.device, {&src, &dst}), stream_of(stream)),
-      "accumulate");
+  check_status(launchers::accumulate(src.data, src.dtype, dst.data, dst.dtype, static_cast<std::int64_t>(src.numel()),
+                                     shape_for(src.device, {&src, &dst}), stream_of(stream)),
+               "accumulate");
 }
 
 }  // namespace adamant::kernels::cuda
