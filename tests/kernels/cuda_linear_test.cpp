@@ -288,9 +288,10 @@ TEST(CudaLinear, AccumulatedWeightGradientAddsToTheOldValue) {
 }
 
 // A bf16 gradient buffer (GptConfig::grad_buffer): the weight-gradient GEMM writes the fp32
-// product rounded to bf16 (beta 0), or adds it to the bf16 old value with one rounding (beta 1),
-// through the dispatcher that checks the operands; against the CPU's fp32 results within the
-// fp32 bound plus half a bf16 unit.
+// product rounded to bf16 (beta 0), or adds it to the bf16 old value (beta 1), through the
+// dispatcher that checks the operands; against the CPU's fp32 results within the fp32 bound plus
+// bf16's unit roundoff (2^-8) of the result and of the terms' magnitude: cuBLASLt may round the
+// product to the output type before it adds the old value.
 TEST(CudaLinear, WeightGradientIntoABf16BufferMatchesTheCpuRounded) {
   ADAMANT_REQUIRE_GPU();
   for (const WeightGrad mode : {WeightGrad::overwrite, WeightGrad::accumulate}) {
@@ -319,7 +320,7 @@ TEST(CudaLinear, WeightGradientIntoABf16BufferMatchesTheCpuRounded) {
     kernels::linear_backward(d_out_gpu.view(), in_gpu.view(), weight_gpu.view(), Tensor{}, d_weight_gpu.view(),
                              Tensor{}, s, workspace, stream, mode);
     stream.synchronize();
-    expect_close(d_weight_gpu.download(), expected, magnitude, kBf16OutputRelative, kAccumulation,
+    expect_close(d_weight_gpu.download(), expected, magnitude, kBf16OutputRelative, kAccumulation + 0x1p-8,
                  adds ? "bf16 d_weight accumulated" : "bf16 d_weight written");
   }
 }

@@ -329,7 +329,7 @@ TEST(GpuGptModel, Bf16GradientBufferMatchesTheCpuModel) {
   EXPECT_EQ(actual.ready_order, expected.ready_order);
   expect_gradients_close(cpu.params(), actual.grads, expected.grads, config.hidden_size, kGradientTolerance,
                          "bf16 gradient buffer, two micro-batches");
-  // A few roundings to bf16 (2^-9 each) a value: the word embedding's takes four (the classifier's
+  // A few roundings to bf16 (2^-8 each at most) a value: the word embedding's takes four (the classifier's
   // and the embedding's share, each micro-batch).
   expect_gradients_close(cpu.params(), actual.grads, f32_buffer.grads, config.hidden_size, 1e-2,
                          "bf16 against fp32 gradient buffer", KeyBias::compare);
