@@ -101,28 +101,48 @@ TEST(CudaEmbedding, ForwardMatchesCpuBitForBit) {
   }
 }
 
+// A backward's operands and the CPU's results: d_out, tokens with heavy repeats, the gradients'
+// old values (bf16 values of about `initial_scale`), the CPU kernel's fp32 gradients, and for
+// each word-gradient element the sum of its terms' magnitudes (its summation error's bound).
+struct BackwardReference {
+  MirroredArray<std::int32_t> tokens;
+  std::vector<float> d_out{}, d_word_initial{}, d_position_initial{}, d_word{}, d_position{}, word_terms{};
+};
+
+BackwardReference backward_reference(const EmbeddingCase& c, std::uint64_t seed, float initial_scale) {
+  const EmbeddingShape& s = c.shape;
+  const auto rows = static_cast<std::size_t>(s.batch * s.seq);
+  const auto channels = static_cast<std::size_t>(s.channels);
+  BackwardReference r{repetitive_tokens_on_gpu(rows, s.vocab, seed + 1)};
+  r.d_out = rounded_normal(rows * channels, seed, 0.0, 1.0);
+  r.d_word_initial = rounded_uniform(static_cast<std::size_t>(s.vocab * s.channels), seed + 2, initial_scale);
+  r.d_position_initial =
+      rounded_normal(static_cast<std::size_t>(c.position_rows) * channels, seed + 3, 0.0, initial_scale);
+  r.d_word = r.d_word_initial;
+  r.d_position = r.d_position_initial;
+  cpu::embedding_backward(view(r.d_out), r.tokens.host_view(), view(r.d_word), view(r.d_position), s);
+  r.word_terms.resize(r.d_word.size());
+  for (std::size_t i = 0; i < r.d_word.size(); ++i) r.word_terms[i] = std::abs(r.d_word_initial[i]);
+  for (std::size_t row = 0; row < rows; ++row) {
+    const auto token = static_cast<std::size_t>(r.tokens.host[row]);
+    for (std::size_t k = 0; k < channels; ++k) {
+      r.word_terms[token * channels + k] += std::abs(r.d_out[row * channels + k]);
+    }
+  }
+  return r;
+}
+
 TEST(CudaEmbedding, BackwardMatchesCpuAndIsDeterministic) {
   ADAMANT_REQUIRE_GPU();
   const Stream stream(testing::gpu());
   for (const EmbeddingCase& c : kEmbeddingCases) {
     const EmbeddingShape& s = c.shape;
     SCOPED_TRACE(name_of(s));
-    const auto rows = static_cast<std::size_t>(s.batch * s.seq);
-    const auto channels = static_cast<std::size_t>(s.channels);
-    std::vector<float> d_out = rounded_normal(rows * channels, 71, 0.0, 1.0);
-    auto tokens = repetitive_tokens_on_gpu(rows, s.vocab, 72);
-    const std::vector<float> d_word_initial =
-        rounded_uniform(static_cast<std::size_t>(s.vocab * s.channels), 73, 0.01f);
-    const std::vector<float> d_position_initial =
-        rounded_normal(static_cast<std::size_t>(c.position_rows) * channels, 74, 0.0, 0.01);
-    std::vector<float> d_word = d_word_initial, d_position = d_position_initial;
-    cpu::embedding_backward(view(d_out), tokens.host_view(), view(d_word), view(d_position), s);
-    std::vector<float> word_terms(d_word.size());
-    for (std::size_t i = 0; i < d_word.size(); ++i) word_terms[i] = std::abs(d_word_initial[i]);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const auto token = static_cast<std::size_t>(tokens.host[r]);
-      for (std::size_t k = 0; k < channels; ++k) word_terms[token * channels + k] += std::abs(d_out[r * channels + k]);
-    }
+    BackwardReference ref = backward_reference(c, 71, 0.01f);
+    const std::vector<float>&d_out = ref.d_out, &d_word_initial = ref.d_word_initial,
+          &d_position_initial = ref.d_position_initial, &d_word = ref.d_word, &d_position = ref.d_position,
+          &word_terms = ref.word_terms;
+    auto& tokens = ref.tokens;
 
     auto d_out_gpu = bf16_on_gpu(d_out);
     auto d_word_gpu = f32_on_gpu(d_word_initial);
@@ -154,7 +174,7 @@ TEST(CudaEmbedding, BackwardMatchesCpuAndIsDeterministic) {
 // Into a bf16 gradient buffer (GptConfig::grad_buffer): each row's fp32 sum, started from the
 // buffer's value, is rounded once. The position gradient sums in the CPU's order, so it is the
 // CPU's fp32 result rounded to bf16, bit for bit; the word gradient is within the fp32 bound
-// above plus half a bf16 unit.
+// above plus bf16's unit roundoff (2^-8) of the result.
 TEST(CudaEmbedding, BackwardIntoBf16GradientsRoundsEachSumOnce) {
   ADAMANT_REQUIRE_GPU();
   const Stream stream(testing::gpu());
@@ -163,24 +183,13 @@ TEST(CudaEmbedding, BackwardIntoBf16GradientsRoundsEachSumOnce) {
     SCOPED_TRACE(name_of(s));
     const auto rows = static_cast<std::size_t>(s.batch * s.seq);
     const auto channels = static_cast<std::size_t>(s.channels);
-    std::vector<float> d_out = rounded_normal(rows * channels, 171, 0.0, 1.0);
-    auto tokens = repetitive_tokens_on_gpu(rows, s.vocab, 172);
-    const std::vector<float> d_word_initial =
-        rounded_uniform(static_cast<std::size_t>(s.vocab * s.channels), 173, 0.5f);
-    const std::vector<float> d_position_initial =
-        rounded_normal(static_cast<std::size_t>(c.position_rows) * channels, 174, 0.0, 0.5);
-    std::vector<float> d_word = d_word_initial, d_position = d_position_initial;
-    cpu::embedding_backward(view(d_out), tokens.host_view(), view(d_word), view(d_position), s);
-    std::vector<float> word_terms(d_word.size());
-    for (std::size_t i = 0; i < d_word.size(); ++i) word_terms[i] = std::abs(d_word_initial[i]);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const auto token = static_cast<std::size_t>(tokens.host[r]);
-      for (std::size_t k = 0; k < channels; ++k) word_terms[token * channels + k] += std::abs(d_out[r * channels + k]);
-    }
+    BackwardReference ref = backward_reference(c, 171, 0.5f);
+    const std::vector<float>&d_word_initial = ref.d_word_initial, &d_word = ref.d_word, &word_terms = ref.word_terms;
+    auto& tokens = ref.tokens;
 
-    auto d_out_gpu = bf16_on_gpu(d_out);
+    auto d_out_gpu = bf16_on_gpu(ref.d_out);
     auto d_word_gpu = bf16_on_gpu(d_word_initial);
-    auto d_position_gpu = bf16_on_gpu(d_position_initial);
+    auto d_position_gpu = bf16_on_gpu(ref.d_position_initial);
     MirroredArray<float> scratch(
         static_cast<std::size_t>(embedding_backward_scratch_floats(testing::gpu(), s.batch * s.seq, s.channels)),
         DType::f32);
@@ -190,7 +199,7 @@ TEST(CudaEmbedding, BackwardIntoBf16GradientsRoundsEachSumOnce) {
     expect_near_all(
         download_bf16(d_word_gpu), d_word,
         [&](std::size_t i) { return 1e-5 * word_terms[i] + std::ldexp(std::abs(d_word[i]), -8); }, "bf16 d_word");
-    testing::expect_bitwise_equal(d_position_gpu.download(), to_bf16_bits(d_position), "bf16 d_position");
+    testing::expect_bitwise_equal(d_position_gpu.download(), to_bf16_bits(ref.d_position), "bf16 d_position");
     // A row no token touches keeps its bits.
     const std::vector<std::uint16_t> word_bits = d_word_gpu.download();
     const std::vector<std::uint16_t> initial_bits = to_bf16_bits(d_word_initial);

@@ -194,12 +194,23 @@ TEST(DistributedFusedAdam, FusedAdamWithAllReduceMatchesOneRank) {
   remove_shared_dir(dir);
 }
 
+OptimizerOptions bf16_sync_options() {
+  OptimizerOptions options = test_options("distributed_fused_adam");
+  options.grad_sync_dtype = DType::bf16;
+  return options;
+}
+
+double mean_abs_difference(const std::vector<float>& a, const std::vector<float>& b, std::size_t count) {
+  double sum = 0;
+  for (std::size_t i = 0; i < count; ++i) sum += std::abs(a[i] - b[i]);
+  return sum / static_cast<double>(count);
+}
+
 TEST(DistributedFusedAdam, Bf16GradSyncStaysClose) {
   comm::MpiCommunicator world;
   const int dp = world.size();
   const ParamList params = synthetic_params();
-  OptimizerOptions options = test_options("distributed_fused_adam");
-  options.grad_sync_dtype = DType::bf16;
+  const OptimizerOptions options = bf16_sync_options();
   RunConfig config;
   config.steps = 8;
   config.micro_batches_per_rank = 2;
@@ -215,9 +226,7 @@ TEST(DistributedFusedAdam, Bf16GradSyncStaysClose) {
   // flip the sign of the sum and the update (at most ~2 lr per step): the maximum is bounded by 2 * sum(lr) < 0.13
   // only, so it is asserted loosely.
   const double main_difference = max_abs_difference(a.state.main, b.state.main);
-  double mean_difference = 0;
-  for (std::size_t i = 0; i < params.total_numel; ++i) mean_difference += std::abs(a.state.main[i] - b.state.main[i]);
-  mean_difference /= static_cast<double>(params.total_numel);
+  const double mean_difference = mean_abs_difference(a.state.main, b.state.main, params.total_numel);
   EXPECT_LE(mean_difference, 3e-4);
   if (dp == 1) {
     EXPECT_EQ(mean_difference, 0.0) << "one rank sends nothing: its fp32 gradients, as fused_adam's";
@@ -238,8 +247,7 @@ TEST(DistributedFusedAdam, Bf16GradientBufferIsSentAsItIs) {
   comm::MpiCommunicator world;
   const int dp = world.size();
   const ParamList params = synthetic_params();
-  OptimizerOptions options = test_options("distributed_fused_adam");
-  options.grad_sync_dtype = DType::bf16;
+  const OptimizerOptions options = bf16_sync_options();
   RunConfig config;
   config.steps = 6;
   Trained f32_buffer(options, params, &world);
@@ -256,9 +264,7 @@ TEST(DistributedFusedAdam, Bf16GradientBufferIsSentAsItIs) {
       EXPECT_EQ(bf16_buffer.results[s].grad_norm, f32_buffer.results[s].grad_norm) << "step " << s;
     }
   } else {
-    double mean_difference = 0;
-    for (std::size_t i = 0; i < params.total_numel; ++i) mean_difference += std::abs(a.state.main[i] - b.state.main[i]);
-    mean_difference /= static_cast<double>(params.total_numel);
+    const double mean_difference = mean_abs_difference(a.state.main, b.state.main, params.total_numel);
     EXPECT_GT(mean_difference, 0.0) << "one rank's bf16 buffer held unrounded gradients";
     EXPECT_LE(mean_difference, 3e-4);  // as Bf16GradSyncStaysClose
   }
