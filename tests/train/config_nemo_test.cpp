@@ -355,9 +355,11 @@ TEST(ConfigNemo, Gpt3SizesMatchTheDesign) {
   EXPECT_EQ(std::tuple(xl.model.num_layers, xl.model.hidden_size, xl.model.num_attention_heads),
             std::tuple(24, 2048, 16));
   EXPECT_EQ(small.run_dir(), std::filesystem::path("runs/gpt3_126m"));
-  // 1.3B ships with selective recomputation (its memory is what a single GPU runs short of).
+  // Both keep every activation; 1.3B's gradients accumulate in bf16 (its grad_sync_dtype), which
+  // leaves room for them on one GPU.
   EXPECT_FALSE(small.model.recompute_activation);
-  EXPECT_TRUE(xl.model.recompute_activation);
+  EXPECT_FALSE(xl.model.recompute_activation);
+  EXPECT_EQ(xl.model.grad_buffer, DType::bf16);
 }
 
 TEST(ConfigRoundTrip, ToYamlThenParseGivesTheSameConfig) {
