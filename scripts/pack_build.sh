@@ -42,7 +42,9 @@ for target in "$@"; do
     if [[ "$library" =~ $provided ]]; then ldd "$library" | awk '$2 == "=>" {print $3}'; fi
   done | sort -u)
   for library in $libraries; do
-    case "$library" in /usr/local/cuda* | /opt/*) continue ;; esac
+    # The CUDA toolkit's folders (the standard one, and NVIDIA's HPC SDK under /opt/nvidia) are the
+    # machine's own; any other library, /opt's included, is packed.
+    case "$library" in /usr/local/cuda* | /opt/nvidia/*) continue ;; esac
     [[ "$library" =~ $provided ]] && continue
     grep -qxF "$library" <<< "$comes_with_provided" && continue
     cp -fL "$library" "$out/lib/"

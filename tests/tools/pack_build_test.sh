@@ -26,6 +26,23 @@ bash -c "source '$work/packed/env.sh' && '$work/packed/adamant' config-keys" > "
   fail "the packed program did not run" "$work/keys"
 grep -q "model.micro_batch_size" "$work/keys" || fail "the packed program's output" "$work/keys"
 
+# A library of the user's own under /opt (not the CUDA toolkit's) is packed, and the program loads the copy.
+if command -v cc > /dev/null && [ -w /opt ]; then
+  opt_lib=$(mktemp -d /opt/adamant-pack-test.XXXXXX)
+  trap 'rm -rf "$work" "$opt_lib"' EXIT
+  mkdir -p "$work/opt_build"
+  printf 'int adamant_pack_test_value(void) { return 42; }\n' > "$work/lib.c"
+  printf 'int adamant_pack_test_value(void);\nint main(void) { return adamant_pack_test_value() == 42 ? 0 : 1; }\n' \
+    > "$work/main.c"
+  cc -shared -fPIC -o "$opt_lib/libadamantpacktest.so" "$work/lib.c"
+  cc -o "$work/opt_build/uses_opt" "$work/main.c" -L"$opt_lib" -ladamantpacktest -Wl,-rpath,"$opt_lib"
+  "$source_dir/scripts/pack_build.sh" "$work/opt_build" "$work/opt_packed" uses_opt > "$work/opt.log"
+  [ -f "$work/opt_packed/lib/libadamantpacktest.so" ] || fail "a library under /opt not packed" "$work/opt.log"
+  rm -rf "$opt_lib"
+  bash -c "source '$work/opt_packed/env.sh' && '$work/opt_packed/uses_opt'" ||
+    fail "the program did not run from the packed copy of its /opt library"
+fi
+
 # Bad input: exit status 2 and a message with the fix.
 set +e
 "$source_dir/scripts/pack_build.sh" "$build" "$work/other" tests/no_such_program > "$work/missing" 2>&1
