@@ -109,8 +109,7 @@ inline void embedding_backward(const Tensor& d_out, const Tensor& tokens, Tensor
   if (d_position.data != nullptr) {
     call.at_least("d_position", d_position, shape.seq * shape.channels, Role::buffer_grad);
     ADAMANT_CHECK(d_position.dtype == d_word.dtype,
-                  "embedding_backward: d_position is {}, d_word {}; both are the "
-                  "gradient buffer's",
+                  "embedding_backward: d_position is {}, d_word {}; both are the gradient buffer's",
                   dtype_name(d_position.dtype), dtype_name(d_word.dtype));
   }
   if (call.on_cuda()) {

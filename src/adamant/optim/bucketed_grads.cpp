@@ -48,7 +48,7 @@ BucketedGrads::BucketedGrads(const OptimizerOptions& options, const ParamList& p
 
 void BucketedGrads::attach(Tensor model_grads) {
   grads_ = model_grads;
-  staged_ = sync_dtype_ == DType::bf16 && comm_.size() > 1 && grads_.dtype == DType::f32;
+  staged_ = sends_bf16_copy(sync_dtype_, comm_.size(), grads_.dtype);
   const Device device = comm_.device();
   segments_ = upload_table(ranges_.segments(), device, segments_buffer_);
   norm_segments_ = upload_table(ranges_.norm_segments(), device, norm_segments_buffer_);

@@ -46,6 +46,13 @@ class GradSync {
   ~GradSync() = default;
 };
 
+// Whether the sync sends `grads` (the model's gradient buffer dtype) from a bf16 copy: fp32
+// gradients synced in bf16 over more than one rank. A bf16 buffer is sent as it is, and one rank
+// sends nothing. What BucketedGrads allocates and the memory planner counts.
+inline bool sends_bf16_copy(DType sync_dtype, int ranks, DType grads) {
+  return sync_dtype == DType::bf16 && ranks > 1 && grads == DType::f32;
+}
+
 class BucketedGrads {
  public:
   // Buckets of options.bucket_cap_mb MiB of sync-dtype gradients (fp32; grad_sync_dtype when sharded).
@@ -98,7 +105,7 @@ class BucketedGrads {
   GradNormScope norm_scope_;
   GradSync& sync_;
   DType sync_dtype_;     // sizes the buckets
-  bool staged_ = false;  // fp32 gradients, bf16 sync over more than one rank: sent from a bf16 copy
+  bool staged_ = false;  // sends_bf16_copy: the sync sends a bf16 copy of the fp32 gradients
   BucketPlan plan_;
   BucketReadiness readiness_;
   UpdateRanges ranges_;

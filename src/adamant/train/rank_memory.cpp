@@ -6,6 +6,7 @@
 #include "adamant/model/param_layout.h"
 #include "adamant/model/pipeline_stage.h"
 #include "adamant/optim/bucket_plan.h"
+#include "adamant/optim/bucketed_grads.h"
 #include "adamant/optim/update_ranges.h"
 #include "adamant/train/pipeline_schedule.h"
 
@@ -42,8 +43,7 @@ OptimizerMemory optimizer_memory(const optim::OptimizerOptions& o, const ParamLi
   m.workspaces =
       static_cast<double>((ranges.segments().size() + ranges.norm_segments().size()) * sizeof(std::int64_t)) +
       sizeof(double);
-  // bf16 sync sends an fp32 buffer from a bf16 copy, which one rank alone does not make (optim/bucketed_grads.h).
-  if (sync_dtype == DType::bf16 && dp > 1 && grad_buffer == DType::f32)
+  if (optim::sends_bf16_copy(sync_dtype, dp, grad_buffer))
     m.workspaces += 2.0 * static_cast<double>(plan.padded_numel());
   return m;
 }
