@@ -7,8 +7,11 @@
 
 #include <cmath>
 #include <sstream>
+#include <string>
 #include <vector>
 
+#include "adamant/core/error.h"
+#include "adamant/kernels/workspace.h"
 #include "model_kernels_test_util.h"
 
 namespace adamant::kernels {
@@ -184,6 +187,49 @@ TEST(FlashAttentionScores, ScratchHoldsEveryTileOnOrBelowTheDiagonal) {
   EXPECT_EQ(flash_attention_scores_bytes(AttentionShape{0, 2048, 12, 64}), 0u);
   // GPT-3 126M, micro-batch 8: 528 tiles a head, 96 heads in all.
   EXPECT_EQ(flash_attention_scores_bytes(AttentionShape{8, 2048, 12, 64}), std::size_t{96} * 528 * 8192);
+}
+
+// Asked for the bias gradient of the layer whose output qkv is, the backward also writes the
+// column sums of d_qkv, each in row order (cpu::bias_grad's bits); a bias of other than 3 x heads
+// x head_dim columns is refused. With no tokens the bias gradient is zero.
+TEST(CpuFlashAttention, BackwardSumsTheBiasGradientOfDqkv) {
+  const AttentionShape shape{2, 37, 3, 8};
+  const std::int64_t columns = 3 * shape.heads * shape.head_dim;
+  Stream stream;
+  Workspace workspace(stream, WorkspaceNeeds{.matmul = true});
+  auto qkv = random_normal(numel_qkv(shape), 21, 0.5);
+  auto d_out = random_normal(numel_out(shape), 22);
+  std::vector<double> out(numel_out(shape)), lse(numel_rows(shape));
+  const DropoutArgs drop{0.1f, 77, 3, 5};
+  flash_attention_forward(view(qkv), view(out), view(lse), shape, drop, stream);
+  std::vector<double> d_qkv(qkv.size(), 7.0), d_bias(static_cast<std::size_t>(columns), 7.0);
+  flash_attention_backward(view(d_out), view(qkv), view(out), view(lse), view(d_qkv), shape, drop, stream, {}, {},
+                           {view(d_bias), columns, &workspace});
+  std::vector<double> expected(d_bias.size());
+  for (std::int64_t c = 0; c < columns; ++c) {
+    double sum = 0.0;
+    for (std::int64_t t = 0; t < shape.batch * shape.seq; ++t) sum += d_qkv[static_cast<std::size_t>(t * columns + c)];
+    expected[static_cast<std::size_t>(c)] = sum;
+  }
+  for (std::size_t c = 0; c < d_bias.size(); ++c) EXPECT_EQ(d_bias[c], expected[c]) << "column " << c;
+
+  std::vector<double> short_bias(static_cast<std::size_t>(columns - 1));
+  try {
+    flash_attention_backward(view(d_out), view(qkv), view(out), view(lse), view(d_qkv), shape, drop, stream, {}, {},
+                             {view(short_bias), columns - 1, &workspace});
+    FAIL() << "a bias of " << columns - 1 << " columns was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("3 x heads x head_dim = " + std::to_string(columns) + " columns"),
+              std::string::npos)
+        << error.what();
+  }
+
+  // No tokens: zero-length operands (on the CPU, views of memory that holds nothing of them).
+  const AttentionShape empty{0, 37, 3, 8};
+  auto nothing = [&](std::vector<double>& memory) { return Tensor::flat(memory.data(), DType::f64, Device::cpu(), 0); };
+  flash_attention_backward(nothing(d_out), nothing(qkv), nothing(out), nothing(lse), nothing(d_qkv), empty, {}, stream,
+                           {}, {}, {view(d_bias), columns, &workspace});
+  for (std::size_t c = 0; c < d_bias.size(); ++c) EXPECT_EQ(d_bias[c], 0.0) << "column " << c << " with no tokens";
 }
 
 TEST(CpuFlashAttention, DispatcherRejectsBadOperands) {

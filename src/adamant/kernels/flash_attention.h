@@ -22,6 +22,7 @@
 #include "adamant/kernels/dispatch.h"
 #include "adamant/kernels/dropout.h"
 #include "adamant/kernels/flash_attention_scores.h"
+#include "adamant/kernels/linear.h"
 
 namespace adamant::kernels {
 
@@ -54,7 +55,8 @@ void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, co
                              const DropoutArgs& dropout_args, const Stream& stream);
 void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                               Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
-                              const Stream& stream, const Tensor& statistics, const Tensor& d_scores);
+                              const Stream& stream, const Tensor& statistics, const Tensor& d_scores,
+                              const ColumnSumsOut& bias);
 }  // namespace cuda
 
 namespace detail {
@@ -105,10 +107,14 @@ inline void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsum
 // and logsumexp and the same dropout arguments. statistics: on a GPU, a scratch of at least
 // flash_attention_statistics_bytes, 16-byte aligned (the CPU takes none and ignores it).
 // d_scores: empty, or a score scratch for one or more (sample, head) slots (see
-// flash_attention_scores_bytes).
+// flash_attention_scores_bytes). With a non-empty bias.d_bias, also the bias gradient of the
+// layer whose output qkv is: the column sums of d_qkv as stored, over rows of bias.columns = 3
+// heads head_dim elements (a GPU sums each warp's rows as its passes store them, instead of
+// reading d_qkv again).
 inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                                      Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
-                                     const Stream& stream, const Tensor& statistics, const Tensor& d_scores = {}) {
+                                     const Stream& stream, const Tensor& statistics, const Tensor& d_scores = {},
+                                     const BiasGradOut& bias = {}) {
   const KernelCall call = KernelCall::model("flash_attention_backward", qkv, stream);
   detail::check_shape(call, shape);
   detail::check_dropout(call, dropout_args, shape.batch);
@@ -142,26 +148,37 @@ inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, con
                     "{}: the statistics scratch overlaps an operand; give it its own memory", call.op());
     }
   }
-  if (tokens == 0) return;
-  call.run([&] { cpu::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args); },
-           ADAMANT_CUDA_CALL(cuda::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args,
-                                                            stream, statistics, d_scores)));
+  ADAMANT_CHECK(bias.d_bias.data == nullptr || bias.columns == 3 * channels,
+                "{}: the bias gradient's rows are d_qkv's, 3 x heads x head_dim = {} columns, not {}", call.op(),
+                3 * channels, bias.columns);
+  const bool summing = check_bias_grad_out(call, bias, tokens * 3 * channels);
+  if (tokens == 0) {
+    if (summing) bias_grad(d_qkv, bias.d_bias, 0, bias.columns, *bias.workspace, stream);  // zeros
+    return;
+  }
+  call.run(
+      [&] {
+        cpu::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args);
+        if (summing) cpu::bias_grad(d_qkv, bias.d_bias, tokens, bias.columns);
+      },
+      ADAMANT_CUDA_CALL(cuda::flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args, stream,
+                                                       statistics, d_scores, cuda::column_sums_out(bias))));
 }
 
 // The model's call: the backward takes the statistics scratch `workspace` holds
 // (WorkspaceNeeds::attention_statistics_bytes, which a GPU's needs) and its score scratch, if
 // it holds one (WorkspaceNeeds::attention_scores_bytes, one or more slots'
-// flash_attention_scores_bytes).
+// flash_attention_scores_bytes). bias: as above.
 inline void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                                      Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
-                                     const Workspace& workspace, const Stream& stream) {
+                                     const Workspace& workspace, const Stream& stream, const BiasGradOut& bias = {}) {
   KernelCall::model("flash_attention_backward", qkv, stream).uses(workspace);
   auto bytes_of = [&](void* data, std::size_t bytes) {
     return data == nullptr ? Tensor{} : Tensor(data, DType::u8, workspace.device(), {static_cast<std::int64_t>(bytes)});
   };
   flash_attention_backward(d_out, qkv, out, logsumexp, d_qkv, shape, dropout_args, stream,
                            bytes_of(workspace.attention_statistics(), workspace.needs().attention_statistics_bytes),
-                           bytes_of(workspace.attention_scores(), workspace.needs().attention_scores_bytes));
+                           bytes_of(workspace.attention_scores(), workspace.needs().attention_scores_bytes), bias);
 }
 
 }  // namespace adamant::kernels

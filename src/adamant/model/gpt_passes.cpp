@@ -344,11 +344,13 @@ void GptModel::backward(const Pass& pass, const GradReadyFn& on_grad_ready) {
     Tensor d_qkv = act(layout_.d_qkv, 3 * NW);
     const kernels::DropoutArgs attention_dropout =
         dropout_at(pass, config_.attention_dropout, attention_site(l, tp_rank_));
+    // The attention backward also sums the QKV bias gradient as it writes d_qkv.
     kernels::flash_attention_backward(d_attention, act(a.qkv, 3 * NW), act(a.attention, NW),
                                       act(a.logsumexp, static_cast<std::size_t>(B * H * L)), d_qkv, {B, L, H, D},
-                                      attention_dropout, workspace_, *stream_);
-    kernels::linear_backward(d_qkv, act(a.ln1, NC), weight(w.qkv_weight), d_ln_sums, micro_grad(pass, w.qkv_weight),
-                             micro_grad(pass, w.qkv_bias), {B * L, C, 3 * W}, workspace_, *stream_, weight_grad);
+                                      attention_dropout, workspace_, *stream_,
+                                      {micro_grad(pass, w.qkv_bias), 3 * W, &workspace_});
+    kernels::linear_backward(d_qkv, act(a.ln1, NC), weight(w.qkv_weight), d_ln_sums, micro_grad(pass, w.qkv_weight), {},
+                             {B * L, C, 3 * W}, workspace_, *stream_, weight_grad);
     finish(w.qkv_bias, w.qkv_weight);
     d_branch_below = seam_backward(pass, d_ln_sums, x_in, {w.ln1_weight, w.ln1_bias, nullptr, &a.ln1_mean, &a.ln1_rstd},
                                    branch_below(i));

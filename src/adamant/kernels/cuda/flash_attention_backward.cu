@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "adamant/kernels/cuda/column_sums.h"
 #include "adamant/kernels/cuda/flash_attention_backward_passes.h"
 #include "adamant/kernels/cuda/flash_attention_dispatch.cuh"
 #include "adamant/kernels/cuda/flash_attention_launchers.h"
@@ -91,22 +92,9 @@ cudaError_t launch_statistics(const BackwardOperands& operands, const Problem& p
   return cudaGetLastError();
 }
 
-}  // namespace
-
-cudaError_t encode_backward_maps(BackwardMaps& maps, const BackwardOperands& operands, const Problem& problem) {
-  cudaError_t status = flash_detail::encode_qkv_map(maps.qkv, operands.qkv, problem);
-  if (status != cudaSuccess) return status;
-  status = flash_detail::encode_head_rows_map(maps.d_out, operands.d_out, problem);
-  if (status != cudaSuccess) return status;
-  const std::int64_t token_floats = static_cast<std::int64_t>(problem.heads) * kStatisticsRow;
-  return detail::encode_fp32_rows_map(maps.statistics, operands.statistics, token_floats, token_floats, problem.seq,
-                                      problem.batch, kStatisticsRow, flash_detail::kStreamRows);
-}
-
-cudaError_t flash_attention_backward(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
-                                     cudaStream_t stream) {
-  if (problem.batch == 0 || problem.seq == 0) return cudaSuccess;
-  if (static_cast<std::int64_t>(problem.batch) * problem.heads > INT_MAX) return cudaErrorInvalidConfiguration;
+// The passes (flash_attention_backward_passes.h) in their order for `operands`.
+cudaError_t run_backward_passes(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
+                                cudaStream_t stream) {
   BackwardMaps maps;
   cudaError_t status = encode_backward_maps(maps, operands, problem);
   if (status != cudaSuccess) return status;
@@ -151,6 +139,40 @@ cudaError_t flash_attention_backward(const BackwardOperands& operands, const Pro
     if (status != cudaSuccess) return status;
   }
   return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t encode_backward_maps(BackwardMaps& maps, const BackwardOperands& operands, const Problem& problem) {
+  cudaError_t status = flash_detail::encode_qkv_map(maps.qkv, operands.qkv, problem);
+  if (status != cudaSuccess) return status;
+  status = flash_detail::encode_head_rows_map(maps.d_out, operands.d_out, problem);
+  if (status != cudaSuccess) return status;
+  const std::int64_t token_floats = static_cast<std::int64_t>(problem.heads) * kStatisticsRow;
+  return detail::encode_fp32_rows_map(maps.statistics, operands.statistics, token_floats, token_floats, problem.seq,
+                                      problem.batch, kStatisticsRow, flash_detail::kStreamRows);
+}
+
+cudaError_t flash_attention_backward(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
+                                     cudaStream_t stream, const ColumnSumsOut& bias) {
+  if (problem.batch == 0 || problem.seq == 0) return cudaSuccess;
+  if (static_cast<std::int64_t>(problem.batch) * problem.heads > INT_MAX) return cudaErrorInvalidConfiguration;
+  if (bias.sums == nullptr) return run_backward_passes(operands, problem, dropout, stream);
+  // The passes' warps leave their rows' column sums in the scratch, a few MiB where d_qkv
+  // is tens to hundreds (a sixteenth of its rows, in fp32), so that the bias gradient does
+  // not read d_qkv again; the rest of the scratch takes column_sums' own partial sums.
+  const std::int64_t columns = 3 * static_cast<std::int64_t>(problem.heads) * problem.head_dim;
+  const std::int64_t partial_floats = bias_partials_floats(problem);
+  BackwardOperands summing = operands;
+  if (partial_floats <= bias.scratch_floats) summing.bias_partials = bias.scratch;
+  const cudaError_t status = run_backward_passes(summing, problem, dropout, stream);
+  if (status != cudaSuccess) return status;
+  if (summing.bias_partials == nullptr) {
+    return launchers::column_sums(operands.d_qkv, DType::bf16, static_cast<std::int64_t>(problem.batch) * problem.seq,
+                                  columns, bias.scratch, bias.scratch_floats, bias.sums, stream);
+  }
+  return launchers::column_sums(summing.bias_partials, DType::f32, partial_floats / columns, columns,
+                                bias.scratch + partial_floats, bias.scratch_floats - partial_floats, bias.sums, stream);
 }
 
 }  // namespace adamant::kernels::cuda::flash_attention_launchers

@@ -409,9 +409,11 @@ __global__ void __launch_bounds__(KeyPassConfig<kHeadDim, kDropout>::kBlockThrea
   std::uint16_t* dk_base = operands.d_qkv + sample_token * token_stride + channels + head * kHeadDim;
   const float kept_scale = kDropout ? mask.keep_scale() : 1.0f;
   store_warp_rows_swizzled<kHeadDim, kBlockRows>(dk, scale * kept_scale, scale * kept_scale, key_tile, warp * kWarpRows,
-                                                 dk_base, token_stride, warp_first, seq);
+                                                 dk_base, token_stride, warp_first, seq,
+                                                 place.bias_partials(operands.bias_partials, 1, warp_first));
   store_warp_rows_swizzled<kHeadDim, kBlockRows>(dv, kept_scale, kept_scale, value_tile, warp * kWarpRows,
-                                                 dk_base + channels, token_stride, warp_first, seq);
+                                                 dk_base + channels, token_stride, warp_first, seq,
+                                                 place.bias_partials(operands.bias_partials, 2, warp_first));
 }
 
 }  // namespace

@@ -190,9 +190,9 @@ __global__ void __launch_bounds__(block_threads<QueryPassConfig<kHeadDim, kDropo
   if (!group_active) return;
 
   // The warp's own query rows are read only by its warpgroup's products, all done: they stage dq.
-  store_warp_rows_swizzled<kHeadDim, kRows>(dq, scale, scale, query_tile, warp * kWarpRows,
-                                            operands.d_qkv + sample_token * token_stride + head * kHeadDim,
-                                            token_stride, warp_first, seq);
+  store_warp_rows_swizzled<kHeadDim, kRows>(
+      dq, scale, scale, query_tile, warp * kWarpRows, operands.d_qkv + sample_token * token_stride + head * kHeadDim,
+      token_stride, warp_first, seq, place.bias_partials(operands.bias_partials, 0, warp_first));
 }
 
 }  // namespace

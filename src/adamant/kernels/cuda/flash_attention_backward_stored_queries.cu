@@ -117,9 +117,11 @@ __global__ void __launch_bounds__(kThreads)
   if (!group_active) return;
 
   // Warp w holds dq of queries own_tile * 64 + 16 (w % 4) .. + 15, as the other passes' accumulators.
+  const int warp_first = own_tile * kStreamRows + (warp % 4) * kWarpRows;
   store_warp_rows_swizzled<kHeadDim, kBlockRows>(dq, scale, scale, shared + Config::kStaging, warp * kWarpRows,
                                                  operands.d_qkv + sample_token * token_stride + head * kHeadDim,
-                                                 token_stride, own_tile * kStreamRows + (warp % 4) * kWarpRows, seq);
+                                                 token_stride, warp_first, seq,
+                                                 place.bias_partials(operands.bias_partials, 0, warp_first));
 }
 
 }  // namespace

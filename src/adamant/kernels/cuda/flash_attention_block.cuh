@@ -102,6 +102,15 @@ struct BlockPlace {
     return array + (static_cast<std::int64_t>(sample) * heads() + head) * seq;
   }
   __device__ std::int64_t heads() const { return channels / kHeadDim; }
+  // Where the warp whose 16 rows start at `first_row` puts its column sums of the head's
+  // columns of d_qkv part `part` (0: q, 1: k, 2: v) in the QKV bias gradient's partial sums
+  // (BackwardOperands::bias_partials); null without them or past seq (a row tile that does not exist).
+  __device__ float* bias_partials(float* partials, int part, int first_row) const {
+    if (partials == nullptr || first_row >= seq) return nullptr;
+    const std::int64_t tile =
+        static_cast<std::int64_t>(sample) * ((seq + kWarpRows - 1) / kWarpRows) + first_row / kWarpRows;
+    return partials + tile * token_stride + part * channels + static_cast<std::int64_t>(head) * kHeadDim;
+  }
 
   int seq, sample, head;
   int warp, lane, group, pair;  // lane = 4 group + pair

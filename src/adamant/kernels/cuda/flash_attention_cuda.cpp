@@ -66,7 +66,8 @@ void flash_attention_forward(const Tensor& qkv, Tensor out, Tensor logsumexp, co
 
 void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tensor& out, const Tensor& logsumexp,
                               Tensor d_qkv, const AttentionShape& shape, const DropoutArgs& dropout_args,
-                              const Stream& stream, const Tensor& statistics, const Tensor& d_scores) {
+                              const Stream& stream, const Tensor& statistics, const Tensor& d_scores,
+                              const ColumnSumsOut& bias) {
   constexpr const char* kOp = "flash_attention_backward";
   const CudaLaunchGuard guard(qkv.device, kOp);
   const bool stores_scores = d_scores.data != nullptr && shape.batch > 0 && shape.seq > 0;
@@ -86,7 +87,7 @@ void flash_attention_backward(const Tensor& d_out, const Tensor& qkv, const Tens
         static_cast<int>(std::min(d_scores.bytes() / slot_bytes, static_cast<std::size_t>(shape.batch * shape.heads)));
   }
   check_launch(launchers::flash_attention_backward(operands, problem_of(shape), dropout_of(dropout_args),
-                                                   cuda_stream_of(stream)),
+                                                   cuda_stream_of(stream), bias),
                kOp, shape);
 }
 

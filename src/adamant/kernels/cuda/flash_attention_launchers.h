@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdint>
 
+#include "adamant/kernels/cuda_launch.h"
+
 namespace adamant::kernels::cuda::flash_attention_launchers {
 
 struct Problem {
@@ -65,11 +67,25 @@ struct BackwardOperands {
   // With fewer slots than batch * heads the two passes run a group of slots at a time.
   std::uint16_t* d_scores = nullptr;
   int score_slots = 0;
+  // Null, or the QKV bias gradient's partial sums, fp32 [batch * ceil(seq / 16), 3 heads
+  // head_dim]: each warp that stores 16 rows of d_qkv (a sample's rows 16 t .. 16 t + 15) writes
+  // their column sums as stored to row (sample ceil(seq / 16) + t), in row order, so that every
+  // element is written once.
+  float* bias_partials = nullptr;
 };
+
+// Floats of BackwardOperands::bias_partials for `problem`.
+inline std::int64_t bias_partials_floats(const Problem& problem) {
+  const std::int64_t tiles = static_cast<std::int64_t>(problem.batch) * ((problem.seq + 15) / 16);
+  return tiles * 3 * problem.heads * problem.head_dim;
+}
 
 cudaError_t flash_attention_forward(const ForwardOperands& operands, const Problem& problem, const Dropout& dropout,
                                     cudaStream_t stream);
+// With bias.sums, also the QKV bias gradient: the column sums of d_qkv as stored, the passes'
+// partial sums (BackwardOperands::bias_partials, in bias.scratch) added up in a fixed order, or,
+// where the scratch holds fewer than bias_partials_floats, column_sums of d_qkv (column_sums.h).
 cudaError_t flash_attention_backward(const BackwardOperands& operands, const Problem& problem, const Dropout& dropout,
-                                     cudaStream_t stream);
+                                     cudaStream_t stream, const ColumnSumsOut& bias = {});
 
 }  // namespace adamant::kernels::cuda::flash_attention_launchers

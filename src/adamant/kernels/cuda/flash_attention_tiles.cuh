@@ -83,12 +83,15 @@ __device__ __forceinline__ float4 statistics_record(float d_value, float logsume
 // scale_row0 and row `group + 8` times scale_row1) to bf16 global rows, staged through
 // shared memory so that each lane writes whole 16-byte chunks: chunk c of staging row r
 // (0..15) at staging + chunk_offset(r, c) bytes. Rows at or past `seq` are not written.
+// With `column_sums`, also the sums of the kHeadDim columns over those rows as stored (bf16),
+// each in row order, to column_sums[0, kHeadDim): a share of a bias gradient.
 // The caller guarantees that nothing else reads or writes the staging rows meanwhile.
 template <int kHeadDim, typename ChunkOffset>
 __device__ __forceinline__ void store_warp_rows_staged(const float (&acc)[kHeadDim / 8][4], float scale_row0,
                                                        float scale_row1, unsigned char* staging,
                                                        ChunkOffset chunk_offset, std::uint16_t* dst,
-                                                       std::int64_t row_stride, int first_row, int seq) {
+                                                       std::int64_t row_stride, int first_row, int seq,
+                                                       float* column_sums) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int group = lane / 4;
   const int pair = lane % 4;
@@ -111,6 +114,20 @@ __device__ __forceinline__ void store_warp_rows_staged(const float (&acc)[kHeadD
       *reinterpret_cast<uint4*>(dst + static_cast<std::int64_t>(first_row + r) * row_stride + c * kChunk) =
           *reinterpret_cast<const uint4*>(staging + chunk_offset(r, c));
     }
+  }
+  if (column_sums == nullptr) return;
+  // Lane l sums columns 2 u and 2 u + 1 (u = l, l + 32, ...): word u % 4 of chunk u / 4 of each row.
+  const int rows = seq - first_row < kWarpRows ? seq - first_row : kWarpRows;
+#pragma unroll
+  for (int unit = lane; unit < kHeadDim / 2; unit += kWarpSize) {
+    float2 sums = make_float2(0.0f, 0.0f);
+    for (int r = 0; r < rows; ++r) {
+      const std::uint32_t word =
+          *reinterpret_cast<const std::uint32_t*>(staging + chunk_offset(r, unit / 4) + 4 * (unit % 4));
+      sums.x += detail::bf16_bits_to_f32(static_cast<std::uint16_t>(word & 0xffffu));
+      sums.y += detail::bf16_bits_to_f32(static_cast<std::uint16_t>(word >> 16));
+    }
+    *reinterpret_cast<float2*>(column_sums + 2 * unit) = sums;
   }
 }
 

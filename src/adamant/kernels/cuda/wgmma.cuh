@@ -112,11 +112,11 @@ template <int kHeadDim, int kRows>
 __device__ __forceinline__ void store_warp_rows_swizzled(const float (&acc)[kHeadDim / 8][4], float scale_row0,
                                                          float scale_row1, unsigned char* tile, int tile_row,
                                                          std::uint16_t* dst, std::int64_t row_stride, int first_row,
-                                                         int seq) {
+                                                         int seq, float* column_sums = nullptr) {
   store_warp_rows_staged<kHeadDim>(
       acc, scale_row0, scale_row1, tile,
       [=](int r, int c) { return swizzled_chunk_offset<kHeadDim, kRows>(tile_row + r, c); }, dst, row_stride, first_row,
-      seq);
+      seq, column_sums);
 }
 
 // The 64 rows of a block (queries or keys) a warpgroup owns: the warps 4 w .. 4 w + 3 of
