@@ -20,10 +20,19 @@ namespace {
 TEST(PlanMemoryGpu, EstimateMatchesTheMeasuredPeakOnOneGpu) {
   const auto dir = shared_temp_dir("plan-memory-gpu");
   const auto prefix = write_random_dataset(dir, 200, 50257);
-  for (const bool selective : {false, true}) {
-    SCOPED_TRACE(selective ? "selective recomputation" : "all activations kept");
-    train::TrainConfig config = tiny_config(prefix, dir / (selective ? "selective" : "kept"));
+  struct Case {
+    const char* name;
+    bool selective;
+    DType grads;  // model.optim.grad_sync_dtype, and so the gradient buffer's dtype
+  };
+  for (const Case& c : {Case{"kept", false, DType::f32}, Case{"selective", true, DType::f32},
+                        Case{"bf16-gradients", false, DType::bf16}}) {
+    SCOPED_TRACE(c.name);
+    const bool selective = c.selective;
+    train::TrainConfig config = tiny_config(prefix, dir / c.name);
     config.trainer.accelerator = "gpu";
+    config.optim.grad_sync_dtype = c.grads;
+    config.model.grad_buffer = c.grads;  // as the config's parser derives it
     // A model whose buffers outweigh the kernels' fixed workspaces: 512 wide, 512 tokens per sample.
     model::GptConfig& m = config.model;
     m.seq_length = m.max_position_embeddings = m.hidden_size = 512;
