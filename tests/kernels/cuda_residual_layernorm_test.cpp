@@ -97,6 +97,12 @@ TEST(CudaResidualLayernorm, MatchesTheThreeKernelsBitForBitAndTheCpu) {
       {{8192, 768, 2048, 0, 0, 0.1f, false}, false},  // more rows than the grid has warps
       {{37, 100, 37, 0, 0, 0.1f, false}, false},      // rows of 100: the three kernels run
       {{19, 1000, 19, 0, 1, 0.1f, false}, false},     // unaligned: the three kernels run
+      {{50, 1000, 50, 0, 0, 0.1f, false}, false},     // dropout, lanes' last vectors short: read again each pass
+      {{50, 1000, 50, 0, 0, 0.0f, false}, false},     // rows held in registers, lanes' last vectors short
+      {{64, 1024, 64, 0, 0, 0.0f, false}, false},     // four vectors a lane held
+      {{64, 1536, 64, 0, 0, 0.0f, false}, false},     // six vectors a lane held
+      {{40, 2048, 20, 3, 0, 0.0f, true}, true},       // eight vectors a lane held, a shard, over the branch
+      {{16, 4096, 16, 0, 0, 0.0f, false}, false},     // longer than the rows held: read again each pass
   };
   MirroredArray<std::uint64_t> sample_offset(1, DType::i64);
   sample_offset.host[0] = 1000;
