@@ -106,6 +106,7 @@ struct BlockPlace {
   // columns of d_qkv part `part` (0: q, 1: k, 2: v) in the QKV bias gradient's partial sums
   // (BackwardOperands::bias_partials); null without them or past seq (a row tile that does not exist).
   __device__ float* bias_partials(float* partials, int part, int first_row) const {
+    static_assert(kWarpRows == flash_attention_launchers::kBiasPartialRows, "a partial-sum row is a warp's rows");
     if (partials == nullptr || first_row >= seq) return nullptr;
     const std::int64_t tile =
         static_cast<std::int64_t>(sample) * ((seq + kWarpRows - 1) / kWarpRows) + first_row / kWarpRows;

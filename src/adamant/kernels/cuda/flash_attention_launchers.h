@@ -74,9 +74,13 @@ struct BackwardOperands {
   float* bias_partials = nullptr;
 };
 
+// Rows of d_qkv a row of BackwardOperands::bias_partials sums: a warp's rows (flash_attention_tiles.cuh's kWarpRows).
+constexpr int kBiasPartialRows = 16;
+
 // Floats of BackwardOperands::bias_partials for `problem`.
 inline std::int64_t bias_partials_floats(const Problem& problem) {
-  const std::int64_t tiles = static_cast<std::int64_t>(problem.batch) * ((problem.seq + 15) / 16);
+  const std::int64_t tiles =
+      static_cast<std::int64_t>(problem.batch) * ((problem.seq + kBiasPartialRows - 1) / kBiasPartialRows);
   return tiles * 3 * problem.heads * problem.head_dim;
 }
 
