@@ -78,28 +78,44 @@ TEST(CudaSquaredNorm, MatchesCpuOnThirteenMillionElements) {
   }
 }
 
+// Segments of `layout` for a view starting `shift` elements in (those before it dropped).
+MirroredArray<std::int64_t> shifted_segments(const SegmentLayout& layout, std::int64_t shift) {
+  std::vector<std::int64_t> shifted;
+  for (std::size_t s = 0; s < layout.table.size(); s += 3) {
+    if (layout.table[s] < shift) continue;
+    shifted.push_back(layout.table[s] - shift);
+    shifted.push_back(layout.table[s + 1] - shift);
+    shifted.push_back(layout.table[s + 2]);
+  }
+  MirroredArray<std::int64_t> segments(shifted.size(), DType::i64);
+  segments.host = shifted;
+  segments.upload();
+  return segments;
+}
+
 TEST(CudaSquaredNorm, ManyTinySegmentsUnalignedMatchCpu) {
   ADAMANT_REQUIRE_GPU();
   std::mt19937_64 rng(32);
   const SegmentLayout layout = testing::random_layout(rng, 5000, 1, 7, 50);
   NormInput input(layout, 302);
   const Stream stream(testing::gpu());
-  // A view starting one element in: no 16-byte vector accesses possible.
-  const std::size_t n = layout.numel - 1;
-  std::vector<std::int64_t> shifted;
-  for (std::size_t s = 0; s < layout.table.size(); s += 3) {
-    if (layout.table[s] == 0) continue;
-    shifted.push_back(layout.table[s] - 1);
-    shifted.push_back(layout.table[s + 1] - 1);
-    shifted.push_back(layout.table[s + 2]);
+  // Views starting 1 element in (no 16-byte accesses possible), and for bf16 4 elements in: 8-byte
+  // aligned, still no 16-byte group.
+  for (const bool bf16 : {false, true}) {
+    for (const std::int64_t shift : {1, 4}) {
+      if (!bf16 && shift == 4) continue;  // 16-byte aligned for fp32
+      const std::size_t n = layout.numel - static_cast<std::size_t>(shift);
+      MirroredArray<std::int64_t> segments = shifted_segments(layout, shift);
+      const Tensor x_gpu =
+          (bf16 ? input.bf16.device_view() : input.f32.device_view()).slice(static_cast<std::size_t>(shift), n);
+      const Tensor x_cpu =
+          (bf16 ? input.bf16.host_view() : input.f32.host_view()).slice(static_cast<std::size_t>(shift), n);
+      const double expected = cpu_squared_norm(x_cpu, segments.host_view(), 0.0, false);
+      EXPECT_GT(expected, 0.0);
+      EXPECT_NEAR(gpu_squared_norm(x_gpu, segments.device_view(), 0.0, false, stream), expected, 1e-12 * expected)
+          << (bf16 ? "bf16" : "fp32") << " shifted by " << shift;
+    }
   }
-  MirroredArray<std::int64_t> shifted_segments(shifted.size(), DType::i64);
-  shifted_segments.host = shifted;
-  shifted_segments.upload();
-  const Tensor x_gpu = input.f32.device_view().slice(1, n);
-  const Tensor x_cpu = input.f32.host_view().slice(1, n);
-  const double expected = cpu_squared_norm(x_cpu, shifted_segments.host_view(), 0.0, false);
-  EXPECT_NEAR(gpu_squared_norm(x_gpu, shifted_segments.device_view(), 0.0, false, stream), expected, 1e-12 * expected);
 }
 
 TEST(CudaSquaredNorm, IsBitwiseDeterministicAcrossRunsAndStreams) {
@@ -109,12 +125,15 @@ TEST(CudaSquaredNorm, IsBitwiseDeterministicAcrossRunsAndStreams) {
   NormInput input(layout, 303);
   const Stream first(testing::gpu());
   const Stream second(testing::gpu());
-  const double reference = gpu_squared_norm(input.f32.device_view(), input.segments.device_view(), 0.0, false, first);
-  EXPECT_GT(reference, 0.0);
-  for (int run = 0; run < 4; ++run) {
-    const Stream& stream = run % 2 == 0 ? first : second;
-    EXPECT_EQ(gpu_squared_norm(input.f32.device_view(), input.segments.device_view(), 0.0, false, stream), reference)
-        << "run " << run;
+  for (const bool bf16 : {false, true}) {
+    const Tensor x = bf16 ? input.bf16.device_view() : input.f32.device_view();
+    const double reference = gpu_squared_norm(x, input.segments.device_view(), 0.0, false, first);
+    EXPECT_GT(reference, 0.0);
+    for (int run = 0; run < 4; ++run) {
+      const Stream& stream = run % 2 == 0 ? first : second;
+      EXPECT_EQ(gpu_squared_norm(x, input.segments.device_view(), 0.0, false, stream), reference)
+          << (bf16 ? "bf16" : "fp32") << " run " << run;
+    }
   }
 }
 

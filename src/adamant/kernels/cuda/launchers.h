@@ -57,12 +57,12 @@ cudaError_t adam(const AdamOperands& operands, DType grad_dtype, ModelCopy model
 cudaError_t adam_bulk(const AdamOperands& operands, DType grad_dtype, const AdamConstants& constants, int blocks,
                       cudaStream_t stream);
 
-// The number of partial sums squared_norm uses for numel elements (the size of
-// `partials` it needs, at most kMaxSquaredNormPartials); fixed by numel alone so
+// The number of partial sums squared_norm uses for numel elements of x_dtype (the size of
+// `partials` it needs, at most kMaxSquaredNormPartials); fixed by numel and dtype alone so
 // the summation order never changes. 528 = 4 blocks on each of an H200's 132
 // multiprocessors, so that every block of the reduction runs at once.
 constexpr int kMaxSquaredNormPartials = 528;
-int squared_norm_partials(std::int64_t numel);
+int squared_norm_partials(std::int64_t numel, DType x_dtype);
 cudaError_t squared_norm(const void* x, DType x_dtype, std::int64_t numel, const std::int64_t* segments,
                          int num_segments, double* partials, double* out, bool accumulate, LaunchShape shape,
                          cudaStream_t stream);

@@ -147,11 +147,13 @@ void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accu
   const CurrentDeviceGuard guard(out.device);
   const auto numel = static_cast<std::int64_t>(x.numel());
   double* partials = workspace.resources().squared_norm_partials();
-  check_status(
-      launchers::squared_norm(x.data, x.dtype, numel, static_cast<const std::int64_t*>(segments.data),
-                              segment_count(segments, "squared_norm"), partials, static_cast<double*>(out.data),
-                              accumulate, shape_for(out.device, {&x}), stream_of(stream)),
-      "squared_norm");
+  // The reduction reads 16-byte groups of any element type.
+  launchers::LaunchShape shape = shape_for(out.device, {&x});
+  shape.vectorized = reinterpret_cast<std::uintptr_t>(x.data) % 16 == 0;
+  check_status(launchers::squared_norm(x.data, x.dtype, numel, static_cast<const std::int64_t*>(segments.data),
+                                       segment_count(segments, "squared_norm"), partials,
+                                       static_cast<double*>(out.data), accumulate, shape, stream_of(stream)),
+               "squared_norm");
 }
 
 void cast(const Tensor& src, Tensor dst, const Stream& stream) {

@@ -1,11 +1,11 @@
 // Deterministic squared L2 norm over the segments of a flat shard (kernels/reduce.h).
 //
 // Two passes in a fixed order, so the result is bit-identical from run to run:
-// pass 1 runs a grid whose size depends only on the element count; block b sums
-// the tiles b, b + grid, ... (each thread adds the fp32 sum of its 16 squares per
-// tile into a double) and reduces its threads in a fixed tree into partial[b];
-// pass 2, one block, adds the partials in a fixed tree and writes the fp32 result.
-// No atomics.
+// pass 1 runs a grid whose size depends only on the element count and type; block b
+// sums the tiles b, b + grid, ... (each thread adds the squares of its kUnroll 16-byte
+// groups per tile into a double) and reduces its threads in a fixed tree into
+// partial[b]; pass 2, one block, adds the partials in a fixed tree and writes the
+// result. No atomics.
 #include <cstdint>
 
 #include "adamant/kernels/cuda/device_common.cuh"
@@ -15,13 +15,54 @@ namespace adamant::kernels::cuda::launchers {
 
 namespace {
 
-using detail::kLanes;
-
 constexpr int kThreads = 256;
-// Groups of 4 elements per thread per tile. (8 groups for bf16 input measured
-// slower on an H200, 2.6 against 1.7 ms for 1.3e9 elements, and were dropped.)
+// 16-byte groups per thread per tile: 4 fp32 or 8 bf16 elements a group, so that a thread
+// keeps as many bytes in flight whatever the element size. (bf16 in 8-byte groups of 4 kept
+// half as many and read at 1.6 TB/s on an H200 where fp32 read at 4.2; 8 such groups a
+// thread ran slower still, 2.6 against 1.7 ms for 1.3e9 elements.)
 constexpr int kUnroll = 4;
-constexpr std::int64_t kTile = static_cast<std::int64_t>(kThreads) * kUnroll * kLanes;
+constexpr int kGroupBytes = 16;
+
+template <DType kInput>
+constexpr int kGroupLanes = kGroupBytes / static_cast<int>(sizeof(detail::Storage<kInput>));
+template <DType kInput>
+constexpr std::int64_t kTile = static_cast<std::int64_t>(kThreads) * kUnroll* kGroupLanes<kInput>;
+
+// Element `lane` of a 16-byte group held as four words, as fp32.
+template <DType kInput>
+__device__ __forceinline__ float group_element(const uint4& group, int lane) {
+  const std::uint32_t word = (&group.x)[kInput == DType::f32 ? lane : lane / 2];
+  if constexpr (kInput == DType::f32) {
+    return __uint_as_float(word);
+  } else {
+    static_assert(kInput == DType::bf16);
+    return __uint_as_float(lane % 2 == 0 ? word << 16 : word & 0xffff0000u);
+  }
+}
+
+// Loads the lanes of the group starting at element `first` that lie in [begin, end): one
+// 16-byte access when the whole group is inside and the array aligned, else one scalar
+// access per lane. Lanes outside stay zero.
+template <DType kInput, bool kVectorized>
+__device__ __forceinline__ uint4 load_group_words(const detail::Storage<kInput>* x, std::int64_t first,
+                                                  std::int64_t begin, std::int64_t end) {
+  constexpr int kLanes = kGroupLanes<kInput>;
+  if (kVectorized && first >= begin && first + kLanes <= end) {
+    return __ldcs(reinterpret_cast<const uint4*>(x + first));
+  }
+  uint4 group = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int lane = 0; lane < kLanes; ++lane) {
+    const std::int64_t i = first + lane;
+    if (i < begin || i >= end) continue;
+    if constexpr (kInput == DType::f32) {
+      (&group.x)[lane] = __float_as_uint(x[i]);
+    } else {
+      (&group.x)[lane / 2] |= static_cast<std::uint32_t>(x[i]) << (16 * (lane % 2));
+    }
+  }
+  return group;
+}
 
 // Sums a block's per-thread values in a fixed order; the result is valid in thread 0.
 __device__ double block_sum(double value) {
@@ -43,34 +84,36 @@ template <DType kInput, bool kVectorized>
 __global__ void __launch_bounds__(kThreads, 4)
     squared_norm_partials_kernel(const void* input, std::int64_t numel, const std::int64_t* segments, int num_segments,
                                  double* partials) {
-  using InputStorage = detail::Storage<kInput>;
-  const auto* x = static_cast<const InputStorage*>(input);
-  const std::int64_t num_tiles = (numel + kTile - 1) / kTile;
+  constexpr int kLanes = kGroupLanes<kInput>;
+  constexpr std::int64_t kTileElements = kTile<kInput>;
+  const auto* x = static_cast<const detail::Storage<kInput>*>(input);
+  const std::int64_t num_tiles = (numel + kTileElements - 1) / kTileElements;
   double thread_sum = 0.0;
   int first_segment = 0;
   for (std::int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-    const std::int64_t tile_begin = tile * kTile;
-    const std::int64_t tile_end = tile_begin + kTile < numel ? tile_begin + kTile : numel;
+    const std::int64_t tile_begin = tile * kTileElements;
+    const std::int64_t tile_end = tile_begin + kTileElements < numel ? tile_begin + kTileElements : numel;
     first_segment = detail::next_segment_ending_after(segments, num_segments, first_segment, tile_begin);
     for (int s = first_segment; s < num_segments; ++s) {
       const std::int64_t segment_begin = __ldg(segments + 3 * s);
       if (segment_begin >= tile_end) break;
       const std::int64_t begin = max(segment_begin, tile_begin);
       const std::int64_t end = min(__ldg(segments + 3 * s + 1), tile_end);
-      InputStorage values[kUnroll][kLanes] = {};
+      uint4 groups[kUnroll];
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const std::int64_t first =
             tile_begin + static_cast<std::int64_t>(k * kThreads + static_cast<int>(threadIdx.x)) * kLanes;
-        if (first < end && first + kLanes > begin) detail::load_group<kVectorized>(x, first, begin, end, values[k]);
+        groups[k] = first < end && first + kLanes > begin ? load_group_words<kInput, kVectorized>(x, first, begin, end)
+                                                          : make_uint4(0, 0, 0, 0);
       }
-      // Lanes outside the range stayed zero. Squares of fp32 values are exact in fp64 and are summed
+      // Lanes outside the range are zero. Squares of fp32 values are exact in fp64 and are summed
       // there, so that a sum split at other places (buckets, shards) differs only in fp64 rounding.
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
 #pragma unroll
         for (int lane = 0; lane < kLanes; ++lane) {
-          const double value = static_cast<double>(detail::to_f32<kInput>(values[k][lane]));
+          const double value = static_cast<double>(group_element<kInput>(groups[k], lane));
           thread_sum = __fma_rn(value, value, thread_sum);
         }
       }
@@ -100,8 +143,9 @@ cudaError_t launch_partials(const void* x, std::int64_t numel, const std::int64_
 
 }  // namespace
 
-int squared_norm_partials(std::int64_t numel) {
-  const std::int64_t num_tiles = (numel + kTile - 1) / kTile;
+int squared_norm_partials(std::int64_t numel, DType x_dtype) {
+  const std::int64_t tile = x_dtype == DType::f32 ? kTile<DType::f32> : kTile<DType::bf16>;
+  const std::int64_t num_tiles = (numel + tile - 1) / tile;
   if (num_tiles < 1) return 1;
   return static_cast<int>(num_tiles < kMaxSquaredNormPartials ? num_tiles : kMaxSquaredNormPartials);
 }
@@ -109,7 +153,7 @@ int squared_norm_partials(std::int64_t numel) {
 cudaError_t squared_norm(const void* x, DType x_dtype, std::int64_t numel, const std::int64_t* segments,
                          int num_segments, double* partials, double* out, bool accumulate, LaunchShape shape,
                          cudaStream_t stream) {
-  const int grid = squared_norm_partials(numel);
+  const int grid = squared_norm_partials(numel, x_dtype);
   cudaError_t status = cudaErrorInvalidValue;
   if (x_dtype == DType::f32) {
     status = launch_partials<DType::f32>(x, numel, segments, num_segments, partials, grid, shape.vectorized, stream);
