@@ -5,7 +5,10 @@
 // rebuild the fp32 main weights of the plain variant exactly.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -203,8 +206,10 @@ TEST(CudaAdam, ThirteenMillionElementsMatchCpu) {
 // Plain fp32 variant (with bf16 copy), remainder variant on the GPU, and the remainder
 // variant on the CPU, from one initial state.
 // sm_count > 0: the remainder variant on that many SMs (bulk copies where the views are aligned).
+// factor_on_device: the GPU kernels read the grad scale from a step factor on the device (AdamArgs::step_factor)
+// where the CPU takes it by value.
 void compare_remainder(const SegmentLayout& layout, DType grad_dtype, bool adamw, std::size_t offset, int steps,
-                       std::uint64_t seed, int sm_count = 0) {
+                       std::uint64_t seed, int sm_count = 0, bool factor_on_device = false) {
   std::mt19937_64 rng(seed);
   const std::size_t n = layout.numel;
   MirroredArray<std::int64_t> segments(layout.table.size(), DType::i64);
@@ -225,13 +230,21 @@ void compare_remainder(const SegmentLayout& layout, DType grad_dtype, bool adamw
   rem_v.upload();
   Gradient grad(n, grad_dtype, offset);
 
+  MirroredArray<float> factor(2, DType::f32);
+  factor.host = {args_for(1, adamw).grad_scale, 0.0f};
+  factor.upload();
   Stream stream(testing::gpu());
   for (int s = 0; s < steps; ++s) {
     const AdamArgs args = args_for(1 + s, adamw);
+    AdamArgs gpu_args = args;
+    if (factor_on_device) {
+      gpu_args.grad_scale = 9.0f;  // not read: the factor's is
+      gpu_args.step_factor = factor.device_view();
+    }
     grad.randomize(rng);
-    adam_step(args, segments.device_view(), grad.device_view(), plain.main.device_view(), plain.m.device_view(),
+    adam_step(gpu_args, segments.device_view(), grad.device_view(), plain.main.device_view(), plain.m.device_view(),
               plain.v.device_view(), plain_copy.device_view(), stream);
-    adam_step_remainder(args, segments.device_view(), grad.device_view(), low.device_view(), rem_m.device_view(),
+    adam_step_remainder(gpu_args, segments.device_view(), grad.device_view(), low.device_view(), rem_m.device_view(),
                         rem_v.device_view(), high.device_view(), stream, sm_count);
     cpu::adam_step_remainder(args, segments.host_view(), grad.host_view(), low.host_view(), rem_m.host_view(),
                              rem_v.host_view(), high.host_view());
@@ -283,6 +296,88 @@ TEST_P(CudaAdamRemainder, OnAFewSmsTheSameBits) {
     SCOPED_TRACE("on " + std::to_string(sm_count) + " SMs");
     compare_remainder(layout, grad_dtype, adamw, unaligned ? 1 : 0, 4, 203, sm_count);
   }
+}
+
+TEST_P(CudaAdamRemainder, StepFactorOnTheDeviceTheSameBits) {
+  ADAMANT_REQUIRE_GPU();
+  const auto [grad_dtype, adamw, unaligned] = GetParam();
+  std::mt19937_64 rng(24);
+  const SegmentLayout layout = testing::random_layout(rng, 120, 5, 33, 9000);
+  for (const int sm_count : {0, 8}) {
+    SCOPED_TRACE("on " + std::to_string(sm_count) + " SMs (0: all)");
+    compare_remainder(layout, grad_dtype, adamw, unaligned ? 1 : 0, 3, 205, sm_count, true);
+  }
+}
+
+// A step factor that says skip: every kernel (plain with a bf16 copy, remainders on the whole GPU and by
+// bulk copies on a few SMs) leaves every operand as it was.
+TEST(CudaAdam, ASkippingStepFactorLeavesEveryOperand) {
+  ADAMANT_REQUIRE_GPU();
+  std::mt19937_64 rng(25);
+  const SegmentLayout layout = testing::random_layout(rng, 60, 0, 20, 9000);
+  const std::size_t n = layout.numel;
+  MirroredArray<std::int64_t> segments(layout.table.size(), DType::i64);
+  segments.host = layout.table;
+  segments.upload();
+  MainState state(n, 0, rng, true);
+  MirroredArray<std::uint16_t> copy(n, DType::bf16), low(n, DType::u16);
+  for (std::size_t i = 0; i < n; ++i) {
+    copy.host[i] = bf16_round_for_remainder(state.main.host[i]);
+    low.host[i] = remainder_of(state.main.host[i], copy.host[i]);
+  }
+  copy.upload();
+  low.upload();
+  Gradient grad(n, DType::f32, 0);
+  grad.randomize(rng);
+  MirroredArray<float> factor(2, DType::f32);
+  factor.host = {0.37f, 1.0f};
+  factor.upload();
+  AdamArgs args = args_for(3, true);
+  args.step_factor = factor.device_view();
+  Stream stream(testing::gpu());
+  adam_step(args, segments.device_view(), grad.device_view(), state.main.device_view(), state.m.device_view(),
+            state.v.device_view(), copy.device_view(), stream);
+  for (const int sm_count : {0, 8}) {
+    adam_step_remainder(args, segments.device_view(), grad.device_view(), low.device_view(), state.m.device_view(),
+                        state.v.device_view(), copy.device_view(), stream, sm_count);
+  }
+  stream.synchronize();
+  testing::expect_bitwise_equal(state.main.download(), state.main.host, "main weights");
+  testing::expect_bitwise_equal(state.m.download(), state.m.host, "exp_avg");
+  testing::expect_bitwise_equal(state.v.download(), state.v.host, "exp_avg_sq");
+  testing::expect_bitwise_equal(copy.download(), copy.host, "bf16 weights");
+  testing::expect_bitwise_equal(low.download(), low.host, "remainders");
+}
+
+// The factor resolved on the GPU against step_factor_of on the host, bit for bit: norms over 40 orders of
+// magnitude, loss scales, clipping on and off, infinite and NaN norms.
+TEST(CudaStepFactor, MatchesTheHostFunctionBitForBit) {
+  ADAMANT_REQUIRE_GPU();
+  std::mt19937_64 rng(26);
+  std::uniform_real_distribution<double> exponent(-10.0, 30.0);
+  const double clips[] = {0.0, 0.5, 1.0, 100.0};
+  const double loss_scales[] = {1.0, 65536.0, 0.125};
+  std::vector<double> squared_norms = {0.0, std::numeric_limits<double>::infinity(),
+                                       std::numeric_limits<double>::quiet_NaN()};
+  for (int i = 0; i < 200; ++i) squared_norms.push_back(std::pow(10.0, exponent(rng)));
+  MirroredArray<double> norm(1, DType::f64);
+  MirroredArray<float> factor(2, DType::f32);
+  Stream stream(testing::gpu());
+  int clipped = 0;
+  for (std::size_t i = 0; i < squared_norms.size(); ++i) {
+    const StepFactorInputs inputs{1.0 / static_cast<double>(1 + i % 7), loss_scales[i % 3], clips[i % 4]};
+    norm.host[0] = squared_norms[i];
+    norm.upload();
+    resolve_step_factor(norm.device_view(), inputs, factor.device_view(), stream);
+    stream.synchronize();
+    const std::vector<float> gpu = factor.download();
+    const StepFactor host = step_factor_of(squared_norms[i], inputs);
+    ASSERT_EQ(gpu[1], host.finite ? 0.0f : 1.0f) << squared_norms[i];
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(gpu[0]), std::bit_cast<std::uint32_t>(host.adam_grad_scale))
+        << squared_norms[i] << " clip " << inputs.clip_val;
+    if (host.finite && host.adam_grad_scale != static_cast<float>(inputs.grad_scale / inputs.loss_scale)) ++clipped;
+  }
+  EXPECT_GT(clipped, 20);  // the clipping branch ran
 }
 
 TEST(CudaAdamRemainder, ThirteenMillionElementsRebuildExactly) {

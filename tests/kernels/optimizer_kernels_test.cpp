@@ -9,8 +9,10 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "adamant/core/error.h"
 #include "adamant/core/half.h"
 #include "adamant/kernels/adam.h"
 #include "adamant/kernels/elementwise.h"
@@ -246,6 +248,116 @@ TEST(AdamKernel, RemainderVariantIsBitwiseEqualToFp32Variant) {
   EXPECT_EQ(model_rem[1050], initial_model[1050]);
   EXPECT_EQ(remainder[1050], 0);
   EXPECT_NE(join_remainder(model_rem[1016], remainder[1016]), bf16_to_f32(initial_model[1016]));  // in a segment
+}
+
+// Adam with AdamArgs::step_factor: the factor's grad scale gives the bits of the same scale passed by
+// value, and a skip leaves every operand as it was, in both variants.
+TEST(AdamKernel, StepFactorGivesTheValuesBitsAndASkipLeavesEverything) {
+  for (const bool remainders : {false, true}) {
+    for (const float skip : {0.0f, 1.0f}) {
+      KernelState by_value = initial_kernel_state();
+      KernelState by_factor = initial_kernel_state();
+      std::vector<std::uint16_t> low_by_value(kShard, 0), low_by_factor(kShard, 0);
+      for (std::size_t i = 0; i < kShard; ++i) {
+        by_value.model[i] = by_factor.model[i] = bf16_round_for_remainder(by_value.main[i]);
+        by_value.grad[i] = by_factor.grad[i] = static_cast<float>(gradient(i, 1));
+        by_factor.m[i] = by_value.m[i] = 0.01f * static_cast<float>(i);
+        by_factor.v[i] = by_value.v[i] = 0.002f * static_cast<float>(i + 1);
+      }
+      const KernelState before = by_factor;
+      std::vector<float> factor = {0.37f, skip};
+      AdamArgs value_args = test_args(true);
+      value_args.step = 2;
+      value_args.grad_scale = 0.37f;
+      AdamArgs factor_args = value_args;
+      factor_args.grad_scale = 5.0f;  // not read: the factor's scale is
+      factor_args.step_factor = view(factor);
+      std::vector<std::int64_t> segments = kSegments;
+      const auto run = [&](const AdamArgs& args, KernelState& s, std::vector<std::uint16_t>& low) {
+        if (remainders) {
+          adam_step_remainder(args, view(segments), view(s.grad), view(low, DType::u16), view(s.m), view(s.v),
+                              view(s.model, DType::bf16), Stream());
+        } else {
+          adam_step(args, view(segments), view(s.grad), view(s.main), view(s.m), view(s.v), view(s.model, DType::bf16),
+                    Stream());
+        }
+      };
+      run(factor_args, by_factor, low_by_factor);
+      const std::string what = std::string(remainders ? "remainders" : "fp32 main weights") + " skip " +
+                               std::to_string(static_cast<int>(skip));
+      if (skip != 0.0f) {
+        for (std::size_t i = 0; i < kShard; ++i) {
+          EXPECT_EQ(bits_of(by_factor.main[i]), bits_of(before.main[i])) << what << " " << i;
+          EXPECT_EQ(bits_of(by_factor.m[i]), bits_of(before.m[i])) << what << " " << i;
+          EXPECT_EQ(bits_of(by_factor.v[i]), bits_of(before.v[i])) << what << " " << i;
+          EXPECT_EQ(by_factor.model[i], before.model[i]) << what << " " << i;
+          EXPECT_EQ(low_by_factor[i], 0) << what << " " << i;
+        }
+        continue;
+      }
+      run(value_args, by_value, low_by_value);
+      int changed = 0;
+      for (std::size_t i = 0; i < kShard; ++i) {
+        EXPECT_EQ(bits_of(by_factor.main[i]), bits_of(by_value.main[i])) << what << " " << i;
+        EXPECT_EQ(bits_of(by_factor.m[i]), bits_of(by_value.m[i])) << what << " " << i;
+        EXPECT_EQ(bits_of(by_factor.v[i]), bits_of(by_value.v[i])) << what << " " << i;
+        EXPECT_EQ(by_factor.model[i], by_value.model[i]) << what << " " << i;
+        EXPECT_EQ(low_by_factor[i], low_by_value[i]) << what << " " << i;
+        changed += by_factor.m[i] != before.m[i] ? 1 : 0;
+      }
+      EXPECT_EQ(changed, 10) << what;  // every element but the two of padding
+    }
+  }
+}
+
+TEST(AdamKernel, RejectsAStepFactorOfOtherThanTwoFp32) {
+  KernelState s = initial_kernel_state();
+  std::vector<std::int64_t> segments = kSegments;
+  std::vector<float> three = {1.0f, 0.0f, 0.0f};
+  AdamArgs args = test_args(true);
+  args.step = 1;
+  args.step_factor = view(three);
+  try {
+    adam_step(args, view(segments), view(s.grad), view(s.main), view(s.m), view(s.v), view(s.model, DType::bf16),
+              Stream());
+    FAIL() << "a step factor of 3 elements was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("step_factor"), std::string::npos) << e.what();
+  }
+}
+
+// The factor against its closed form: grad_scale / loss_scale, times clip_val / (norm + 1e-6) where that is
+// below 1, norm = sqrt(squared) * grad_scale / loss_scale; a non-finite norm skips.
+TEST(StepFactor, MatchesTheClosedFormClipsAndSkips) {
+  struct Case {
+    double squared, grad_scale, loss_scale, clip;
+    float scale;
+    float skip;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Case cases[] = {
+      {4.0, 0.5, 1.0, 0.0, 0.5f, 0.0f},                                               // norm 1, no clipping
+      {4.0, 0.5, 1.0, 2.0, 0.5f, 0.0f},                                               // norm 1 under the clip
+      {400.0, 0.5, 1.0, 1.0, static_cast<float>(0.5 * (1.0 / (10.0 + 1e-6))), 0.0f},  // norm 10 clipped to 1
+      {65536.0 * 65536.0 * 9.0, 1.0, 65536.0, 1.0, static_cast<float>(1.0 / 65536.0 * (1.0 / (3.0 + 1e-6))),
+       0.0f},  // unscaled norm 3
+      {inf, 0.5, 1.0, 1.0, 0.5f, 1.0f},
+      {nan, 0.5, 1.0, 0.0, 0.5f, 1.0f},
+  };
+  for (const Case& c : cases) {
+    double squared = c.squared;
+    std::vector<float> factor = {-1.0f, -1.0f};
+    resolve_step_factor(Tensor::flat(&squared, DType::f64, Device::cpu(), 1), {c.grad_scale, c.loss_scale, c.clip},
+                        view(factor), Stream());
+    EXPECT_EQ(factor[1], c.skip) << c.squared;
+    if (c.skip == 0.0f) {
+      EXPECT_EQ(bits_of(factor[0]), bits_of(c.scale)) << c.squared;
+    }
+    const StepFactor host = step_factor_of(c.squared, {c.grad_scale, c.loss_scale, c.clip});
+    EXPECT_EQ(host.finite, c.skip == 0.0f) << c.squared;
+    EXPECT_EQ(bits_of(host.adam_grad_scale), bits_of(factor[0])) << c.squared;
+  }
 }
 
 TEST(SquaredNorm, MatchesDirectSumAndIgnoresElementsOutsideSegments) {

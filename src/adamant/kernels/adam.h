@@ -8,6 +8,7 @@
 #include "adamant/kernels/dispatch.h"
 #include "adamant/kernels/elementwise.h"
 #include "adamant/kernels/reduce.h"
+#include "adamant/kernels/step_factor.h"
 
 namespace adamant::kernels {
 
@@ -20,7 +21,17 @@ struct AdamArgs {
   bool adamw = true;          // decoupled decay; false = L2 (wd*p added to the gradient)
   std::int64_t step = 1;      // 1-based, for the bias corrections
   float grad_scale = 1.0f;    // every gradient is multiplied by this first (averaging, unscale, clip)
+  // Or, where set, that factor as resolve_step_factor left it on the gradients' device (f32 [2]:
+  // grad scale, skip), read by the kernel itself; a skip other than 0 leaves every operand
+  // untouched. Adam can then be queued before the host knows the gradients' norm.
+  Tensor step_factor;
 };
+
+// The factor of AdamArgs::step_factor from the squared norm of the synced gradient (f64 [1], as
+// squared_norm leaves it): factor = [step_factor_of(...).adam_grad_scale, 1 where the norm is
+// not finite else 0], f32 [2] on the norm's device.
+void resolve_step_factor(const Tensor& squared_norm, const StepFactorInputs& inputs, Tensor factor,
+                         const Stream& stream);
 
 // Segments: an i64 tensor of 3*k values (begin, end, decay) on the shard's device,
 // sorted, non-overlapping, element offsets within the shard. Elements outside
@@ -40,6 +51,7 @@ void adam_step(const AdamArgs& args, const Tensor& segments, const Tensor& grad,
                Tensor exp_avg_sq, Tensor model_param);
 void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor remainder,
                          Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param);
+void resolve_step_factor(const Tensor& squared_norm, const StepFactorInputs& inputs, Tensor factor);
 }  // namespace cpu
 
 namespace cuda {
@@ -47,6 +59,8 @@ void adam_step(const AdamArgs& args, const Tensor& segments, const Tensor& grad,
                Tensor exp_avg_sq, Tensor model_param, const Stream& stream);
 void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Tensor& grad, Tensor remainder,
                          Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param, const Stream& stream, int sm_count);
+void resolve_step_factor(const Tensor& squared_norm, const StepFactorInputs& inputs, Tensor factor,
+                         const Stream& stream);
 }  // namespace cuda
 
 namespace detail {
@@ -64,6 +78,7 @@ inline void check_adam_operands(const KernelCall& call, const AdamArgs& args, co
                 state.numel(), n);
   call.exact("exp_avg", exp_avg, n, DType::f32);
   call.exact("exp_avg_sq", exp_avg_sq, n, DType::f32);
+  if (args.step_factor.data != nullptr) call.exact("step_factor", args.step_factor, 2, DType::f32);
   if (model_param.data != nullptr) {
     ADAMANT_CHECK(is_float(model_param.dtype), "adam: model weight copy of {} (fp32, bf16 or fp16 expected)",
                   dtype_name(model_param.dtype));
@@ -99,6 +114,15 @@ inline void adam_step_remainder(const AdamArgs& args, const Tensor& segments, co
   call.run([&] { cpu::adam_step_remainder(args, segments, grad, remainder, exp_avg, exp_avg_sq, model_param); },
            ADAMANT_CUDA_CALL(cuda::adam_step_remainder(args, segments, grad, remainder, exp_avg, exp_avg_sq,
                                                        model_param, stream, sm_count)));
+}
+
+inline void resolve_step_factor(const Tensor& squared_norm, const StepFactorInputs& inputs, Tensor factor,
+                                const Stream& stream) {
+  const KernelCall call("resolve_step_factor", squared_norm, stream);
+  call.exact("squared_norm", squared_norm, 1, DType::f64);
+  call.exact("factor", factor, 2, DType::f32);
+  call.run([&] { cpu::resolve_step_factor(squared_norm, inputs, factor); },
+           ADAMANT_CUDA_CALL(cuda::resolve_step_factor(squared_norm, inputs, factor, stream)));
 }
 
 }  // namespace adamant::kernels

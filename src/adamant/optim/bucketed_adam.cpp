@@ -45,22 +45,24 @@ void BucketedAdam::on_grad_ready(std::size_t index) {
 StepResult BucketedAdam::step(double lr, double grad_scale) {
   check_attached("step");
   wait_for_params();  // normally done already, before this step's forward
-  const StepScale scale = grads_.finish_sync(grad_scale);
-  if (scale.finite) {
-    ++step_count_;
-    const kernels::AdamArgs args = adam_args_for_step(options_, lr, step_count_, scale.adam_grad_scale);
-    // Adam reads the synced gradients and writes the weights the next forward reads: it follows the
-    // compute stream's work so far, and the forward waits for it (wait_for_params or wait_for_param).
-    synced_.record(stream_);
-    synced_.wait_on(update_stream_);
-    // The layout is in reverse order of use: the last range's weights are the next forward's first.
-    for (std::size_t r = grads_.ranges().size(); r-- > 0;) {
-      state_.update(args, r, grads_.segments(r), grads_.synced_grad(r), update_stream_, update_sms_[r]);
-      publish_params(r);  // overlaps with the next ranges' Adam
-    }
-    updated_.record(update_stream_);
-    if (!options_.overlap_param_sync) wait_for_params();
+  grads_.finish_sync_on_device(grad_scale);
+  // Adam is queued before the host reads the norm back: it reads the step's factor on the device and
+  // leaves everything as it is where the norm is not finite, so the GPU goes from the norm into Adam
+  // without waiting for the host. Its step count is this step's, which counts if the norm is finite.
+  const kernels::AdamArgs args = adam_args_for_step(options_, lr, step_count_ + 1, grads_.step_factor());
+  // Adam reads the synced gradients and writes the weights the next forward reads: it follows the
+  // compute stream's work so far, and the forward waits for it (wait_for_params or wait_for_param).
+  synced_.record(stream_);
+  synced_.wait_on(update_stream_);
+  // The layout is in reverse order of use: the last range's weights are the next forward's first.
+  for (std::size_t r = grads_.ranges().size(); r-- > 0;) {
+    state_.update(args, r, grads_.segments(r), grads_.synced_grad(r), update_stream_, update_sms_[r]);
+    publish_params(r);  // overlaps with the next ranges' Adam (a skipped step's weights, unchanged)
   }
+  updated_.record(update_stream_);
+  const StepScale scale = grads_.read_step_scale(grad_scale);  // while Adam runs
+  if (scale.finite) ++step_count_;
+  if (!options_.overlap_param_sync) wait_for_params();
   grads_.reset_readiness();
   return {scale.grad_norm, !scale.finite, grads_.loss_scale()};
 }

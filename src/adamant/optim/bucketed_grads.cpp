@@ -54,6 +54,8 @@ void BucketedGrads::attach(Tensor model_grads) {
   norm_segments_ = upload_table(ranges_.norm_segments(), device, norm_segments_buffer_);
   norm_buffer_ = Buffer(sizeof(double), device);
   norm_ = Tensor::flat(norm_buffer_.data(), DType::f64, device, 1);
+  factor_buffer_ = Buffer(2 * sizeof(float), device);
+  factor_ = Tensor::flat(factor_buffer_.data(), DType::f32, device, 2);
   if (staged_) {
     staging_buffer_ = Buffer(plan_.padded_numel() * sizeof(bf16_bits), device);
     staging_ = Tensor::flat(staging_buffer_.data(), DType::bf16, device, plan_.padded_numel());
@@ -95,7 +97,7 @@ void BucketedGrads::on_grad_ready(std::size_t param) {
   }
 }
 
-double BucketedGrads::squared_norm() {
+void BucketedGrads::squared_norm() {
   // fp64 throughout: each range adds its squares to one value, the ranks' values are summed (sharded), and
   // the norm is rounded once, into the fp32 Adam factor. The order of the sums is fixed, so is the result.
   for (std::size_t r = 0; r < ranges_.size(); ++r) {
@@ -107,10 +109,15 @@ double BucketedGrads::squared_norm() {
     if (partial) comm_.all_reduce_async(norm_, comm::ReduceOp::sum).wait(stream_);
     norm_scope_.add_model_parallel_ranks(norm_, stream_);
   });
-  return read_squared_norm(norm_, stream_);
 }
 
-StepScale BucketedGrads::finish_sync(double grad_scale) {
+kernels::StepFactorInputs BucketedGrads::factor_inputs(double grad_scale) const {
+  const double sync_scale = options_.average_grad_sync ? 1.0 : static_cast<double>(comm_.size());
+  return {grad_scale * sync_scale, loss_scaler_.scale(), options_.gradient_clip_val};
+}
+
+void BucketedGrads::finish_sync_on_device(double grad_scale) {
+  ADAMANT_CHECK(!factor_pending_, "BucketedGrads: finish_sync_on_device twice without read_step_scale");
   if (syncs()) {
     // Buckets whose readiness was never reported (or overlap off) start now, in bucket order.
     for (std::size_t b = 0; b < sync_handles_.size(); ++b) {
@@ -121,10 +128,16 @@ StepScale BucketedGrads::finish_sync(double grad_scale) {
     });
     std::fill(sync_started_.begin(), sync_started_.end(), 0);
   }
-  const double squared = squared_norm();
-  const double sync_scale = options_.average_grad_sync ? 1.0 : static_cast<double>(comm_.size());
-  const StepScale scale =
-      resolve_step_scale(squared, grad_scale * sync_scale, loss_scaler_.scale(), options_.gradient_clip_val);
+  squared_norm();
+  kernels::resolve_step_factor(norm_, factor_inputs(grad_scale), factor_, stream_);
+  factor_pending_ = true;
+}
+
+StepScale BucketedGrads::read_step_scale(double grad_scale) {
+  ADAMANT_CHECK(factor_pending_, "BucketedGrads: read_step_scale before finish_sync_on_device");
+  factor_pending_ = false;
+  // The same function of the same norm as the factor on the device, so the same bits.
+  const StepScale scale = kernels::step_factor_of(read_squared_norm(norm_, stream_), factor_inputs(grad_scale));
   loss_scaler_.update(!scale.finite);  // the norm is identical on every rank, so is every decision here
   return scale;
 }

@@ -75,9 +75,20 @@ class BucketedGrads {
   void on_grad_ready(std::size_t param);
   // Whether on_grad_ready starts syncs during the backward (overlap on, several ranks).
   bool overlaps_sync() const { return syncs() && options_.overlap_grad_sync && comm_.size() > 1; }
-  // After backward: starts the buckets not started yet (in bucket order), waits for every sync, computes
-  // the global grad norm (one host synchronisation) and the step's factor, and updates the loss scaler.
-  StepScale finish_sync(double grad_scale);
+  // After backward, on the stream: starts the buckets not started yet (in bucket order), waits for every
+  // sync, computes the global grad norm and from it the step's factor (step_factor()), for Adam to read
+  // without the host waiting.
+  void finish_sync_on_device(double grad_scale);
+  // Then on the host: reads the norm back (the step's one host synchronisation, on the stream only),
+  // resolves the same factor from it and updates the loss scaler.
+  StepScale read_step_scale(double grad_scale);
+  // Both, one after the other.
+  StepScale finish_sync(double grad_scale) {
+    finish_sync_on_device(grad_scale);
+    return read_step_scale(grad_scale);
+  }
+  // The step's factor as finish_sync_on_device leaves it (kernels::AdamArgs::step_factor).
+  Tensor step_factor() const { return factor_; }
   // The synced gradient of update range `range`, and its segments (device), for Adam.
   Tensor synced_grad(std::size_t range) const;
   Tensor segments(std::size_t range) const;
@@ -94,7 +105,8 @@ class BucketedGrads {
   bool syncs() const { return layout_ == GradLayout::sharded || comm_.size() > 1; }
   void start_sync(std::size_t bucket);
   Tensor norm_segments(std::size_t range) const;
-  double squared_norm();
+  void squared_norm();
+  kernels::StepFactorInputs factor_inputs(double grad_scale) const;
 
   OptimizerOptions options_;
   ParamList params_;
@@ -112,8 +124,10 @@ class BucketedGrads {
   DynamicLossScaler loss_scaler_;
 
   Tensor grads_;
-  Buffer staging_buffer_, segments_buffer_, norm_segments_buffer_, norm_buffer_;
+  Buffer staging_buffer_, segments_buffer_, norm_segments_buffer_, norm_buffer_, factor_buffer_;
   Tensor staging_, segments_, norm_segments_, norm_;  // staging_: the bf16 copy the sync sends (grad_sync_dtype bf16)
+  Tensor factor_;                                     // f32 [2]: the step's grad scale and skip
+  bool factor_pending_ = false;                       // finish_sync_on_device ran, read_step_scale not yet
   std::vector<comm::CommHandle> sync_handles_;
   std::vector<std::uint8_t> sync_started_;
   CommWaitTimer comm_waits_;

@@ -1,22 +1,6 @@
 #include "adamant/optim/step_scale.h"
 
-#include <cmath>
-
 namespace adamant::optim {
-
-StepScale resolve_step_scale(double squared_norm_of_sum, double grad_scale, double loss_scale, double clip_val) {
-  StepScale result;
-  const double unscale = grad_scale / loss_scale;
-  result.grad_norm = std::sqrt(squared_norm_of_sum) * std::abs(unscale);
-  result.finite = std::isfinite(result.grad_norm);
-  double clip = 1.0;
-  if (result.finite && clip_val > 0) {
-    const double coefficient = clip_val / (result.grad_norm + kClipEpsilon);
-    if (coefficient < 1.0) clip = coefficient;
-  }
-  result.adam_grad_scale = static_cast<float>(unscale * clip);
-  return result;
-}
 
 DynamicLossScaler make_loss_scaler(const OptimizerOptions& options) {
   if (options.model_dtype != DType::f16) return {};
@@ -31,7 +15,7 @@ double read_squared_norm(const Tensor& norm, const Stream& stream) {
 }
 
 kernels::AdamArgs adam_args_for_step(const OptimizerOptions& options, double lr, std::int64_t step,
-                                     float adam_grad_scale) {
+                                     const Tensor& step_factor) {
   kernels::AdamArgs args;
   args.lr = static_cast<float>(lr);
   args.beta1 = static_cast<float>(options.beta1);
@@ -40,7 +24,7 @@ kernels::AdamArgs adam_args_for_step(const OptimizerOptions& options, double lr,
   args.weight_decay = static_cast<float>(options.weight_decay);
   args.adamw = options.adam_w_mode;
   args.step = step;
-  args.grad_scale = adam_grad_scale;
+  args.step_factor = step_factor;
   return args;
 }
 

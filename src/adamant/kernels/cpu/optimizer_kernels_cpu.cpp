@@ -81,6 +81,15 @@ struct AdamConstants {
         adamw(args.adamw) {}
 };
 
+// Takes AdamArgs::step_factor's grad scale where it is set; false where it says to skip the step.
+bool take_step_factor(const AdamArgs& args, AdamConstants& constants) {
+  if (args.step_factor.data == nullptr) return true;
+  const float* factor = args.step_factor.ptr<float>();
+  if (factor[1] != 0.0f) return false;
+  constants.grad_scale = factor[0];
+  return true;
+}
+
 // One element of adam.h, in fp32. Both adam variants call this, so they agree bitwise.
 inline float adam_element(const AdamConstants& c, float grad, bool decay, float param, float& exp_avg,
                           float& exp_avg_sq) {
@@ -101,7 +110,8 @@ void adam_step(const AdamArgs& args, const Tensor& segments, const Tensor& grad,
                Tensor exp_avg_sq, Tensor model_param) {
   const std::size_t n = main_param.numel();
   const auto table = checked_segments(segments, n, "adam");
-  const AdamConstants constants(args);
+  AdamConstants constants(args);
+  if (!take_step_factor(args, constants)) return;
   float* const main = main_param.ptr<float>();
   float* const m = exp_avg.ptr<float>();
   float* const v = exp_avg_sq.ptr<float>();
@@ -134,7 +144,8 @@ void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Ten
                          Tensor exp_avg, Tensor exp_avg_sq, Tensor model_param) {
   const std::size_t n = remainder.numel();
   const auto table = checked_segments(segments, n, "adam_step_remainder");
-  const AdamConstants constants(args);
+  AdamConstants constants(args);
+  if (!take_step_factor(args, constants)) return;
   auto* const low = remainder.ptr<std::uint16_t>();
   auto* const high = model_param.ptr<std::uint16_t>();
   float* const m = exp_avg.ptr<float>();
@@ -150,6 +161,12 @@ void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Ten
     high[i] = rounded;
     low[i] = remainder_of(p, rounded);
   });
+}
+
+void resolve_step_factor(const Tensor& squared_norm, const StepFactorInputs& inputs, Tensor factor) {
+  const StepFactor resolved = step_factor_of(*squared_norm.ptr<double>(), inputs);
+  factor.ptr<float>()[0] = resolved.adam_grad_scale;
+  factor.ptr<float>()[1] = resolved.finite ? 0.0f : 1.0f;
 }
 
 void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate) {

@@ -103,6 +103,7 @@ __device__ __forceinline__ void update_range(const AdamOperands& ops, const Adam
 template <DType kGrad, ModelCopy kModel, bool kRemainder, bool kVectorized>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerMultiprocessor)
     adam_kernel(AdamOperands ops, AdamConstants c) {
+  if (!take_step_factor(c)) return;
   const std::int64_t num_tiles = (ops.numel + kTile - 1) / kTile;
   int first_segment = 0;
   for (std::int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
@@ -144,7 +145,19 @@ cudaError_t launch_for_grad(DType grad_dtype, const AdamOperands& ops, const Ada
   }
 }
 
+__global__ void resolve_step_factor_kernel(const double* squared_norm, StepFactorInputs inputs, float* factor) {
+  const StepFactor resolved = step_factor_of(*squared_norm, inputs);
+  factor[0] = resolved.adam_grad_scale;
+  factor[1] = resolved.finite ? 0.0f : 1.0f;
+}
+
 }  // namespace
+
+cudaError_t resolve_step_factor(const double* squared_norm, const StepFactorInputs& inputs, float* factor,
+                                cudaStream_t stream) {
+  resolve_step_factor_kernel<<<1, 1, 0, stream>>>(squared_norm, inputs, factor);
+  return cudaGetLastError();
+}
 
 cudaError_t adam(const AdamOperands& operands, DType grad_dtype, ModelCopy model, bool remainder,
                  const AdamConstants& constants, LaunchShape shape, cudaStream_t stream) {

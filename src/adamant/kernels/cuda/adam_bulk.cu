@@ -136,6 +136,7 @@ __device__ __forceinline__ void update_overlap(unsigned char* stage, const AdamC
 
 template <DType kGrad>
 __global__ void __launch_bounds__(kThreads, 1) adam_bulk_kernel(AdamOperands ops, AdamConstants c) {
+  if (!take_step_factor(c)) return;  // before any barrier or copy: the whole block leaves
   namespace tma = detail;
   using Layout = ChunkLayout<kGrad>;
   using GradStorage = typename Layout::GradStorage;

@@ -7,6 +7,16 @@
 
 namespace adamant::kernels::cuda::launchers {
 
+// Takes the step's factor from the device where the constants point to one (every thread of
+// the grid reads the same two floats); false where it says to skip the step: the kernel then
+// reads and writes nothing.
+__device__ __forceinline__ bool take_step_factor(AdamConstants& c) {
+  if (c.step_factor == nullptr) return true;
+  if (__ldg(c.step_factor + 1) != 0.0f) return false;
+  c.grad_scale = __ldg(c.step_factor);
+  return true;
+}
+
 // One element's update; m and v are updated in place, the new weight returned.
 // Decay terms are added only for decaying segments, as in the CPU reference, so
 // even the signs of zeros agree.

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "adamant/core/dtype.h"
+#include "adamant/kernels/step_factor.h"
 
 namespace adamant::kernels::cuda::launchers {
 
@@ -27,6 +28,8 @@ struct AdamConstants {
   float bias_correction2;  // 1 - beta2^step
   float grad_scale;
   bool adamw;
+  // Null, or the step's factor on the device (kernels::AdamArgs::step_factor): [grad scale, skip].
+  const float* step_factor;
 };
 
 struct AdamOperands {
@@ -56,6 +59,10 @@ cudaError_t adam(const AdamOperands& operands, DType grad_dtype, ModelCopy model
 // (cudaErrorInvalidValue otherwise).
 cudaError_t adam_bulk(const AdamOperands& operands, DType grad_dtype, const AdamConstants& constants, int blocks,
                       cudaStream_t stream);
+
+// factor = [adam grad scale, skip] from the squared norm (kernels::resolve_step_factor), by one thread.
+cudaError_t resolve_step_factor(const double* squared_norm, const StepFactorInputs& inputs, float* factor,
+                                cudaStream_t stream);
 
 // The number of partial sums squared_norm uses for numel elements of x_dtype (the size of
 // `partials` it needs, at most kMaxSquaredNormPartials); fixed by numel and dtype alone so

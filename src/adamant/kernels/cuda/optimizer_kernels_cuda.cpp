@@ -82,6 +82,7 @@ launchers::AdamConstants constants_of(const AdamArgs& args) {
       static_cast<float>(1.0 - std::pow(static_cast<double>(args.beta2), static_cast<double>(args.step)));
   c.grad_scale = args.grad_scale;
   c.adamw = args.adamw;
+  c.step_factor = args.step_factor.data != nullptr ? args.step_factor.ptr<float>() : nullptr;
   return c;
 }
 
@@ -140,6 +141,14 @@ void adam_step_remainder(const AdamArgs& args, const Tensor& segments, const Ten
   check_status(
       launchers::adam(ops, grad.dtype, launchers::ModelCopy::bf16, true, constants_of(args), shape, stream_of(stream)),
       "adam (param remainders)");
+}
+
+void resolve_step_factor(const Tensor& squared_norm, const StepFactorInputs& inputs, Tensor factor,
+                         const Stream& stream) {
+  const CurrentDeviceGuard guard(factor.device);
+  check_status(
+      launchers::resolve_step_factor(squared_norm.ptr<double>(), inputs, factor.ptr<float>(), stream_of(stream)),
+      "resolve_step_factor");
 }
 
 void squared_norm(const Tensor& x, const Tensor& segments, Tensor out, bool accumulate, Workspace& workspace,
