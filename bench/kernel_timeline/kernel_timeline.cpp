@@ -1,8 +1,12 @@
 // A CUPTI activity tracer that CUDA loads into any program through
 // CUDA_INJECTION64_PATH: it records the device start and end of every kernel, memcpy and
-// memset (inside CUDA graphs too, with the graph's id) and writes them at exit to
-// $ADAMANT_TIMELINE_OUT.<pid>.tsv (default kernel_timeline.<pid>.tsv), one line each:
-// kind (kernel, memcpy, memset), start ns, end ns, graph id (0 outside graphs), name.
+// memset (inside CUDA graphs too, with the graph's id), and the host start and end of every
+// CUDA runtime and driver call, and writes them at exit to $ADAMANT_TIMELINE_OUT.<pid>.tsv
+// (default kernel_timeline.<pid>.tsv), one line each: kind (kernel, memcpy, memset; api for a
+// host call), start ns, end ns, graph id (0 outside graphs and for host calls), correlation
+// id (the call that issued the GPU work: one id for all the work of a graph launch), name.
+// CUPTI puts device and host times on one clock, so a gap on the GPU can be set against what
+// the host was doing then.
 // bench/kernel_timeline/idle_gaps.py reports where the GPU sat idle between them, and
 // kernel_parts.py the kernel time a step by part of the model, for any program traced
 // (PyTorch's too, so that ours and the peer compare kernel by kernel).
@@ -30,8 +34,15 @@ struct Activity {
   std::uint64_t start;
   std::uint64_t end;
   std::uint32_t graph;
+  std::uint32_t correlation;
   std::string name;
 };
+
+std::string call_name(CUpti_CallbackDomain domain, std::uint32_t cbid) {
+  const char* name = nullptr;
+  if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) return "?";
+  return name;
+}
 
 class Timeline {
  public:
@@ -41,18 +52,26 @@ class Timeline {
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* kernel = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-        activities_.push_back(
-            {"kernel", kernel->start, kernel->end, kernel->graphId, kernel->name != nullptr ? kernel->name : "?"});
+        activities_.push_back({"kernel", kernel->start, kernel->end, kernel->graphId, kernel->correlationId,
+                               kernel->name != nullptr ? kernel->name : "?"});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* copy = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        activities_.push_back({"memcpy", copy->start, copy->end, copy->graphId, "memcpy"});
+        activities_.push_back({"memcpy", copy->start, copy->end, copy->graphId, copy->correlationId, "memcpy"});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* set = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-        activities_.push_back({"memset", set->start, set->end, set->graphId, "memset"});
+        activities_.push_back({"memset", set->start, set->end, set->graphId, set->correlationId, "memset"});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER: {
+        const auto* call = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+        const CUpti_CallbackDomain domain =
+            record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
+        activities_.push_back({"api", call->start, call->end, 0, call->correlationId, call_name(domain, call->cbid)});
         break;
       }
       default:
@@ -74,8 +93,8 @@ class Timeline {
       return;
     }
     for (const Activity& a : activities_) {
-      std::fprintf(file.get(), "%s\t%llu\t%llu\t%u\t%s\n", a.kind, static_cast<unsigned long long>(a.start),
-                   static_cast<unsigned long long>(a.end), a.graph, a.name.c_str());
+      std::fprintf(file.get(), "%s\t%llu\t%llu\t%u\t%u\t%s\n", a.kind, static_cast<unsigned long long>(a.start),
+                   static_cast<unsigned long long>(a.end), a.graph, a.correlation, a.name.c_str());
     }
     std::fprintf(stderr, "kernel_timeline: %zu activities in %s\n", activities_.size(), path.c_str());
   }
@@ -125,7 +144,9 @@ extern "C" int InitializeInjection() {
       check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks") &&
       check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enabling kernel records") &&
       check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enabling memcpy records") &&
-      check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enabling memset records");
+      check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enabling memset records") &&
+      check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enabling runtime call records") &&
+      check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "enabling driver call records");
   if (ok) std::atexit(flush_and_write);
   return ok ? 1 : 0;
 }

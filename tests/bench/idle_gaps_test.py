@@ -61,8 +61,39 @@ class IdleGapsTest(unittest.TestCase):
         self.assertEqual(idle_gaps.short_name("void fill<float>(float*, int)"), "void fill")
 
     def test_malformed_line_names_its_number(self):
-        with self.assertRaisesRegex(ValueError, "line 2: 3 tab-separated fields"):
+        with self.assertRaisesRegex(ValueError, "line 2: 3 tab-separated fields, expected 6"):
             idle_gaps.read_trace(["kernel\t0\t1\t0\ta\n", "kernel\t2\t3\n"])
+
+    def test_host_calls_show_the_gaps_the_gpu_waited_for_the_host(self):
+        # Rows of the tracer's six fields. b's graph launch starts 30 us after a ends: 30 of the
+        # 40 us gap are the host's; c was issued long before its gap opened.
+        lines = [f"{kind}\t{start}\t{end}\t{graph}\t{corr}\t{name}\n" for kind, start, end, graph, corr, name in (
+            ("api", -5_000, -4_000, 0, 1, "cudaLaunchKernel"),
+            ("kernel", 0, 10_000, 0, 1, "a"),
+            ("api", 12_000, 35_000, 0, 9, "cudaStreamSynchronize"),
+            ("api", 20_000, 21_000, 0, 3, "cudaLaunchKernel"),
+            ("api", 40_000, 45_000, 0, 2, "cudaGraphLaunch"),
+            ("kernel", 50_000, 60_000, 7, 2, "b"),
+            ("kernel", 61_000, 70_000, 0, 3, "c"),
+        )]
+        activities = idle_gaps.read_trace(lines)
+        self.assertEqual([a.name for a in activities], ["a", "b", "c"])
+        self.assertEqual([a.correlation for a in activities], [1, 2, 3])
+        calls = idle_gaps.read_host_calls(lines)
+        self.assertEqual([c.name for c in calls], ["cudaLaunchKernel", "cudaStreamSynchronize", "cudaLaunchKernel",
+                                                   "cudaGraphLaunch"])
+        gaps = idle_gaps.idle_gaps(activities)
+        self.assertEqual([g.ns for g in gaps], [40_000, 1_000])
+        late = idle_gaps.host_late(gaps, calls)
+        self.assertEqual([(g.after.name, call.name, ns) for g, call, ns in late], [("b", "cudaGraphLaunch", 30_000)])
+        during = idle_gaps.calls_during(calls, 10_000, 40_000)
+        self.assertEqual([c.name for c in during], ["cudaStreamSynchronize", "cudaLaunchKernel"])
+
+    def test_older_traces_have_no_correlation(self):
+        activities = idle_gaps.read_trace(trace(("kernel", 0, 1_000, 3, "a")))
+        self.assertEqual(activities[0].correlation, 0)
+        self.assertEqual(activities[0].graph, 3)
+        self.assertEqual(idle_gaps.read_host_calls(trace(("kernel", 0, 1_000, 3, "a"))), [])
 
 
 if __name__ == "__main__":
