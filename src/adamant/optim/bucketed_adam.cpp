@@ -60,7 +60,7 @@ StepResult BucketedAdam::step(double lr, double grad_scale) {
     publish_params(r);  // overlaps with the next ranges' Adam (a skipped step's weights, unchanged)
   }
   updated_.record(update_stream_);
-  const StepScale scale = grads_.read_step_scale(grad_scale);  // while Adam runs
+  const StepScale scale = grads_.read_step_scale();  // while Adam runs
   if (scale.finite) ++step_count_;
   if (!options_.overlap_param_sync) wait_for_params();
   grads_.reset_readiness();

@@ -111,13 +111,8 @@ void BucketedGrads::squared_norm() {
   });
 }
 
-kernels::StepFactorInputs BucketedGrads::factor_inputs(double grad_scale) const {
-  const double sync_scale = options_.average_grad_sync ? 1.0 : static_cast<double>(comm_.size());
-  return {grad_scale * sync_scale, loss_scaler_.scale(), options_.gradient_clip_val};
-}
-
 void BucketedGrads::finish_sync_on_device(double grad_scale) {
-  ADAMANT_CHECK(!factor_pending_, "BucketedGrads: finish_sync_on_device twice without read_step_scale");
+  ADAMANT_CHECK(!pending_factor_, "BucketedGrads: finish_sync_on_device twice without read_step_scale");
   if (syncs()) {
     // Buckets whose readiness was never reported (or overlap off) start now, in bucket order.
     for (std::size_t b = 0; b < sync_handles_.size(); ++b) {
@@ -129,15 +124,17 @@ void BucketedGrads::finish_sync_on_device(double grad_scale) {
     std::fill(sync_started_.begin(), sync_started_.end(), 0);
   }
   squared_norm();
-  kernels::resolve_step_factor(norm_, factor_inputs(grad_scale), factor_, stream_);
-  factor_pending_ = true;
+  const double sync_scale = options_.average_grad_sync ? 1.0 : static_cast<double>(comm_.size());
+  pending_factor_ =
+      kernels::StepFactorInputs{grad_scale * sync_scale, loss_scaler_.scale(), options_.gradient_clip_val};
+  kernels::resolve_step_factor(norm_, *pending_factor_, factor_, stream_);
 }
 
-StepScale BucketedGrads::read_step_scale(double grad_scale) {
-  ADAMANT_CHECK(factor_pending_, "BucketedGrads: read_step_scale before finish_sync_on_device");
-  factor_pending_ = false;
-  // The same function of the same norm as the factor on the device, so the same bits.
-  const StepScale scale = kernels::step_factor_of(read_squared_norm(norm_, stream_), factor_inputs(grad_scale));
+StepScale BucketedGrads::read_step_scale() {
+  ADAMANT_CHECK(pending_factor_, "BucketedGrads: read_step_scale before finish_sync_on_device");
+  // The same function of the same norm and inputs as the factor on the device, so the same bits.
+  const StepScale scale = kernels::step_factor_of(read_squared_norm(norm_, stream_), *pending_factor_);
+  pending_factor_.reset();
   loss_scaler_.update(!scale.finite);  // the norm is identical on every rank, so is every decision here
   return scale;
 }

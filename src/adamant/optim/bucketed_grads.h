@@ -12,6 +12,7 @@
 // every rank updates the whole model, a reduce-scatter when each updates its shards.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "adamant/comm/communicator.h"
@@ -80,12 +81,13 @@ class BucketedGrads {
   // without the host waiting.
   void finish_sync_on_device(double grad_scale);
   // Then on the host: reads the norm back (the step's one host synchronisation, on the stream only),
-  // resolves the same factor from it and updates the loss scaler.
-  StepScale read_step_scale(double grad_scale);
+  // resolves the same factor from it, with the inputs the device's was resolved with, and updates the
+  // loss scaler.
+  StepScale read_step_scale();
   // Both, one after the other.
   StepScale finish_sync(double grad_scale) {
     finish_sync_on_device(grad_scale);
-    return read_step_scale(grad_scale);
+    return read_step_scale();
   }
   // The step's factor as finish_sync_on_device leaves it (kernels::AdamArgs::step_factor).
   Tensor step_factor() const { return factor_; }
@@ -106,7 +108,6 @@ class BucketedGrads {
   void start_sync(std::size_t bucket);
   Tensor norm_segments(std::size_t range) const;
   void squared_norm();
-  kernels::StepFactorInputs factor_inputs(double grad_scale) const;
 
   OptimizerOptions options_;
   ParamList params_;
@@ -127,7 +128,8 @@ class BucketedGrads {
   Buffer staging_buffer_, segments_buffer_, norm_segments_buffer_, norm_buffer_, factor_buffer_;
   Tensor staging_, segments_, norm_segments_, norm_;  // staging_: the bf16 copy the sync sends (grad_sync_dtype bf16)
   Tensor factor_;                                     // f32 [2]: the step's grad scale and skip
-  bool factor_pending_ = false;                       // finish_sync_on_device ran, read_step_scale not yet
+  // What finish_sync_on_device resolved the factor with, until read_step_scale reads the norm back.
+  std::optional<kernels::StepFactorInputs> pending_factor_;
   std::vector<comm::CommHandle> sync_handles_;
   std::vector<std::uint8_t> sync_started_;
   CommWaitTimer comm_waits_;
